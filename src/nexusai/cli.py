@@ -1,0 +1,62 @@
+"""The `nexus` command: thin wrappers over the library that turn domain errors into
+clean messages."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from nexusai.errors import NexusError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def clean_errors(fn: F) -> F:
+    """A domain error becomes one line on stderr and exit status 1, not a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except NexusError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group()
+@click.version_option(package_name="nexusai")
+def cli() -> None:
+    """nexusai: long-term memory for chat assistants."""
+
+
+@cli.command()
+@click.option("--host", default=None, help="Address to bind (default 127.0.0.1, NEXUS_HOST)")
+@click.option("--port", type=int, default=None, help="Port (default 4000, NEXUS_PORT)")
+@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="NEXUS_DATA_DIR")
+@clean_errors
+def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
+    """Start the HTTP service (OpenAPI docs at /docs)."""
+    import uvicorn
+
+    from nexusai.app import create_app
+    from nexusai.config import Config
+
+    config = Config.from_env(host=host, port=port, data_dir=data_dir)
+    click.echo(
+        f"nexusai on http://{config.host}:{config.port} (docs at /docs), data in {config.data_dir}",
+        err=True,
+    )
+    uvicorn.run(create_app(config), host=config.host, port=config.port, log_level="info")
+
+
+def main() -> None:
+    cli(prog_name="nexus")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""Domain errors. The HTTP layer and the CLI turn these into clean messages."""
+
+from __future__ import annotations
+
+
+class NexusError(Exception):
+    """Base class for errors whose message is safe to show to a user."""
+
+    status_code = 400
+
+
+class NotFound(NexusError):
+    status_code = 404
+
+
+class InvalidInput(NexusError):
+    status_code = 422
+
+
+class TooLarge(NexusError):
+    status_code = 413
+
+
+class Conflict(NexusError):
+    status_code = 409
+
+
+class ConfigError(NexusError):
+    """A setting in the environment is missing or out of range."""
+
+    status_code = 500

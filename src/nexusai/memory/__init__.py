@@ -1,0 +1,1 @@
+"""The memory service: owns all data (SQLite episodes and FTS5, vectors, entities)."""

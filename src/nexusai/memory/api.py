@@ -1,0 +1,238 @@
+"""The memory service's HTTP API: projects, sessions, episodes and keyword search."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query, Request, Response
+from pydantic import Discriminator, Field, Tag
+
+from nexusai.errors import InvalidInput, TooLarge
+from nexusai.http import CamelModel, StrictCamelModel, parse_id_list
+from nexusai.memory import fts
+from nexusai.memory.models import NewEpisode
+from nexusai.memory.store import UNSET, Store
+
+router = APIRouter()
+
+Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
+Offset = Annotated[int, Query(ge=0, description="Rows to skip")]
+
+
+def store_of(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+# -- models ------------------------------------------------------------------------------
+
+
+class ProjectIn(StrictCamelModel):
+    name: str = Field(min_length=1, max_length=200)
+
+
+class ProjectOut(CamelModel):
+    id: int
+    name: str
+    created_at: str
+
+
+class SessionIn(StrictCamelModel):
+    project_id: int | None = None
+    title: str | None = Field(default=None, max_length=500)
+
+
+class SessionPatch(StrictCamelModel):
+    project_id: int | None = Field(
+        default=None, description="Move into this project; null moves it out of any project"
+    )
+    title: str | None = Field(default=None, max_length=500)
+
+
+class SessionOut(CamelModel):
+    id: int
+    project_id: int | None
+    title: str | None
+    created_at: str
+
+
+class EpisodeIn(StrictCamelModel):
+    speaker: str = Field(min_length=1, max_length=200, examples=["user"])
+    content: str = Field(examples=["I adopted a puppy called Biscuit"])
+    occurred_at: datetime | None = Field(
+        default=None, description="When it was said (ISO 8601); defaults to now"
+    )
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def to_new(self) -> NewEpisode:
+        return NewEpisode(self.speaker, self.content, self.occurred_at, self.metadata)
+
+
+class EpisodeBatchIn(StrictCamelModel):
+    episodes: list[EpisodeIn] = Field(min_length=1)
+
+
+class EpisodeOut(CamelModel):
+    id: int
+    session_id: int
+    speaker: str
+    content: str
+    occurred_at: str
+    created_at: str
+    metadata: dict[str, Any]
+
+
+class EpisodeBatchOut(CamelModel):
+    episodes: list[EpisodeOut]
+
+
+class EpisodePatch(StrictCamelModel):
+    speaker: str | None = Field(default=None, min_length=1, max_length=200)
+    content: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+def _episode_or_batch(body: Any) -> str:
+    return "batch" if isinstance(body, dict) and "episodes" in body else "episode"
+
+
+EpisodesBody = Annotated[
+    Annotated[EpisodeIn, Tag("episode")] | Annotated[EpisodeBatchIn, Tag("batch")],
+    Discriminator(_episode_or_batch),
+    Body(description='One episode, or a batch as {"episodes": [...]}'),
+]
+
+
+class Health(CamelModel):
+    status: str
+    episodes: int
+
+
+# -- routes ------------------------------------------------------------------------------
+
+
+@router.get("/health", tags=["service"])
+def health(request: Request) -> Health:
+    return Health(status="ok", episodes=store_of(request).count_episodes())
+
+
+@router.post("/projects", status_code=201, tags=["projects"])
+def create_project(request: Request, body: ProjectIn) -> ProjectOut:
+    return ProjectOut.model_validate(store_of(request).create_project(body.name))
+
+
+@router.get("/projects", tags=["projects"])
+def list_projects(request: Request, limit: Limit = 100, offset: Offset = 0) -> list[ProjectOut]:
+    projects = store_of(request).list_projects(limit, offset)
+    return [ProjectOut.model_validate(p) for p in projects]
+
+
+@router.get("/projects/{project_id}", tags=["projects"])
+def get_project(request: Request, project_id: int) -> ProjectOut:
+    return ProjectOut.model_validate(store_of(request).get_project(project_id))
+
+
+@router.delete("/projects/{project_id}", status_code=204, tags=["projects"])
+def delete_project(request: Request, project_id: int) -> Response:
+    request.app.state.memory.delete_project(project_id)
+    return Response(status_code=204)
+
+
+@router.post("/sessions", status_code=201, tags=["sessions"])
+def create_session(request: Request, body: SessionIn | None = None) -> SessionOut:
+    body = body or SessionIn()
+    session = store_of(request).create_session(body.project_id, body.title)
+    return SessionOut.model_validate(session)
+
+
+@router.get("/sessions", tags=["sessions"])
+def list_sessions(
+    request: Request,
+    project_id: Annotated[int | None, Query(alias="projectId")] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> list[SessionOut]:
+    sessions = store_of(request).list_sessions(project_id, limit, offset)
+    return [SessionOut.model_validate(s) for s in sessions]
+
+
+@router.get("/sessions/{session_id}", tags=["sessions"])
+def get_session(request: Request, session_id: int) -> SessionOut:
+    return SessionOut.model_validate(store_of(request).get_session(session_id))
+
+
+@router.patch("/sessions/{session_id}", tags=["sessions"])
+def update_session(request: Request, session_id: int, body: SessionPatch) -> SessionOut:
+    given = body.model_fields_set
+    session = store_of(request).update_session(
+        session_id,
+        title=body.title if "title" in given else UNSET,
+        project_id=body.project_id if "project_id" in given else UNSET,
+    )
+    return SessionOut.model_validate(session)
+
+
+@router.delete("/sessions/{session_id}", status_code=204, tags=["sessions"])
+def delete_session(request: Request, session_id: int) -> Response:
+    request.app.state.memory.delete_session(session_id)
+    return Response(status_code=204)
+
+
+@router.post("/sessions/{session_id}/episodes", status_code=201, tags=["episodes"])
+def add_episodes(
+    request: Request,
+    session_id: int,
+    body: EpisodesBody,
+) -> EpisodeOut | EpisodeBatchOut:
+    items = body.episodes if isinstance(body, EpisodeBatchIn) else [body]
+    limit = request.app.state.config.max_batch_size
+    if len(items) > limit:
+        raise TooLarge(f"a batch holds at most {limit} episodes (NEXUS_MAX_BATCH_SIZE)")
+    stored = request.app.state.memory.add_episodes(session_id, [i.to_new() for i in items])
+    out = [EpisodeOut.model_validate(e) for e in stored]
+    return EpisodeBatchOut(episodes=out) if isinstance(body, EpisodeBatchIn) else out[0]
+
+
+@router.get("/sessions/{session_id}/episodes", tags=["episodes"])
+def list_episodes(
+    request: Request, session_id: int, limit: Limit = 100, offset: Offset = 0
+) -> list[EpisodeOut]:
+    episodes = store_of(request).list_episodes(session_id, limit, offset)
+    return [EpisodeOut.model_validate(e) for e in episodes]
+
+
+@router.get("/episodes/search", tags=["episodes"])
+def search_episodes(
+    request: Request,
+    q: Annotated[str, Query(description="The user's text; FTS5 syntax in it is searched for")],
+    session_ids: Annotated[
+        str | None, Query(alias="sessionIds", description="Comma-separated session ids")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+) -> list[EpisodeOut]:
+    max_chars = request.app.state.config.max_query_chars
+    if len(q) > max_chars:
+        raise InvalidInput(f"q is {len(q)} characters; the limit is {max_chars}")
+    scope = parse_id_list("sessionIds", session_ids)
+    episodes = fts.search_episodes(store_of(request), q, limit, scope)
+    return [EpisodeOut.model_validate(e) for e in episodes]
+
+
+@router.get("/episodes/{episode_id}", tags=["episodes"])
+def get_episode(request: Request, episode_id: int) -> EpisodeOut:
+    return EpisodeOut.model_validate(store_of(request).get_episode(episode_id))
+
+
+@router.patch("/episodes/{episode_id}", tags=["episodes"])
+def update_episode(request: Request, episode_id: int, body: EpisodePatch) -> EpisodeOut:
+    episode = request.app.state.memory.update_episode(
+        episode_id, content=body.content, speaker=body.speaker, metadata=body.metadata
+    )
+    return EpisodeOut.model_validate(episode)
+
+
+@router.delete("/episodes/{episode_id}", status_code=204, tags=["episodes"])
+def delete_episode(request: Request, episode_id: int) -> Response:
+    request.app.state.memory.delete_episode(episode_id)
+    return Response(status_code=204)

@@ -1,0 +1,128 @@
+"""Keyword search: everything that knows about SQLite FTS5 lives in this module.
+
+User text never reaches FTS5 as syntax. `build_fts_query` splits it into letter/number
+tokens and quotes each one, so `OR`, `*`, `"`, `NEAR(` or `-x` in a message are searched
+for as words, never parsed as operators.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import unicodedata
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import regex
+
+from nexusai.memory.models import Episode
+
+if TYPE_CHECKING:
+    from nexusai.memory.store import Store
+
+# unicode61 folds diacritics so "café" finds "cafe"; porter makes "configure" find
+# "configuring". Measured against the alternatives on LoCoMo: see README.
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+# The spec's split: any run of characters that is not a Unicode letter or number.
+_SPLIT = regex.compile(r"[^\p{L}\p{N}]+")
+
+# Deliberately conservative: function words and conversational filler that match almost
+# every episode. Words that can carry meaning on their own (time, good, way, like, love,
+# new, home) stay searchable. Add a word when it is seen producing noisy matches.
+STOPWORDS: frozenset[str] = frozenset(
+    """
+    a an the this that these those some any each every all both either neither such i me my
+    mine myself you your yours yourself yourselves he him his himself she her hers herself
+    it its itself we us our ours ourselves they them their theirs themselves what which who
+    whom whose how when where why whatever whoever am is are was were be been being have has
+    had having do does did doing done will would shall should can could may might must don
+    doesn didn isn aren wasn weren haven hasn hadn wouldn couldn shouldn ll re ve im ive
+    about above after again against at before below between by down during for from in into
+    of off on onto out over through to under until up upon with within without and but if or
+    nor because as so than then though while whether there here just very too also only own
+    same other more most once not no one ones thing things something anything oh yeah yes
+    hey hi hello ok okay um uh wow
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercase and split on non-letter/number runs (NFC first, so accents stay whole)."""
+    folded = unicodedata.normalize("NFC", text.lower())
+    return [token for token in _SPLIT.split(folded) if token]
+
+
+def query_terms(text: str) -> list[str]:
+    """The tokens that survive stopwords and the one-character rule, first occurrence only."""
+    terms: dict[str, None] = {}
+    for token in tokenize(text):
+        if len(token) > 1 and token not in STOPWORDS:
+            terms.setdefault(token, None)
+    return list(terms)
+
+
+def build_fts_query(text: str) -> str | None:
+    """The spec's MATCH expression: each term quoted, joined with OR; None if none survive."""
+    terms = query_terms(text)
+    if not terms:
+        return None
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+# The external-content FTS5 table over episodes and the triggers that keep it in sync, so
+# that an episode and its index entry commit in the same transaction.
+INDEX_DDL = f"""
+        CREATE VIRTUAL TABLE episodes_fts USING fts5(
+            content, content='episodes', content_rowid='id', tokenize='{TOKENIZER}'
+        );
+        CREATE TRIGGER episodes_fts_insert AFTER INSERT ON episodes BEGIN
+            INSERT INTO episodes_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+        CREATE TRIGGER episodes_fts_delete AFTER DELETE ON episodes BEGIN
+            INSERT INTO episodes_fts(episodes_fts, rowid, content)
+                VALUES ('delete', old.id, old.content);
+        END;
+        CREATE TRIGGER episodes_fts_update AFTER UPDATE OF content ON episodes BEGIN
+            INSERT INTO episodes_fts(episodes_fts, rowid, content)
+                VALUES ('delete', old.id, old.content);
+            INSERT INTO episodes_fts(rowid, content) VALUES (new.id, new.content);
+        END;
+"""
+
+
+def integrity_check(conn: sqlite3.Connection) -> bool:
+    """True when the FTS index agrees with the episodes table."""
+    try:
+        conn.execute("INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('integrity-check', 1)")
+    except sqlite3.DatabaseError:
+        return False
+    return True
+
+
+def rebuild_index(conn: sqlite3.Connection) -> None:
+    conn.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('rebuild')")
+
+
+def search_episodes(
+    store: Store, query: str, limit: int = 20, session_ids: Sequence[int] | None = None
+) -> list[Episode]:
+    """Full episode rows matching `query`, best BM25 first, optionally scoped to sessions.
+
+    An empty `session_ids` is an empty scope and finds nothing; None searches everywhere.
+    """
+    match = build_fts_query(query)
+    if match is None or limit <= 0 or (session_ids is not None and not session_ids):
+        return []
+    sql = "SELECT e.* FROM episodes e JOIN episodes_fts fts ON e.id = fts.rowid"
+    sql += " WHERE episodes_fts MATCH ?"
+    params: list[object] = [match]
+    if session_ids is not None:
+        # json_each keeps this one bound parameter however large a project's scope grows.
+        sql += " AND e.session_id IN (SELECT value FROM json_each(?))"
+        params.append(json.dumps([int(s) for s in session_ids]))
+    # Tied bm25 scores come back in different orders on different SQLite versions.
+    sql += " ORDER BY fts.rank, e.id LIMIT ?"
+    params.append(limit)
+    rows = store.read(sql, params)
+    return [store.episode_from_row(row) for row in rows]

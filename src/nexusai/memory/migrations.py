@@ -1,0 +1,85 @@
+"""Named schema migrations, applied in order on open and recorded in `_migrations`.
+
+A migration is never edited once it has shipped: add a new one instead.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+from nexusai.memory import fts
+from nexusai.memory.models import now_text
+
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: list[Migration] = []
+
+
+def migration(fn: Migration) -> Migration:
+    MIGRATIONS.append(fn)
+    return fn
+
+
+@migration
+def m001_initial(conn: sqlite3.Connection) -> None:
+    run_script(
+        conn,
+        """
+        CREATE TABLE projects (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE sessions (
+            id INTEGER PRIMARY KEY,
+            project_id INTEGER REFERENCES projects(id) ON DELETE CASCADE,
+            title TEXT,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX sessions_project ON sessions(project_id);
+        CREATE TABLE episodes (
+            id INTEGER PRIMARY KEY,
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            speaker TEXT NOT NULL,
+            content TEXT NOT NULL,
+            occurred_at TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX episodes_session_time ON episodes(session_id, occurred_at, id);
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        """,
+    )
+    run_script(conn, fts.INDEX_DDL)
+
+
+def run_script(conn: sqlite3.Connection, script: str) -> None:
+    """Run statements one by one: executescript() would COMMIT the caller's transaction."""
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            conn.execute(statement)
+            statement = ""
+    if statement.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {statement.strip()[:80]}")
+
+
+def apply_migrations(conn: sqlite3.Connection) -> list[str]:
+    """Apply every migration not yet recorded; returns the names applied. Caller holds a
+    write transaction, so a failed migration leaves the database as it was."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+    applied = []
+    for step in MIGRATIONS:
+        if step.__name__ in done:
+            continue
+        step(conn)
+        conn.execute(
+            "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (step.__name__, now_text())
+        )
+        applied.append(step.__name__)
+    return applied

@@ -1,0 +1,365 @@
+"""The SQLite store: projects, sessions and episodes. SQLite is the source of truth.
+
+One file in WAL mode: readers run in parallel on their own thread-local connections, and
+writers take one in-process lock plus `BEGIN IMMEDIATE`, so concurrent requests queue for
+the write instead of failing with "database is locked".
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+from nexusai.errors import Conflict, InvalidInput, NexusError, NotFound, TooLarge
+from nexusai.memory.migrations import apply_migrations
+from nexusai.memory.models import (
+    Episode,
+    NewEpisode,
+    Project,
+    Session,
+    now_text,
+    to_utc_text,
+)
+
+
+class _Unset:
+    """Marks an argument that was not given, where None is a meaningful value."""
+
+
+UNSET: Final = _Unset()
+
+
+class Store:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        max_content_bytes: int = 64 * 1024,
+        busy_timeout: float = 30.0,
+    ) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.max_content_bytes = max_content_bytes
+        self._busy_timeout = busy_timeout
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        self._write_lock = threading.RLock()
+        self.connection().execute("PRAGMA journal_mode=WAL")
+        with self.atomic() as conn:
+            self.migrations_applied = apply_migrations(conn)
+
+    # -- connections and transactions ------------------------------------------------
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (SQLite connections must not be shared mid-statement)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self._busy_timeout,
+            )
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+            with self._connections_lock:
+                self._connections.append(conn)
+        return conn
+
+    @contextmanager
+    def atomic(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction; nested calls join the outer one."""
+        with self._write_lock:
+            conn = self.connection()
+            if conn.in_transaction:
+                yield conn
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def read(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
+        return self.connection().execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        with self._connections_lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- meta ---------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self.read("SELECT value FROM meta WHERE key = ?", [key])
+        return rows[0]["value"] if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.atomic() as conn:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    # -- projects -----------------------------------------------------------------------
+
+    def create_project(self, name: str) -> Project:
+        name = _required_text("name", name, 200)
+        with self.atomic() as conn:
+            if conn.execute("SELECT 1 FROM projects WHERE name = ?", (name,)).fetchone():
+                raise Conflict(f"a project named {name!r} exists already")
+            cur = conn.execute(
+                "INSERT INTO projects (name, created_at) VALUES (?, ?)", (name, now_text())
+            )
+        return self.get_project(_lastrowid(cur))
+
+    def get_project(self, project_id: int) -> Project:
+        rows = self.read("SELECT * FROM projects WHERE id = ?", [project_id])
+        if not rows:
+            raise NotFound(f"project {project_id} does not exist")
+        return Project(**dict(rows[0]))
+
+    def find_project(self, name: str) -> Project | None:
+        rows = self.read("SELECT * FROM projects WHERE name = ?", [name])
+        return Project(**dict(rows[0])) if rows else None
+
+    def list_projects(self, limit: int = 100, offset: int = 0) -> list[Project]:
+        rows = self.read("SELECT * FROM projects ORDER BY id LIMIT ? OFFSET ?", [limit, offset])
+        return [Project(**dict(row)) for row in rows]
+
+    def delete_project(self, project_id: int) -> list[int]:
+        """Deletes the project, its sessions and their episodes; returns the episode ids."""
+        with self.atomic() as conn:
+            self.get_project(project_id)
+            ids = _ids(
+                conn.execute(
+                    "SELECT e.id FROM episodes e JOIN sessions s ON s.id = e.session_id"
+                    " WHERE s.project_id = ?",
+                    (project_id,),
+                )
+            )
+            conn.execute("DELETE FROM projects WHERE id = ?", (project_id,))
+        return ids
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def create_session(self, project_id: int | None = None, title: str | None = None) -> Session:
+        with self.atomic() as conn:
+            if project_id is not None:
+                self.get_project(project_id)
+            cur = conn.execute(
+                "INSERT INTO sessions (project_id, title, created_at) VALUES (?, ?, ?)",
+                (project_id, _optional_text("title", title, 500), now_text()),
+            )
+        return self.get_session(_lastrowid(cur))
+
+    def get_session(self, session_id: int) -> Session:
+        rows = self.read("SELECT * FROM sessions WHERE id = ?", [session_id])
+        if not rows:
+            raise NotFound(f"session {session_id} does not exist")
+        return Session(**dict(rows[0]))
+
+    def list_sessions(
+        self, project_id: int | None = None, limit: int = 100, offset: int = 0
+    ) -> list[Session]:
+        where, params = (
+            ("WHERE project_id = ?", [project_id]) if project_id is not None else ("", [])
+        )
+        rows = self.read(
+            f"SELECT * FROM sessions {where} ORDER BY id LIMIT ? OFFSET ?", [*params, limit, offset]
+        )
+        return [Session(**dict(row)) for row in rows]
+
+    def update_session(
+        self,
+        session_id: int,
+        *,
+        title: str | _Unset | None = UNSET,
+        project_id: int | _Unset | None = UNSET,
+    ) -> Session:
+        """Renames a session or moves it into (or, with project_id=None, out of) a project."""
+        with self.atomic() as conn:
+            self.get_session(session_id)
+            if not isinstance(title, _Unset):
+                conn.execute(
+                    "UPDATE sessions SET title = ? WHERE id = ?",
+                    (_optional_text("title", title, 500), session_id),
+                )
+            if not isinstance(project_id, _Unset):
+                if project_id is not None:
+                    self.get_project(project_id)
+                conn.execute(
+                    "UPDATE sessions SET project_id = ? WHERE id = ?", (project_id, session_id)
+                )
+        return self.get_session(session_id)
+
+    def delete_session(self, session_id: int) -> list[int]:
+        """Deletes the session and its episodes; returns the episode ids."""
+        with self.atomic() as conn:
+            self.get_session(session_id)
+            ids = _ids(conn.execute("SELECT id FROM episodes WHERE session_id = ?", (session_id,)))
+            conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        return ids
+
+    def scope_session_ids(self, session_id: int) -> list[int]:
+        """The sessions a search from this session may see: its project's, or just itself."""
+        session = self.get_session(session_id)
+        if session.project_id is None:
+            return [session.id]
+        return _ids(
+            self.connection().execute(
+                "SELECT id FROM sessions WHERE project_id = ? ORDER BY id", (session.project_id,)
+            )
+        )
+
+    # -- episodes -----------------------------------------------------------------------
+
+    def add_episodes(self, session_id: int, episodes: Sequence[NewEpisode]) -> list[Episode]:
+        """Stores the episodes in one transaction: all of them, or (on bad input) none."""
+        rows = []
+        for index, episode in enumerate(episodes):
+            try:
+                rows.append(self._episode_values(session_id, episode))
+            except NexusError as exc:
+                if len(episodes) == 1:
+                    raise
+                raise type(exc)(f"episodes[{index}]: {exc}") from None
+        with self.atomic() as conn:
+            self.get_session(session_id)
+            ids = [
+                _lastrowid(
+                    conn.execute(
+                        "INSERT INTO episodes (session_id, speaker, content, occurred_at,"
+                        " created_at, metadata) VALUES (?, ?, ?, ?, ?, ?)",
+                        row,
+                    )
+                )
+                for row in rows
+            ]
+        return self.get_episodes(ids)
+
+    def _episode_values(self, session_id: int, episode: NewEpisode) -> tuple[object, ...]:
+        content = _required_text("content", episode.content, None)
+        size = len(episode.content.encode("utf-8"))
+        if size > self.max_content_bytes:
+            raise TooLarge(
+                f"content is {size} bytes; the limit is {self.max_content_bytes} bytes"
+                " (NEXUS_MAX_CONTENT_BYTES)"
+            )
+        now = now_text()
+        occurred = to_utc_text(episode.occurred_at) if episode.occurred_at else now
+        speaker = _required_text("speaker", episode.speaker, 200)
+        metadata = json.dumps(episode.metadata or {}, ensure_ascii=False)
+        return (session_id, speaker, content, occurred, now, metadata)
+
+    def get_episode(self, episode_id: int) -> Episode:
+        rows = self.read("SELECT * FROM episodes WHERE id = ?", [episode_id])
+        if not rows:
+            raise NotFound(f"episode {episode_id} does not exist")
+        return self.episode_from_row(rows[0])
+
+    def get_episodes(self, ids: Sequence[int]) -> list[Episode]:
+        """Episodes in the order of `ids`; an id with no row is skipped."""
+        if not ids:
+            return []
+        rows = self.read(
+            "SELECT * FROM episodes WHERE id IN (SELECT value FROM json_each(?))",
+            [json.dumps([int(i) for i in ids])],
+        )
+        by_id = {row["id"]: self.episode_from_row(row) for row in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def list_episodes(self, session_id: int, limit: int = 100, offset: int = 0) -> list[Episode]:
+        """A session's episodes in time order (ties in insertion order)."""
+        self.get_session(session_id)
+        rows = self.read(
+            "SELECT * FROM episodes WHERE session_id = ? ORDER BY occurred_at, id LIMIT ? OFFSET ?",
+            [session_id, limit, offset],
+        )
+        return [self.episode_from_row(row) for row in rows]
+
+    def recent_episodes(self, session_id: int, limit: int) -> list[Episode]:
+        """The last `limit` episodes of a session, oldest first."""
+        rows = self.read(
+            "SELECT * FROM episodes WHERE session_id = ?"
+            " ORDER BY occurred_at DESC, id DESC LIMIT ?",
+            [session_id, limit],
+        )
+        return [self.episode_from_row(row) for row in reversed(rows)]
+
+    def update_episode(
+        self,
+        episode_id: int,
+        *,
+        content: str | None = None,
+        speaker: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Episode:
+        current = self.get_episode(episode_id)
+        new = NewEpisode(
+            speaker=current.speaker if speaker is None else speaker,
+            content=current.content if content is None else content,
+            metadata=current.metadata if metadata is None else metadata,
+        )
+        _, speaker_v, content_v, _, _, metadata_v = self._episode_values(current.session_id, new)
+        with self.atomic() as conn:
+            self.get_episode(episode_id)
+            conn.execute(
+                "UPDATE episodes SET speaker = ?, content = ?, metadata = ? WHERE id = ?",
+                (speaker_v, content_v, metadata_v, episode_id),
+            )
+        return self.get_episode(episode_id)
+
+    def delete_episode(self, episode_id: int) -> None:
+        with self.atomic() as conn:
+            self.get_episode(episode_id)
+            conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
+
+    def count_episodes(self) -> int:
+        return int(self.read("SELECT count(*) FROM episodes")[0][0])
+
+    @staticmethod
+    def episode_from_row(row: sqlite3.Row) -> Episode:
+        values = dict(row)
+        values["metadata"] = json.loads(values["metadata"])
+        return Episode(**{k: values[k] for k in Episode.__dataclass_fields__})
+
+
+def _required_text(name: str, value: str, max_chars: int | None) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"{name} must not be empty or only whitespace")
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidInput(f"{name} is {len(value)} characters; the limit is {max_chars}")
+    return value
+
+
+def _optional_text(name: str, value: str | None, max_chars: int) -> str | None:
+    return None if value is None else _required_text(name, value, max_chars)
+
+
+def _lastrowid(cursor: sqlite3.Cursor) -> int:
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
+
+
+def _ids(rows: Iterable[sqlite3.Row]) -> list[int]:
+    return [int(row[0]) for row in rows]

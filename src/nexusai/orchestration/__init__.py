@@ -1,0 +1,1 @@
+"""The orchestration service: decides what the LLM sees. Never touches SQL directly."""

@@ -1,0 +1,175 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+
+def new_session(client: TestClient, **body: Any) -> int:
+    response = client.post("/sessions", json=body)
+    assert response.status_code == 201, response.text
+    return int(response.json()["id"])
+
+
+def post_episode(client: TestClient, session_id: int, content: str, **extra: Any) -> Any:
+    body = {"speaker": "user", "content": content, **extra}
+    response = client.post(f"/sessions/{session_id}/episodes", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def test_health_and_openapi(client: TestClient) -> None:
+    assert client.get("/health").json() == {"status": "ok", "episodes": 0}
+    schema = client.get("/openapi.json").json()
+    assert "/episodes/search" in schema["paths"]
+    assert client.get("/docs").status_code == 200
+
+
+def test_episode_json_is_camel_case(client: TestClient) -> None:
+    sid = new_session(client, title="first")
+    ep = post_episode(
+        client, sid, "hello world", occurredAt="2023-05-08T13:56:00Z", metadata={"k": 1}
+    )
+    assert set(ep) == {
+        "id",
+        "sessionId",
+        "speaker",
+        "content",
+        "occurredAt",
+        "createdAt",
+        "metadata",
+    }
+    assert ep["occurredAt"] == "2023-05-08T13:56:00.000000Z"
+    assert client.get(f"/episodes/{ep['id']}").json() == ep
+
+
+def test_batch_write_and_paged_listing(client: TestClient) -> None:
+    sid = new_session(client)
+    batch = [{"speaker": "user", "content": f"message {i}"} for i in range(5)]
+    response = client.post(f"/sessions/{sid}/episodes", json={"episodes": batch})
+    assert response.status_code == 201
+    assert len(response.json()["episodes"]) == 5
+    page = client.get(f"/sessions/{sid}/episodes", params={"limit": 2, "offset": 2}).json()
+    assert [e["content"] for e in page] == ["message 2", "message 3"]
+
+
+def test_projects_sessions_and_moves(client: TestClient) -> None:
+    project = client.post("/projects", json={"name": "work"}).json()
+    sid = new_session(client, projectId=project["id"])
+    other = new_session(client)
+    listed = client.get("/sessions", params={"projectId": project["id"]}).json()
+    assert [s["id"] for s in listed] == [sid]
+    moved = client.patch(f"/sessions/{other}", json={"projectId": project["id"]}).json()
+    assert moved["projectId"] == project["id"]
+    out = client.patch(f"/sessions/{other}", json={"projectId": None}).json()
+    assert out["projectId"] is None
+    renamed = client.patch(f"/sessions/{sid}", json={"title": "new"}).json()
+    assert renamed == {**renamed, "title": "new", "projectId": project["id"]}
+    assert client.get(f"/projects/{project['id']}").json()["name"] == "work"
+    assert client.post("/projects", json={"name": "work"}).status_code == 409
+
+
+def test_search_scoped_full_rows(client: TestClient) -> None:
+    a, b = new_session(client), new_session(client)
+    in_a = post_episode(client, a, "the zebra escaped the zoo")
+    post_episode(client, b, "the zebra escaped the zoo")
+    response = client.get("/episodes/search", params={"q": "zebra?", "sessionIds": str(a)})
+    assert response.json() == [in_a]
+    both = client.get("/episodes/search", params={"q": "zebra", "sessionIds": f"{a},{b}"})
+    assert len(both.json()) == 2
+
+
+def test_delete_session_and_project_remove_episodes_from_search(client: TestClient) -> None:
+    project = client.post("/projects", json={"name": "p"}).json()
+    sid = new_session(client, projectId=project["id"])
+    lone = new_session(client)
+    post_episode(client, sid, "flamingo")
+    ep = post_episode(client, lone, "flamingo")
+    assert client.delete(f"/projects/{project['id']}").status_code == 204
+    assert client.get("/episodes/search", params={"q": "flamingo"}).json() == [ep]
+    assert client.get(f"/sessions/{sid}").status_code == 404
+    assert client.delete(f"/sessions/{lone}").status_code == 204
+    assert client.get("/episodes/search", params={"q": "flamingo"}).json() == []
+    assert client.get(f"/episodes/{ep['id']}").status_code == 404
+
+
+def test_delete_episode(client: TestClient) -> None:
+    sid = new_session(client)
+    ep = post_episode(client, sid, "ocelot")
+    assert client.delete(f"/episodes/{ep['id']}").status_code == 204
+    assert client.delete(f"/episodes/{ep['id']}").status_code == 404
+    assert client.get("/episodes/search", params={"q": "ocelot"}).json() == []
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "status", "fragment"),
+    [
+        ("get", "/episodes/search", {"params": {"q": "x", "sessionIds": "1,x"}}, 422, "'x'"),
+        ("get", "/episodes/search", {"params": {"q": "x", "limit": 0}}, 422, "limit"),
+        ("get", "/episodes/search", {}, 422, "q"),
+        ("get", "/episodes/99", {}, 404, "episode 99"),
+        ("get", "/sessions/99", {}, 404, "session 99"),
+        ("post", "/sessions/99/episodes", {"json": {"speaker": "u", "content": "x"}}, 404, "99"),
+        ("post", "/sessions", {"json": {"projectId": 5}}, 404, "project 5"),
+        ("post", "/projects", {"json": {}}, 422, "name"),
+        ("get", "/episodes/abc", {}, 422, "episode_id"),
+    ],
+)
+def test_bad_requests_get_clear_4xx(
+    client: TestClient, method: str, path: str, kwargs: dict[str, Any], status: int, fragment: str
+) -> None:
+    response = getattr(client, method)(path, **kwargs)
+    assert response.status_code == status, response.text
+    assert fragment in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "fragment"),
+    [
+        ({"speaker": "u", "content": ""}, 422, "content"),
+        ({"speaker": "u", "content": "  \n "}, 422, "content"),
+        ({"speaker": "u", "content": "x" * (64 * 1024 + 1)}, 413, "65536"),
+        ({"speaker": "u"}, 422, "content"),
+        ({"speaker": "u", "content": "ok", "colour": "red"}, 422, "colour"),
+        ({"speaker": "u", "content": "ok", "occurredAt": "yesterday"}, 422, "occurredAt"),
+        ({"episodes": []}, 422, "episodes"),
+        (
+            {"episodes": [{"speaker": "u", "content": "ok"}, {"speaker": "u", "content": ""}]},
+            422,
+            "content",
+        ),
+    ],
+)
+def test_bad_episodes_are_rejected_and_nothing_changes(
+    client: TestClient, body: dict[str, Any], status: int, fragment: str
+) -> None:
+    sid = new_session(client)
+    kept = post_episode(client, sid, "already stored")
+    response = client.post(f"/sessions/{sid}/episodes", json=body)
+    assert response.status_code == status, response.text
+    assert fragment in response.json()["detail"]
+    assert client.get(f"/sessions/{sid}/episodes").json() == [kept]
+
+
+def test_malformed_json_is_422(client: TestClient) -> None:
+    sid = new_session(client)
+    response = client.post(
+        f"/sessions/{sid}/episodes",
+        content=b'{"speaker": "u", "content": ',
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 422
+    assert "JSON" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "q",
+    ["OR", "NOT", "*", '"', 'say "hi', "NEAR(a b)", "-x", "col:term", "🦙", "x" * 10_000, "", " "],
+)
+def test_any_query_text_returns_200(client: TestClient, q: str) -> None:
+    sid = new_session(client)
+    post_episode(client, sid, "col term llama")
+    response = client.get("/episodes/search", params={"q": q, "sessionIds": str(sid)})
+    assert response.status_code == 200, response.text
+    assert isinstance(response.json(), list)

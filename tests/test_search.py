@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nexusai.memory.fts import search_episodes
+from nexusai.memory.models import NewEpisode
+from nexusai.memory.store import Store
+
+
+def add(store: Store, session_id: int, *texts: str) -> list[int]:
+    return [e.id for e in store.add_episodes(session_id, [NewEpisode("u", t) for t in texts])]
+
+
+def test_none_query_never_touches_sqlite(store: Store) -> None:
+    store.close()  # any SQL now would reopen a connection; count them instead
+    before = len(store._connections)
+    assert search_episodes(store, "how do I do it?") == []
+    assert len(store._connections) == before
+
+
+def test_results_are_full_rows_best_first(store: Store) -> None:
+    ids = add(
+        store,
+        store.create_session().id,
+        "I configured the Qdrant collection yesterday",
+        "Qdrant is a vector database",
+        "nothing relevant here",
+    )
+    results = search_episodes(store, "How do I configure the Qdrant collection?")
+    assert [e.id for e in results] == ids[:2]
+    assert results[0].content == "I configured the Qdrant collection yesterday"
+    assert results[0].speaker == "u"
+
+
+def test_stemming_and_diacritics(store: Store) -> None:
+    s = store.create_session().id
+    [running, cafe] = add(store, s, "she was running fast", "meet at the cafe")
+    assert [e.id for e in search_episodes(store, "runs")] == [running]
+    assert [e.id for e in search_episodes(store, "café")] == [cafe]
+
+
+def test_non_latin_text_matches(store: Store) -> None:
+    s = store.create_session().id
+    ru, el, fr = add(
+        store, s, "Я люблю программирование", "Καλημέρα κόσμε", "Une crème brûlée délicieuse"
+    )
+    assert [e.id for e in search_episodes(store, "люблю?")] == [ru]
+    assert [e.id for e in search_episodes(store, "κόσμε")] == [el]
+    assert [e.id for e in search_episodes(store, "creme brulee")] == [fr]
+
+
+def test_scoping_never_returns_other_sessions(store: Store) -> None:
+    a = store.create_session().id
+    b = store.create_session().id
+    c = store.create_session().id
+    [in_a] = add(store, a, "secret llama plans")
+    [in_b] = add(store, b, "secret llama plans")
+    add(store, c, "secret llama plans")
+    assert {e.id for e in search_episodes(store, "llama", 20, [a, b])} == {in_a, in_b}
+    assert search_episodes(store, "llama", 20, []) == []
+    assert len(search_episodes(store, "llama", 20, None)) == 3
+
+
+def test_limit_and_tie_order_by_id(store: Store) -> None:
+    s = store.create_session().id
+    ids = add(store, s, *["same words here"] * 5)
+    assert [e.id for e in search_episodes(store, "words", 3)] == ids[:3]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "OR",
+        "a OR b",
+        "NOT x",
+        "*",
+        '"',
+        'unbalanced "quote',
+        "NEAR(alpha beta)",
+        "-x",
+        "col:term",
+        "content:llama",
+        "AND AND OR",
+        "🦙🦙 llama",
+        "^llama",
+        "llama*",
+        "x" * 10_000,
+        " ".join(["llama"] * 2000),
+    ],
+)
+def test_fts_syntax_is_searched_for_never_parsed(store: Store, query: str) -> None:
+    add(store, store.create_session().id, "llama OR alpha NOT content")
+    search_episodes(store, query)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(max_size=300))
+def test_no_text_makes_search_raise(store: Store, text: str) -> None:
+    if not store.count_episodes():
+        add(store, store.create_session().id, "some stored text", "Привет мир", "日本語")
+    search_episodes(store, text, 10, [1])

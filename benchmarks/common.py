@@ -76,7 +76,8 @@ def _cell(value: object) -> str:
     return str(value)
 
 
-_FILLER = "i you we it the a is was to and of in on for with that this my so just really".split()
+_FILLER = "i you we it the a is was to and of in on for with that this my so just really"
+_FILLER_WORDS = _FILLER.split()
 
 
 @functools.cache

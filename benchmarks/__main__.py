@@ -7,6 +7,7 @@ import importlib
 
 BENCHMARKS = {
     "fts": "benchmarks.bench_fts",
+    "vectors": "benchmarks.bench_vectors",
 }
 
 

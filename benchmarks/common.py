@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
+console = Console(width=120)
 
 
 def percentile(samples: Sequence[float], q: float) -> float:

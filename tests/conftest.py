@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -8,7 +8,37 @@ from fastapi.testclient import TestClient
 
 from nexusai.app import create_app
 from nexusai.config import Config
+from nexusai.embedders import Embedder, LocalEmbedder, Vector
+from nexusai.memory.service import Memory
 from nexusai.memory.store import Store
+
+
+@pytest.fixture(scope="session")
+def minilm() -> LocalEmbedder:
+    """The real MiniLM model, loaded once for the whole test session."""
+    return LocalEmbedder()
+
+
+class SwitchableEmbedder(Embedder):
+    """The real model behind a switch that makes it fail, as an outage would."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dimension = inner.dimension
+        self.failing = False
+        self.calls = 0
+
+    def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
+        self.calls += 1
+        if self.failing:
+            raise RuntimeError("embedder is down")
+        return self.inner.embed_batch(texts)
+
+
+@pytest.fixture
+def embedder(minilm: LocalEmbedder) -> SwitchableEmbedder:
+    return SwitchableEmbedder(minilm)
 
 
 @pytest.fixture
@@ -23,6 +53,13 @@ def config(tmp_path: Path) -> Config:
 
 
 @pytest.fixture
-def client(config: Config) -> Iterator[TestClient]:
-    with TestClient(create_app(config)) as c:
+def memory(config: Config, embedder: SwitchableEmbedder) -> Iterator[Memory]:
+    m = Memory.open(config, embedder)
+    yield m
+    m.close()
+
+
+@pytest.fixture
+def client(config: Config, embedder: SwitchableEmbedder) -> Iterator[TestClient]:
+    with TestClient(create_app(config, embedder)) as c:
         yield c

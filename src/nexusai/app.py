@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -9,23 +11,33 @@ from fastapi import FastAPI
 
 from nexusai import __version__
 from nexusai.config import Config
+from nexusai.embedders import Embedder
 from nexusai.http import install_error_handlers
 from nexusai.memory import api as memory_api
-from nexusai.memory.store import Store
+from nexusai.memory.service import Memory
+
+log = logging.getLogger("nexusai.app")
 
 
-def create_app(config: Config | None = None) -> FastAPI:
+def create_app(config: Config | None = None, embedder: Embedder | None = None) -> FastAPI:
+    """The app; `embedder` lets a caller share one loaded model between apps (tests do)."""
     config = config or Config.from_env()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = Store(config.db_path, max_content_bytes=config.max_content_bytes)
-        app.state.store = store
-        app.state.memory = store
+        memory = Memory.open(config, embedder)
+        app.state.memory = memory
+        app.state.store = memory.store
+        # Episodes stored before a crash or an embedder outage get their vectors now,
+        # without holding up start-up.
+        repair = threading.Thread(target=_repair_vectors, args=(memory,), daemon=True)
+        repair.start()
         try:
             yield
         finally:
-            store.close()
+            memory.stopping.set()
+            repair.join()
+            memory.close()
 
     app = FastAPI(
         title="nexusai",
@@ -37,3 +49,9 @@ def create_app(config: Config | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(memory_api.router)
     return app
+
+
+def _repair_vectors(memory: Memory) -> None:
+    indexed = memory.sync_pending()
+    if indexed:
+        log.info("indexed %d episodes that were waiting for vectors", indexed)

@@ -28,6 +28,11 @@ def clean_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+DATA_DIR = click.option(
+    "--data-dir", type=click.Path(path_type=Path), default=None, help="NEXUS_DATA_DIR"
+)
+
+
 @click.group()
 @click.version_option(package_name="nexusai")
 def cli() -> None:
@@ -52,6 +57,38 @@ def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
         err=True,
     )
     uvicorn.run(create_app(config), host=config.host, port=config.port, log_level="info")
+
+
+@cli.command()
+@DATA_DIR
+@clean_errors
+def reindex(data_dir: Path | None) -> None:
+    """Rebuild every vector from SQLite with the configured embedder.
+
+    Run it after changing NEXUS_EMBEDDER, or to repair the vector index. Stop the service
+    first: the embedded vector index belongs to one process at a time.
+    """
+    from rich.progress import Progress
+
+    from nexusai.config import Config
+    from nexusai.memory.service import Memory
+
+    config = Config.from_env(data_dir=data_dir)
+    memory = Memory.open(config, check=False)
+    try:
+        total = memory.store.count_episodes()
+        with Progress(transient=False) as bar:
+            task = bar.add_task(f"embedding with {memory.embedder.name}", total=total)
+            done = memory.reindex(progress=lambda n: bar.advance(task, n))
+        left = memory.store.count_pending_vectors()
+        click.echo("building the HNSW search index...", err=True)
+        # Blocks the whole process for a while, so it never runs inside the service.
+        memory.vectors.optimize()
+    finally:
+        memory.close()
+    if left:
+        raise click.ClickException(f"{left} episodes are still without vectors; run it again")
+    click.echo(f"rebuilt {done} vectors")
 
 
 def main() -> None:

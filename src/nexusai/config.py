@@ -38,6 +38,7 @@ class Config:
     embedder_base_url: str | None = None
     embedder_model: str | None = None
     embedder_api_key: str | None = field(default=None, repr=False)
+    embedder_dimension: int | None = None
     qdrant_url: str | None = None
     qdrant_api_key: str | None = field(default=None, repr=False)
     llm_base_url: str | None = None
@@ -77,10 +78,6 @@ class Config:
         _check_range("NEXUS_MAX_QUERY_CHARS", self.max_query_chars, 1, 1_000_000)
         if self.llm_timeout <= 0:
             raise ConfigError("NEXUS_LLM_TIMEOUT must be a positive number of seconds")
-        if self.embedder not in ("local", "openai"):
-            raise ConfigError(f"NEXUS_EMBEDDER must be 'local' or 'openai', got {self.embedder!r}")
-        if self.embedder == "openai" and not self.embedder_base_url:
-            raise ConfigError("NEXUS_EMBEDDER=openai needs NEXUS_EMBEDDER_BASE_URL")
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:
@@ -105,4 +102,5 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "max_batch_size": _number(int, "NEXUS_MAX_BATCH_SIZE"),
     "max_query_chars": _number(int, "NEXUS_MAX_QUERY_CHARS"),
     "llm_timeout": _number(float, "NEXUS_LLM_TIMEOUT"),
+    "embedder_dimension": _number(int, "NEXUS_EMBEDDER_DIMENSION"),
 }

@@ -66,6 +66,18 @@ def run_script(conn: sqlite3.Connection, script: str) -> None:
         raise ValueError(f"incomplete SQL statement in migration: {statement.strip()[:80]}")
 
 
+@migration
+def m002_vector_state(conn: sqlite3.Connection) -> None:
+    """Each episode records whether its vector is in the index; 'pending' ones are retried."""
+    conn.execute(
+        "ALTER TABLE episodes ADD COLUMN vector_state TEXT NOT NULL DEFAULT 'pending'"
+        " CHECK (vector_state IN ('pending', 'indexed'))"
+    )
+    conn.execute(
+        "CREATE INDEX episodes_vector_pending ON episodes(id) WHERE vector_state = 'pending'"
+    )
+
+
 def apply_migrations(conn: sqlite3.Connection) -> list[str]:
     """Apply every migration not yet recorded; returns the names applied. Caller holds a
     write transaction, so a failed migration leaves the database as it was."""

@@ -327,12 +327,37 @@ class Store:
                 "UPDATE episodes SET speaker = ?, content = ?, metadata = ? WHERE id = ?",
                 (speaker_v, content_v, metadata_v, episode_id),
             )
+            if content_v != current.content:  # new text needs a new vector
+                self.set_vector_state([episode_id], "pending")
         return self.get_episode(episode_id)
 
     def delete_episode(self, episode_id: int) -> None:
         with self.atomic() as conn:
             self.get_episode(episode_id)
             conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
+
+    # -- vector state -------------------------------------------------------------------
+
+    def pending_vector_ids(self, limit: int) -> list[int]:
+        """Episodes whose vector is not (yet) in the index, oldest first."""
+        rows = self.read(
+            "SELECT id FROM episodes WHERE vector_state = 'pending' ORDER BY id LIMIT ?", [limit]
+        )
+        return _ids(rows)
+
+    def count_pending_vectors(self) -> int:
+        return int(self.read("SELECT count(*) FROM episodes WHERE vector_state = 'pending'")[0][0])
+
+    def set_vector_state(self, ids: Sequence[int], state: str) -> None:
+        with self.atomic() as conn:
+            conn.execute(
+                "UPDATE episodes SET vector_state = ? WHERE id IN (SELECT value FROM json_each(?))",
+                (state, json.dumps([int(i) for i in ids])),
+            )
+
+    def mark_all_vectors_pending(self) -> None:
+        with self.atomic() as conn:
+            conn.execute("UPDATE episodes SET vector_state = 'pending'")
 
     def count_episodes(self) -> int:
         return int(self.read("SELECT count(*) FROM episodes")[0][0])

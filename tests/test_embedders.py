@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import json
+import math
+
+import httpx
+import pytest
+
+from nexusai.config import Config
+from nexusai.embedders import EmbeddingError, LocalEmbedder, OpenAIEmbedder, create_embedder
+from nexusai.errors import ConfigError
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def test_local_model_gives_unit_vectors_of_384(minilm: LocalEmbedder) -> None:
+    [vector] = minilm.embed(["hello"])
+    assert len(vector) == minilm.dimension == 384
+    assert math.isclose(math.fsum(x * x for x in vector), 1.0, rel_tol=1e-4)
+
+
+def test_local_model_finds_a_paraphrase(minilm: LocalEmbedder) -> None:
+    texts = [
+        "I adopted a puppy called Biscuit",
+        "The quarterly report is due on Friday",
+        "We should repaint the kitchen blue",
+        "My sister moved to Lisbon last year",
+    ]
+    vectors = minilm.embed(texts)
+    query = minilm.embed_one("what is my dog's name?")
+    best = max(range(len(texts)), key=lambda i: cosine(query, vectors[i]))
+    assert texts[best] == "I adopted a puppy called Biscuit"
+
+
+def test_batching_splits_and_keeps_order(minilm: LocalEmbedder) -> None:
+    texts = [f"sentence number {i}" for i in range(150)]
+    together = minilm.embed(texts)
+    assert len(together) == 150
+    alone = minilm.embed_one(texts[99])
+    assert cosine(together[99], alone) > 0.999
+
+
+def fake_openai(handler_log: list[dict[str, object]], fail_first: int = 0, status: int = 500):
+    attempts = {"n": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        attempts["n"] += 1
+        if attempts["n"] <= fail_first:
+            return httpx.Response(status, json={"error": "busy"})
+        body = json.loads(request.content)
+        handler_log.append({"body": body, "auth": request.headers.get("authorization")})
+        data = [
+            {"index": i, "embedding": [float(len(text)), 1.0, 0.0]}
+            for i, text in reversed(list(enumerate(body["input"])))
+        ]
+        return httpx.Response(200, json={"data": data, "model": body["model"]})
+
+    return httpx.MockTransport(handler)
+
+
+def test_openai_embedder_batches_orders_and_normalizes() -> None:
+    log: list[dict[str, object]] = []
+    embedder = OpenAIEmbedder(
+        "http://embed.test/v1", "nomic", "secret", dimension=3, transport=fake_openai(log)
+    )
+    embedder.batch_size = 2
+    vectors = embedder.embed(["a", "bbb", "cc"])
+    assert [len(v) for v in vectors] == [3, 3, 3]
+    assert vectors[1][0] > vectors[2][0] > vectors[0][0]  # order kept despite reversed data
+    assert math.isclose(math.fsum(x * x for x in vectors[1]), 1.0)
+    assert [entry["body"]["input"] for entry in log] == [["a", "bbb"], ["cc"]]  # type: ignore[index]
+    assert log[0]["auth"] == "Bearer secret"
+    assert embedder.name == "openai:nomic"
+
+
+def test_openai_embedder_probes_dimension() -> None:
+    embedder = OpenAIEmbedder("http://embed.test/v1", "m", transport=fake_openai([]))
+    assert embedder.dimension == 3
+
+
+def test_openai_embedder_retries_server_errors() -> None:
+    embedder = OpenAIEmbedder(
+        "http://e.test", "m", dimension=3, transport=fake_openai([], fail_first=2)
+    )
+    assert len(embedder.embed_one("x")) == 3
+
+
+def test_openai_embedder_gives_up_after_bounded_retries() -> None:
+    embedder = OpenAIEmbedder(
+        "http://e.test", "m", dimension=3, transport=fake_openai([], fail_first=99)
+    )
+    with pytest.raises(EmbeddingError, match="3 times"):
+        embedder.embed_one("x")
+
+
+def test_openai_embedder_does_not_retry_a_refusal() -> None:
+    embedder = OpenAIEmbedder(
+        "http://e.test", "m", dimension=3, transport=fake_openai([], fail_first=1, status=401)
+    )
+    with pytest.raises(EmbeddingError, match="401"):
+        embedder.embed_one("x")
+
+
+def test_unknown_embedder_and_missing_url_fail_loudly() -> None:
+    with pytest.raises(ConfigError, match="local, openai"):
+        create_embedder(Config.from_env({"NEXUS_EMBEDDER": "word2vec"}))
+    with pytest.raises(ConfigError, match="NEXUS_EMBEDDER_BASE_URL"):
+        create_embedder(Config.from_env({"NEXUS_EMBEDDER": "openai"}))

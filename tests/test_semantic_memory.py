@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from qdrant_client import QdrantClient
+
+from nexusai.config import Config
+from nexusai.memory.models import NewEpisode
+from nexusai.memory.service import EmbedderMismatch, Memory
+from nexusai.memory.vectors import QdrantVectorIndex
+from nexusai.orchestration.retrieval import get_semantic_episodes
+from tests.conftest import SwitchableEmbedder
+
+FACTS = [
+    "I adopted a puppy called Biscuit",
+    "The quarterly report is due on Friday",
+    "We should repaint the kitchen blue",
+    "My sister moved to Lisbon last year",
+]
+
+
+def write(memory: Memory, session_id: int, *texts: str) -> list[int]:
+    return [e.id for e in memory.add_episodes(session_id, [NewEpisode("user", t) for t in texts])]
+
+
+def semantic(memory: Memory, query: str, scope: list[int], recent: list[int] = ()) -> list[int]:  # type: ignore[assignment]
+    vector = memory.embed_query(query)
+    return [e.id for e in get_semantic_episodes(memory, vector, scope, list(recent), 10)]
+
+
+@pytest.fixture(params=["edge", "qdrant-client"])
+def any_memory(request: pytest.FixtureRequest, memory: Memory, embedder: SwitchableEmbedder):
+    if request.param == "edge":
+        return memory
+    remote = QdrantVectorIndex(QdrantClient(location=":memory:"), "episodes", embedder.dimension)
+    return Memory(memory.store, embedder, remote)
+
+
+def test_a_paraphrase_finds_its_episode(any_memory: Memory) -> None:
+    sid = any_memory.store.create_session().id
+    ids = write(any_memory, sid, *FACTS)
+    assert semantic(any_memory, "what is my dog's name?", [sid])[0] == ids[0]
+
+
+def test_scope_and_recent_ids(any_memory: Memory) -> None:
+    a = any_memory.store.create_session().id
+    b = any_memory.store.create_session().id
+    [dog_a] = write(any_memory, a, FACTS[0])
+    [dog_b] = write(any_memory, b, FACTS[0])
+    assert semantic(any_memory, "my dog", [a]) == [dog_a]
+    assert set(semantic(any_memory, "my dog", [a, b])) == {dog_a, dog_b}
+    assert semantic(any_memory, "my dog", [a, b], recent=[dog_a]) == [dog_b]
+
+
+def test_deletes_remove_vectors(any_memory: Memory) -> None:
+    project = any_memory.store.create_project("p")
+    s1 = any_memory.store.create_session(project.id).id
+    s2 = any_memory.store.create_session(project.id).id
+    [e1, e2] = write(any_memory, s1, FACTS[0], FACTS[1])
+    write(any_memory, s2, FACTS[2])
+    any_memory.delete_episode(e1)
+    assert any_memory.vectors.count() == 2
+    assert semantic(any_memory, "my dog", [s1]) == [e2]
+    any_memory.delete_session(s1)
+    assert any_memory.vectors.count() == 1
+    any_memory.delete_project(project.id)
+    assert any_memory.vectors.count() == 0
+
+
+def test_none_vector_gives_nothing(memory: Memory) -> None:
+    sid = memory.store.create_session().id
+    write(memory, sid, FACTS[0])
+    assert get_semantic_episodes(memory, None, [sid], [], 10) == []
+
+
+def test_vector_without_row_is_skipped(memory: Memory) -> None:
+    sid = memory.store.create_session().id
+    ids = write(memory, sid, *FACTS)
+    memory.store.delete_episode(ids[0])  # row gone, vector left behind
+    assert memory.vectors.count() == 4
+    found = semantic(memory, "what is my dog's name?", [sid])
+    assert ids[0] not in found and len(found) == 3
+
+
+def test_failing_embedder_keeps_episodes_pending_then_indexes_them(
+    memory: Memory, embedder: SwitchableEmbedder
+) -> None:
+    sid = memory.store.create_session().id
+    embedder.failing = True
+    stored = write(memory, sid, FACTS[0], FACTS[1])
+    assert memory.store.count_pending_vectors() == 2
+    assert memory.vectors.count() == 0
+    assert memory.embed_query("dog") is None
+    embedder.failing = False
+    write(memory, sid, FACTS[2])  # the next write retries what is pending
+    assert memory.store.count_pending_vectors() == 0
+    assert memory.vectors.count() == 3
+    assert semantic(memory, "what is my dog's name?", [sid])[0] == stored[0]
+
+
+def test_pending_episodes_are_indexed_at_start_up(
+    config: Config, embedder: SwitchableEmbedder
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from nexusai.app import create_app
+
+    first = Memory.open(config, embedder)
+    sid = first.store.create_session().id
+    embedder.failing = True
+    write(first, sid, *FACTS)
+    first.close()
+    embedder.failing = False
+    with TestClient(create_app(config, embedder)) as client:
+        memory: Memory = client.app.state.memory  # type: ignore[attr-defined]
+        for _ in range(200):
+            if memory.store.count_pending_vectors() == 0:
+                break
+            import time
+
+            time.sleep(0.05)
+        assert memory.store.count_pending_vectors() == 0
+        assert memory.vectors.count() == 4
+
+
+def test_edited_content_gets_a_new_vector(memory: Memory) -> None:
+    sid = memory.store.create_session().id
+    [eid] = write(memory, sid, FACTS[1])
+    memory.update_episode(eid, content=FACTS[0])
+    assert semantic(memory, "what is my dog's name?", [sid]) == [eid]
+    assert memory.store.count_pending_vectors() == 0
+
+
+def test_vectors_survive_a_reopen(config: Config, embedder: SwitchableEmbedder) -> None:
+    first = Memory.open(config, embedder)
+    sid = first.store.create_session().id
+    ids = write(first, sid, *FACTS)
+    first.close()
+    again = Memory.open(config, embedder)
+    assert again.vectors.count() == 4
+    assert semantic(again, "what is my dog's name?", [sid])[0] == ids[0]
+    again.close()
+
+
+class OtherEmbedder(SwitchableEmbedder):
+    def __init__(self, inner: SwitchableEmbedder) -> None:
+        super().__init__(inner.inner)
+        self.name = "local:some-other-model"
+
+
+def test_embedder_mismatch_is_a_clear_error_and_reindex_fixes_it(
+    config: Config, embedder: SwitchableEmbedder, tmp_path: Path
+) -> None:
+    first = Memory.open(config, embedder)
+    sid = first.store.create_session().id
+    write(first, sid, *FACTS)
+    first.close()
+    other = OtherEmbedder(embedder)
+    with pytest.raises(EmbedderMismatch, match="nexus reindex"):
+        Memory.open(config, other)
+    rebuilding = Memory.open(config, other, check=False)
+    seen: list[int] = []
+    assert rebuilding.reindex(progress=seen.append) == 4
+    assert sum(seen) == 4
+    rebuilding.close()
+    reopened = Memory.open(config, other)
+    assert reopened.vectors.count() == 4
+    reopened.close()

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from qdrant_client import QdrantClient
+
+from nexusai.memory.vectors import EdgeVectorIndex, QdrantVectorIndex, VectorIndex, VectorPoint
+
+
+def unit(*xs: float) -> list[float]:
+    norm = sum(x * x for x in xs) ** 0.5
+    return [x / norm for x in xs]
+
+
+@pytest.fixture(params=["edge", "qdrant-client"])
+def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorIndex]:
+    if request.param == "edge":
+        made: VectorIndex = EdgeVectorIndex(tmp_path / "episodes", 3)
+    else:
+        made = QdrantVectorIndex(QdrantClient(location=":memory:"), "episodes", 3)
+    yield made
+    made.close()
+
+
+def fill(index: VectorIndex) -> None:
+    index.upsert(
+        [
+            VectorPoint(1, unit(1, 0, 0), 10),
+            VectorPoint(2, unit(0.9, 0.1, 0), 10),
+            VectorPoint(3, unit(0.8, 0.2, 0), 20),
+            VectorPoint(4, unit(0, 1, 0), 30),
+            VectorPoint(5, unit(1, 0.05, 0), [20, 30]),
+        ]
+    )
+
+
+def test_nearest_first_with_scores(index: VectorIndex) -> None:
+    fill(index)
+    hits = index.search(unit(1, 0, 0), None, [], 3)
+    assert [h[0] for h in hits] == [1, 5, 2]
+    assert hits[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_scope_filters_sessions(index: VectorIndex) -> None:
+    fill(index)
+    assert [h[0] for h in index.search(unit(1, 0, 0), [20], [], 10)] == [5, 3]
+    assert {h[0] for h in index.search(unit(1, 0, 0), [10, 30], [], 10)} == {1, 2, 4, 5}
+    assert index.search(unit(1, 0, 0), [], [], 10) == []
+    assert index.search(unit(1, 0, 0), [99], [], 10) == []
+
+
+def test_excluded_ids_never_come_back(index: VectorIndex) -> None:
+    fill(index)
+    assert [h[0] for h in index.search(unit(1, 0, 0), [10, 20], [1, 5], 10)] == [2, 3]
+
+
+def test_delete_upsert_and_reset(index: VectorIndex) -> None:
+    fill(index)
+    index.delete([1, 2])
+    assert index.count() == 3
+    assert [h[0] for h in index.search(unit(1, 0, 0), [10], [], 10)] == []
+    index.upsert([VectorPoint(3, unit(0, 0, 1), 20)])  # overwrite
+    assert index.search(unit(0, 0, 1), [20], [], 1)[0][0] == 3
+    index.reset(2)
+    assert index.count() == 0
+    index.upsert([VectorPoint(7, unit(1, 1), 1)])
+    assert index.search(unit(1, 1), None, [], 5)[0][0] == 7
+
+
+def test_edge_vectors_survive_reopen(tmp_path: Path) -> None:
+    first = EdgeVectorIndex(tmp_path / "episodes", 3)
+    fill(first)
+    first.close()
+    again = EdgeVectorIndex(tmp_path / "episodes", 3)
+    assert again.count() == 5
+    assert [h[0] for h in again.search(unit(1, 0, 0), [20], [], 10)] == [5, 3]
+    again.close()

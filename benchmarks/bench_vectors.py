@@ -59,7 +59,8 @@ def noisy_copies(base: np.ndarray, count: int, seed: int = 3) -> np.ndarray:
     rng = np.random.default_rng(seed)
     picks = base[rng.integers(0, len(base), count)]
     vectors = picks + rng.normal(0, 0.03, picks.shape).astype(np.float32)
-    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    unit: np.ndarray = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    return unit
 
 
 def fill_index(index: EdgeVectorIndex, vectors: np.ndarray) -> None:

@@ -77,3 +77,18 @@ def test_edge_vectors_survive_reopen(tmp_path: Path) -> None:
     assert again.count() == 5
     assert [h[0] for h in again.search(unit(1, 0, 0), [20], [], 10)] == [5, 3]
     again.close()
+
+
+def test_second_process_gets_a_clear_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    first = EdgeVectorIndex(tmp_path / "episodes", 3)
+    code = (
+        "from pathlib import Path; from nexusai.memory.vectors import EdgeVectorIndex;"
+        f"EdgeVectorIndex(Path({str(tmp_path / 'episodes')!r}), 3)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    first.close()
+    assert result.returncode != 0
+    assert "open in another process" in result.stderr

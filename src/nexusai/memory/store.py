@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -118,6 +118,19 @@ class Store:
                 "INSERT INTO meta (key, value) VALUES (?, ?)"
                 " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (key, value),
+            )
+
+    # -- runtime settings (values as JSON text) ------------------------------------------
+
+    def read_settings(self) -> dict[str, str]:
+        return {row["key"]: row["value"] for row in self.read("SELECT key, value FROM settings")}
+
+    def write_settings(self, values: Mapping[str, str]) -> None:
+        with self.atomic() as conn:
+            conn.executemany(
+                "INSERT INTO settings (key, value) VALUES (?, ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                list(values.items()),
             )
 
     # -- projects -----------------------------------------------------------------------

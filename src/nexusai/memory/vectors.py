@@ -17,8 +17,13 @@ from typing import Protocol
 import qdrant_edge as edge
 
 from nexusai.config import Config
+from nexusai.errors import NexusError
 
 SCOPE_KEY = "session_id"
+
+
+class VectorIndexBusy(NexusError):
+    status_code = 409
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,15 @@ class EdgeVectorIndex:
 
     def _open(self) -> edge.EdgeShard:
         if (self.path / "edge_config.json").exists():
-            return edge.EdgeShard.load(str(self.path))
+            try:
+                return edge.EdgeShard.load(str(self.path))
+            except Exception as exc:
+                if "WouldBlock" in str(exc):
+                    raise VectorIndexBusy(
+                        f"the vector index in {self.path} is open in another process; only one"
+                        " process may use it at a time (stop `nexus serve` first)"
+                    ) from None
+                raise
         self.path.mkdir(parents=True, exist_ok=True)
         config = edge.EdgeConfig(
             vectors=edge.EdgeVectorParams(size=self.dimension, distance=edge.Distance.Cosine)

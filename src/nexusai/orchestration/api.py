@@ -1,0 +1,161 @@
+"""The orchestration service's HTTP API: settings, context and chat."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import Field, create_model
+
+from nexusai.errors import InvalidInput
+from nexusai.http import CamelModel, StrictCamelModel
+from nexusai.memory.api import EpisodeOut
+from nexusai.orchestration.chat import ChatFailed, chat_events, chat_turn
+from nexusai.orchestration.context import Context
+from nexusai.orchestration.service import Orchestration
+from nexusai.orchestration.settings import SETTINGS
+
+router = APIRouter()
+
+_SETTING_FIELDS: dict[str, Any] = {
+    s.name: (s.kind, Field(description=f"{s.description} ({s.low:g} to {s.high:g})"))
+    for s in SETTINGS
+}
+SettingsOut: Any = create_model("Settings", **_SETTING_FIELDS)  # from the one SETTINGS table
+
+
+def orchestration_of(request: Request) -> Orchestration:
+    orchestration: Orchestration = request.app.state.orchestration
+    return orchestration
+
+
+class TurnIn(StrictCamelModel):
+    session_id: int
+    message: str = Field(min_length=1, examples=["What did I name my dog?"])
+
+    def checked_message(self, request: Request) -> str:
+        limit = request.app.state.config.max_query_chars
+        if not self.message.strip():
+            raise InvalidInput("message must not be empty or only whitespace")
+        if len(self.message) > limit:
+            raise InvalidInput(f"message is {len(self.message)} characters; the limit is {limit}")
+        return self.message
+
+
+class ContextIn(TurnIn):
+    explain: bool = Field(default=False, description="Add score and both ranks to each memory")
+
+
+class ChatIn(TurnIn):
+    stream: bool = Field(default=False, description="Stream the reply as server-sent events")
+
+
+class MemoryOut(EpisodeOut):
+    score: float | None = Field(default=None, description="Fused RRF score (explain)")
+    semantic_rank: int | None = Field(default=None, description="1-based; null: not found")
+    keyword_rank: int | None = Field(default=None, description="1-based; null: not found")
+
+
+class ContextOut(CamelModel):
+    session_id: int
+    recent: list[EpisodeOut]
+    memories: list[MemoryOut]
+    entities: list[dict[str, Any]]
+    warnings: list[str]
+
+
+class ChatOut(CamelModel):
+    reply: str | None
+    user_episode_id: int
+    assistant_episode_id: int | None
+    notice: str | None
+    context: ContextOut
+
+
+def context_out(context: Context, explain: bool) -> ContextOut:
+    memories = []
+    for fused in context.memories:
+        memory = MemoryOut.model_validate(fused.episode)
+        if explain:
+            memory.score = fused.score
+            memory.semantic_rank = fused.semantic_rank
+            memory.keyword_rank = fused.keyword_rank
+        memories.append(memory)
+    return ContextOut(
+        session_id=context.session_id,
+        recent=[EpisodeOut.model_validate(e) for e in context.recent],
+        memories=memories,
+        entities=[_entity_json(e) for e in context.entities],
+        warnings=context.warnings,
+    )
+
+
+def _entity_json(entity: Any) -> dict[str, Any]:
+    to_json = getattr(entity, "to_json", None)
+    return dict(to_json()) if callable(to_json) else {"name": str(entity)}
+
+
+@router.get("/settings", tags=["settings"], response_model=SettingsOut)
+def get_settings(request: Request) -> dict[str, float]:
+    return orchestration_of(request).settings.get().to_values()
+
+
+@router.patch("/settings", tags=["settings"], response_model=SettingsOut)
+def patch_settings(
+    request: Request,
+    changes: Annotated[
+        dict[str, Any],
+        Body(
+            description="Any of the settings; the rest keep their values",
+            examples=[{"keywordWeight": 1.0}, {"semanticWeight": 0.5, "keywordWeight": 2.0}],
+        ),
+    ],
+) -> dict[str, float]:
+    return orchestration_of(request).settings.update(changes).to_values()
+
+
+@router.post(
+    "/context", tags=["context"], response_model=ContextOut, response_model_exclude_unset=True
+)
+def post_context(request: Request, body: ContextIn) -> ContextOut:
+    """Exactly what chat would give the LLM, without calling it."""
+    context = orchestration_of(request).context(body.session_id, body.checked_message(request))
+    return context_out(context, body.explain)
+
+
+@router.post(
+    "/chat",
+    tags=["chat"],
+    response_model=ChatOut,
+    response_model_exclude_unset=True,
+    responses={502: {"description": "The LLM failed; the user's message is stored"}},
+)
+def post_chat(request: Request, body: ChatIn) -> Any:
+    orchestration = orchestration_of(request)
+    context = orchestration.context(body.session_id, body.checked_message(request))
+    if body.stream:
+        events = chat_events(orchestration.memory, orchestration.llm, context)
+        return StreamingResponse(_sse(context, events), media_type="text/event-stream")
+    try:
+        result = chat_turn(orchestration.memory, orchestration.llm, context)
+    except ChatFailed as exc:
+        return JSONResponse({"detail": str(exc), "userEpisodeId": exc.user_episode_id}, 502)
+    return ChatOut(
+        reply=result.reply,
+        user_episode_id=result.user_episode.id,
+        assistant_episode_id=result.assistant_episode.id if result.assistant_episode else None,
+        notice=result.notice,
+        context=context_out(context, explain=False),
+    )
+
+
+def _sse(context: Context, events: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[str]:
+    first = context_out(context, explain=False).model_dump(
+        mode="json", by_alias=True, exclude_unset=True
+    )
+    yield f"event: context\ndata: {json.dumps(first)}\n\n"
+    for event, data in events:
+        yield f"event: {event}\ndata: {json.dumps(data)}\n\n"

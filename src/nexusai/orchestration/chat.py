@@ -1,0 +1,123 @@
+"""One chat turn: assemble the context, build the prompt, call the LLM, store both episodes.
+
+The context is assembled before the user's message is stored, so that the message is not
+its own memory; the message is stored before the LLM is called, so an LLM failure loses
+nothing the user said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from nexusai.memory.models import Episode, NewEpisode
+from nexusai.orchestration.context import Context
+from nexusai.orchestration.llm import LLMError, Message, OpenAIChat
+from nexusai.orchestration.memory_client import MemoryClient
+
+USER, ASSISTANT = "user", "assistant"
+NO_LLM = (
+    "no LLM is configured: the context was assembled and your message stored, but nothing "
+    "answered it. Set NEXUS_LLM_BASE_URL and NEXUS_LLM_MODEL (e.g. Ollama at "
+    "http://127.0.0.1:11434/v1) to chat."
+)
+
+SYSTEM = (
+    "You are a helpful assistant with a long-term memory of earlier conversations. "
+    "Use the memories and known entities below when they help you answer; they may be "
+    "out of date, so prefer what the user says now. Do not recite them unprompted."
+)
+
+
+def build_prompt(context: Context) -> list[Message]:
+    """System message with memories (dated) and entities, then recent turns, then the message."""
+    parts = [SYSTEM]
+    if context.memories:
+        lines = [f"- [{m.episode.occurred_at[:10]}] {_said(m.episode)}" for m in context.memories]
+        parts.append("Memories from earlier conversations:\n" + "\n".join(lines))
+    if context.entities:
+        parts.append("Known entities:\n" + "\n".join(f"- {_entity(e)}" for e in context.entities))
+    messages: list[Message] = [{"role": "system", "content": "\n\n".join(parts)}]
+    for episode in context.recent:
+        role = ASSISTANT if episode.speaker == ASSISTANT else USER
+        content = episode.content if episode.speaker in (USER, ASSISTANT) else _said(episode)
+        messages.append({"role": role, "content": content})
+    messages.append({"role": "user", "content": context.message})
+    return messages
+
+
+def _said(episode: Episode) -> str:
+    return f"{episode.speaker}: {episode.content}"
+
+
+def _entity(entity: Any) -> str:
+    describe = getattr(entity, "describe", None)
+    return str(describe()) if callable(describe) else str(entity)
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    reply: str | None
+    user_episode: Episode
+    assistant_episode: Episode | None
+    context: Context
+    notice: str | None = None
+
+
+class ChatFailed(LLMError):
+    """The LLM failed after the user's message was stored; says which episode holds it."""
+
+    def __init__(self, message: str, user_episode_id: int) -> None:
+        super().__init__(message)
+        self.user_episode_id = user_episode_id
+
+
+def store_user_message(memory: MemoryClient, context: Context) -> Episode:
+    [episode] = memory.add_episodes(context.session_id, [NewEpisode(USER, context.message)])
+    return episode
+
+
+def store_reply(memory: MemoryClient, context: Context, reply: str) -> Episode | None:
+    if not reply.strip():
+        return None
+    [episode] = memory.add_episodes(context.session_id, [NewEpisode(ASSISTANT, reply)])
+    return episode
+
+
+def chat_turn(memory: MemoryClient, llm: OpenAIChat | None, context: Context) -> ChatResult:
+    user = store_user_message(memory, context)
+    if llm is None:
+        return ChatResult(None, user, None, context, NO_LLM)
+    try:
+        reply = llm.complete(build_prompt(context))
+    except LLMError as exc:
+        raise ChatFailed(f"{exc} (your message is stored as episode {user.id})", user.id) from None
+    return ChatResult(reply, user, store_reply(memory, context, reply), context)
+
+
+def chat_events(
+    memory: MemoryClient, llm: OpenAIChat | None, context: Context
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The streamed turn as (event, data) pairs: delta* then done, or error."""
+    user = store_user_message(memory, context)
+    if llm is None:
+        yield "done", {"userEpisodeId": user.id, "assistantEpisodeId": None, "notice": NO_LLM}
+        return
+    pieces: list[str] = []
+    try:
+        for piece in llm.stream(build_prompt(context)):
+            pieces.append(piece)
+            yield "delta", {"text": piece}
+    except LLMError as exc:
+        yield "error", {"detail": str(exc), "userEpisodeId": user.id}
+        return
+    reply = store_reply(memory, context, "".join(pieces))
+    yield (
+        "done",
+        {
+            "userEpisodeId": user.id,
+            "assistantEpisodeId": reply.id if reply else None,
+            "reply": "".join(pieces),
+        },
+    )

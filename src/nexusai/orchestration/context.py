@@ -1,0 +1,70 @@
+"""Context assembly: what the LLM sees for one turn. The query is embedded once, here, and
+that one vector serves both fused episode search and entity search."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nexusai.embedders import Embedder, Vector
+from nexusai.memory.models import Episode
+from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.memory_client import MemoryClient
+from nexusai.orchestration.retrieval import get_fused_episodes
+from nexusai.orchestration.settings import RuntimeSettings
+
+log = logging.getLogger("nexusai.context")
+
+# (query vector, scope session ids, limit) -> entities; arrives with entity memory.
+EntitySearch = Callable[[Sequence[float] | None, Sequence[int], int], list[Any]]
+
+
+@dataclass(frozen=True)
+class Context:
+    session_id: int
+    message: str
+    recent: list[Episode]
+    memories: list[FusedEpisode]
+    entities: list[Any] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def embed_query(embedder: Embedder, text: str) -> Vector | None:
+    """The query vector, or None when the embedder fails: the turn goes on without it."""
+    try:
+        return embedder.embed_one(text)
+    except Exception as exc:
+        log.warning("embedding the query failed, semantic and entity search sit out: %s", exc)
+        return None
+
+
+def assemble_context(
+    memory: MemoryClient,
+    embedder: Embedder,
+    settings: RuntimeSettings,
+    session_id: int,
+    message: str,
+    entity_search: EntitySearch | None = None,
+) -> Context:
+    recent = (
+        memory.recent_episodes(session_id, settings.recent_limit) if settings.recent_limit else []
+    )
+    memory.get_session(session_id)  # 404 for an unknown session, even with recentLimit 0
+    scope = memory.scope_session_ids(session_id)
+    wants_entities = entity_search is not None and settings.entity_limit > 0
+    vector = None
+    warnings = []
+    if settings.semantic_weight > 0 or wants_entities:
+        vector = embed_query(embedder, message)
+        if vector is None:
+            warnings.append("the embedder failed: only keyword memories this turn")
+    recent_ids = [episode.id for episode in recent]
+    memories = get_fused_episodes(memory, message, vector, scope, recent_ids, settings)
+    entities = (
+        entity_search(vector, scope, settings.entity_limit)
+        if entity_search and wants_entities
+        else []
+    )
+    return Context(session_id, message, recent, memories, entities, warnings)

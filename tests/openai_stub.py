@@ -1,0 +1,76 @@
+"""A real HTTP server on loopback that speaks the OpenAI chat-completions protocol.
+
+It answers with a fixed reply (streamed word by word when asked), and can be told to fail
+or to stall, so chat is tested against HTTP as it really is, not against a patched function.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class StubState:
+    def __init__(self) -> None:
+        self.reply = "Your dog is called Biscuit."
+        self.mode = "ok"  # ok | error | stall
+        self.stall_seconds = 3.0
+        self.requests: list[dict[str, Any]] = []
+
+
+class _Handler(BaseHTTPRequestHandler):
+    state: StubState
+
+    def log_message(self, *args: object) -> None:  # keep test output quiet
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.state.requests.append(
+            {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+        )
+        if self.state.mode == "error":
+            return self._send(500, {"error": {"message": "model crashed"}})
+        if self.state.mode == "stall":
+            time.sleep(self.state.stall_seconds)
+        if body.get("stream"):
+            return self._stream()
+        message = {"role": "assistant", "content": self.state.reply}
+        self._send(200, {"choices": [{"index": 0, "message": message}], "model": body["model"]})
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for word in self.state.reply.split(" "):
+            chunk = {"choices": [{"index": 0, "delta": {"content": word + " "}}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+@contextmanager
+def openai_stub() -> Iterator[tuple[str, StubState]]:
+    """Yields the base URL (…/v1) and the state that steers the server."""
+    state = StubState()
+    handler = type("Handler", (_Handler,), {"state": state})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", state
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from nexusai.app import create_app
+from nexusai.config import Config
+from nexusai.orchestration.llm import OpenAIChat
+from tests.conftest import SwitchableEmbedder
+from tests.openai_stub import StubState, openai_stub
+
+
+@pytest.fixture
+def stub() -> Iterator[tuple[str, StubState]]:
+    with openai_stub() as running:
+        yield running
+
+
+@pytest.fixture
+def chat_client(
+    config: Config, embedder: SwitchableEmbedder, stub: tuple[str, StubState]
+) -> Iterator[TestClient]:
+    llm = OpenAIChat(stub[0], "llama3", api_key="k-123", timeout=1.0)
+    with TestClient(create_app(config, embedder, llm)) as client:
+        yield client
+
+
+def seed(client: TestClient) -> int:
+    sid = int(client.post("/sessions").json()["id"])
+    episodes = [
+        {
+            "speaker": "user",
+            "content": "I adopted a puppy called Biscuit",
+            "occurredAt": "2023-05-08T10:00:00Z",
+        },
+        {"speaker": "assistant", "content": "Lovely name!", "occurredAt": "2023-05-08T10:00:01Z"},
+    ]
+    client.post(f"/sessions/{sid}/episodes", json={"episodes": episodes})
+    client.patch("/settings", json={"recentLimit": 1})
+    return sid
+
+
+def test_chat_turn_builds_prompt_and_stores_both_episodes(
+    chat_client: TestClient, stub: tuple[str, StubState]
+) -> None:
+    sid = seed(chat_client)
+    response = chat_client.post(
+        "/chat", json={"sessionId": sid, "message": "What is my dog's name?"}
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["reply"] == "Your dog is called Biscuit."
+    episodes = chat_client.get(f"/sessions/{sid}/episodes").json()
+    assert [e["id"] for e in episodes[-2:]] == [body["userEpisodeId"], body["assistantEpisodeId"]]
+    assert episodes[-1]["speaker"] == "assistant"
+    [request] = stub[1].requests
+    assert request["auth"] == "Bearer k-123"
+    messages = request["body"]["messages"]
+    assert messages[0]["role"] == "system"
+    assert "[2023-05-08] user: I adopted a puppy called Biscuit" in messages[0]["content"]
+    assert messages[1:] == [
+        {"role": "assistant", "content": "Lovely name!"},
+        {"role": "user", "content": "What is my dog's name?"},
+    ]
+
+
+def test_llm_failure_is_502_and_keeps_the_message(
+    chat_client: TestClient, stub: tuple[str, StubState]
+) -> None:
+    sid = seed(chat_client)
+    stub[1].mode = "error"
+    response = chat_client.post("/chat", json={"sessionId": sid, "message": "hello?"})
+    assert response.status_code == 502
+    assert "HTTP 500" in response.json()["detail"]
+    stored = chat_client.get(f"/episodes/{response.json()['userEpisodeId']}").json()
+    assert stored["content"] == "hello?"
+
+
+def test_llm_timeout_is_502(chat_client: TestClient, stub: tuple[str, StubState]) -> None:
+    sid = seed(chat_client)
+    stub[1].mode = "stall"
+    response = chat_client.post("/chat", json={"sessionId": sid, "message": "hello?"})
+    assert response.status_code == 502
+    assert "did not answer in time" in response.json()["detail"]
+
+
+def test_streamed_reply(chat_client: TestClient) -> None:
+    sid = seed(chat_client)
+    response = chat_client.post("/chat", json={"sessionId": sid, "message": "dog?", "stream": True})
+    events = [
+        (block.split("\n")[0][7:], json.loads(block.split("\n")[1][6:]))
+        for block in response.text.strip().split("\n\n")
+    ]
+    assert events[0][0] == "context"
+    assert "".join(d["text"] for e, d in events if e == "delta") == "Your dog is called Biscuit. "
+    assert events[-1][0] == "done"
+    reply = chat_client.get(f"/episodes/{events[-1][1]['assistantEpisodeId']}").json()
+    assert reply["content"] == "Your dog is called Biscuit. "
+
+
+def test_streamed_failure_is_an_error_event(
+    chat_client: TestClient, stub: tuple[str, StubState]
+) -> None:
+    sid = seed(chat_client)
+    stub[1].mode = "error"
+    response = chat_client.post("/chat", json={"sessionId": sid, "message": "dog?", "stream": True})
+    assert "event: error" in response.text
+
+
+def test_without_llm_chat_stores_and_says_so(client: TestClient) -> None:
+    sid = seed(client)
+    body = client.post("/chat", json={"sessionId": sid, "message": "What is my dog's name?"}).json()
+    assert body["reply"] is None and body["assistantEpisodeId"] is None
+    assert "no LLM is configured" in body["notice"]
+    assert body["context"]["memories"][0]["content"] == "I adopted a puppy called Biscuit"
+    assert client.get(f"/episodes/{body['userEpisodeId']}").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"sessionId": 999, "message": "hi"}, 404),
+        ({"sessionId": 1, "message": ""}, 422),
+        ({"sessionId": 1, "message": "   "}, 422),
+        ({"message": "hi"}, 422),
+        ({"sessionId": 1, "message": "x" * 10_001}, 422),
+    ],
+)
+def test_bad_turns(client: TestClient, body: dict[str, object], status: int) -> None:
+    client.post("/sessions")
+    for path in ("/context", "/chat"):
+        response = client.post(path, json=body)
+        assert response.status_code == status, response.text
+        assert response.json()["detail"]
+
+
+def test_context_explain_carries_ranks_and_score(client: TestClient) -> None:
+    sid = seed(client)
+    client.patch("/settings", json={"keywordWeight": 1.0, "recentLimit": 0})
+    ask = {"sessionId": sid, "message": "what is Biscuit?"}
+    plain = client.post("/context", json=ask).json()
+    assert "score" not in plain["memories"][0]
+    explained = client.post("/context", json={**ask, "explain": True}).json()
+    top = explained["memories"][0]
+    assert top["content"] == "I adopted a puppy called Biscuit"
+    assert (top["semanticRank"], top["keywordRank"]) == (1, 1)
+    assert top["score"] == pytest.approx(2 / 61)
+    assert explained["memories"][1]["keywordRank"] is None

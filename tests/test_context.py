@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from nexusai.memory.models import NewEpisode
+from nexusai.memory.service import Memory
+from nexusai.orchestration.context import assemble_context
+from nexusai.orchestration.retrieval import get_fused_episodes
+from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
+from tests.conftest import SwitchableEmbedder
+
+BOTH = replace(DEFAULTS, keyword_weight=1.0, recent_limit=2)
+NO_RECENT = replace(BOTH, recent_limit=0)
+
+
+def write(memory: Memory, session_id: int, *texts: str) -> list[int]:
+    return [e.id for e in memory.add_episodes(session_id, [NewEpisode("user", t) for t in texts])]
+
+
+@pytest.fixture
+def fts_queries(memory: Memory) -> Iterator[list[str]]:
+    """Every FTS5 MATCH this thread's real SQLite connection runs."""
+    seen: list[str] = []
+    conn: sqlite3.Connection = memory.store.connection()
+    conn.set_trace_callback(lambda sql: seen.append(sql) if "MATCH" in sql else None)
+    yield seen
+    conn.set_trace_callback(None)
+
+
+def test_keyword_weight_zero_makes_no_fts_call(
+    memory: Memory, embedder: SwitchableEmbedder, fts_queries: list[str]
+) -> None:
+    sid = memory.store.create_session().id
+    write(memory, sid, "the zebra crossing", "a zebra")
+    settings = replace(DEFAULTS, keyword_weight=0.0, recent_limit=0)
+    context = assemble_context(memory, embedder, settings, sid, "zebra")
+    assert context.memories  # semantic still finds them
+    assert fts_queries == []
+    assemble_context(memory, embedder, NO_RECENT, sid, "zebra")
+    assert len(fts_queries) == 1
+
+
+def test_semantic_weight_zero_skips_embedding_and_vectors(
+    memory: Memory, embedder: SwitchableEmbedder
+) -> None:
+    sid = memory.store.create_session().id
+    write(memory, sid, "the zebra crossing", "unrelated words")
+    calls = embedder.calls
+    settings = replace(DEFAULTS, semantic_weight=0.0, keyword_weight=1.0, recent_limit=0)
+    context = assemble_context(memory, embedder, settings, sid, "zebra")
+    assert embedder.calls == calls
+    assert [m.episode.content for m in context.memories] == ["the zebra crossing"]
+    assert all(m.semantic_rank is None for m in context.memories)
+
+
+def test_query_is_embedded_once_per_turn(memory: Memory, embedder: SwitchableEmbedder) -> None:
+    sid = memory.store.create_session().id
+    write(memory, sid, "one", "two")
+    calls = embedder.calls
+    assemble_context(memory, embedder, BOTH, sid, "a question", lambda v, s, n: [])
+    assert embedder.calls == calls + 1
+
+
+def test_recent_ids_never_appear_in_memories(memory: Memory, embedder: SwitchableEmbedder) -> None:
+    sid = memory.store.create_session().id
+    ids = write(memory, sid, *[f"my dog Biscuit likes walk number {i}" for i in range(6)])
+    context = assemble_context(memory, embedder, BOTH, sid, "Biscuit walk dog")
+    recent = {e.id for e in context.recent}
+    assert recent == set(ids[-2:])
+    found = {m.episode.id for m in context.memories}
+    assert found == set(ids[:-2])
+    assert not recent & found
+
+
+def test_scope_never_leaks_across_projects(memory: Memory, embedder: SwitchableEmbedder) -> None:
+    p1 = memory.store.create_project("one").id
+    p2 = memory.store.create_project("two").id
+    a1 = memory.store.create_session(p1).id
+    a2 = memory.store.create_session(p1).id
+    b1 = memory.store.create_session(p2).id
+    lone = memory.store.create_session().id
+    [shared] = write(memory, a2, "the secret password is swordfish")
+    write(memory, b1, "the secret password is swordfish")
+    write(memory, lone, "the secret password is swordfish")
+    settings = replace(BOTH, recent_limit=0)
+    context = assemble_context(memory, embedder, settings, a1, "secret password swordfish")
+    assert [m.episode.id for m in context.memories] == [shared]
+    alone = memory.store.create_session().id
+    assert assemble_context(memory, embedder, settings, alone, "secret password").memories == []
+
+
+def test_failing_embedder_still_gives_keyword_memories(
+    memory: Memory, embedder: SwitchableEmbedder
+) -> None:
+    sid = memory.store.create_session().id
+    write(memory, sid, "the zebra crossing", "unrelated words", "x", "y")
+    embedder.failing = True
+    context = assemble_context(memory, embedder, NO_RECENT, sid, "zebra")
+    assert [m.episode.content for m in context.memories] == ["the zebra crossing"]
+    assert context.warnings and "embedder" in context.warnings[0]
+
+
+def test_fused_result_has_at_most_semantic_limit(
+    memory: Memory, embedder: SwitchableEmbedder
+) -> None:
+    sid = memory.store.create_session().id
+    write(memory, sid, *[f"note {i} about the garden" for i in range(30)])
+    settings: RuntimeSettings = replace(BOTH, semantic_limit=4)
+    vector = embedder.embed_one("garden")
+    fused = get_fused_episodes(memory, "garden", vector, [sid], [], settings)
+    assert len(fused) == 4
+    assert all(f.semantic_rank or f.keyword_rank for f in fused)

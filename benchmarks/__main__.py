@@ -8,6 +8,7 @@ import importlib
 BENCHMARKS = {
     "fts": "benchmarks.bench_fts",
     "vectors": "benchmarks.bench_vectors",
+    "context": "benchmarks.bench_context",
 }
 
 

@@ -116,21 +116,32 @@ print(json.dumps({"open_s": opened, "count": memory.vectors.count(),
 """
 
 
-def reopen(embedder: LocalEmbedder, base: np.ndarray, size: int, tmp: Path) -> Report:
-    report = Report(f"Reopen of a {size:,}-episode store", ["what", "value"])
-    with Store(tmp / "nexus.db") as store:
+def build_store(
+    data_dir: Path, embedder: LocalEmbedder, base: np.ndarray, size: int, per_project: int = 0
+) -> None:
+    """A store of `size` episodes over SESSIONS sessions with their vectors, ready to open.
+    With `per_project`, sessions are grouped into projects of that many sessions."""
+    with Store(data_dir / "nexus.db") as store:
         texts = sentences(size)
-        sessions = [store.create_session().id for _ in range(SESSIONS)]
-        for session_id in sessions:
-            store.add_episodes(
-                session_id, [NewEpisode("u", next(texts)) for _ in range(size // SESSIONS)]
-            )
-        store.mark_all_vectors_pending()
+        for i in range(SESSIONS):
+            project = None
+            if per_project and i % per_project == 0:
+                project = store.create_project(f"p{i // per_project}").id
+            elif per_project:
+                project = store.list_sessions(limit=1, offset=i - 1)[0].project_id
+            session_id = store.create_session(project).id
+            batch = [NewEpisode("u", next(texts)) for _ in range(size // SESSIONS)]
+            store.add_episodes(session_id, batch)
         store.set_vector_state(list(range(1, size + 1)), "indexed")
         record_embedder(store, embedder)
-    index = EdgeVectorIndex(tmp / "vectors" / "episodes", base.shape[1])
+    index = EdgeVectorIndex(data_dir / "vectors" / "episodes", base.shape[1])
     fill_index(index, noisy_copies(base, size))
     index.close()
+
+
+def reopen(embedder: LocalEmbedder, base: np.ndarray, size: int, tmp: Path) -> Report:
+    report = Report(f"Reopen of a {size:,}-episode store", ["what", "value"])
+    build_store(tmp, embedder, base, size)
     result = subprocess.run(
         [sys.executable, "-c", _REOPEN, str(tmp)], capture_output=True, text=True, check=True
     )

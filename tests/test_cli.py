@@ -9,6 +9,7 @@ from nexusai.cli import cli
 from nexusai.config import Config
 from nexusai.memory.models import NewEpisode
 from nexusai.memory.service import Memory
+from nexusai.orchestration.llm import OpenAIChat
 from tests.conftest import SwitchableEmbedder
 
 
@@ -35,3 +36,48 @@ def test_bad_config_is_one_clean_line(tmp_path: Path, monkeypatch: pytest.Monkey
     assert result.exit_code == 1
     assert "NEXUS_PORT must be a number" in result.output
     assert "Traceback" not in result.output
+
+
+def test_settings_context_and_chat_against_a_running_service(
+    config: Config, embedder: SwitchableEmbedder
+) -> None:
+    from nexusai.app import create_app
+    from tests.live_server import live_server
+    from tests.openai_stub import openai_stub
+
+    runner = CliRunner()
+    with (
+        openai_stub() as (llm_url, _),
+        live_server(create_app(config, embedder, OpenAIChat(llm_url, "m"))) as url,
+    ):
+        import httpx
+
+        sid = httpx.post(f"{url}/sessions").json()["id"]
+        httpx.post(
+            f"{url}/sessions/{sid}/episodes",
+            json={"speaker": "user", "content": "I adopted a puppy called Biscuit"},
+        )
+        result = runner.invoke(
+            cli, ["settings", "set", "keywordWeight=1", "recentLimit=0", "--url", url]
+        )
+        assert result.exit_code == 0, result.output
+        assert "keywordWeight = 1" in result.output
+        result = runner.invoke(cli, ["settings", "set", "keywordWeight=9", "--url", url])
+        assert result.exit_code == 1 and "keywordWeight must be from 0 to 5" in result.output
+        result = runner.invoke(
+            cli, ["context", "--session", str(sid), "--explain", "Biscuit?", "--url", url]
+        )
+        assert result.exit_code == 0, result.output
+        assert "puppy" in result.output
+        assert "0.0328" in result.output  # 1/61 + 1/61
+        result = runner.invoke(
+            cli, ["chat", "--session", str(sid), "--url", url], input="dog name?\n\n"
+        )
+        assert result.exit_code == 0, result.output
+        assert "Your dog is called Biscuit." in result.output
+
+
+def test_cli_without_a_service_says_how_to_start_one() -> None:
+    result = CliRunner().invoke(cli, ["settings", "get", "--url", "http://127.0.0.1:9"])
+    assert result.exit_code == 1
+    assert "nexus serve" in result.output

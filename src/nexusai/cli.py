@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
+from nexusai import client_cli
 from nexusai.errors import NexusError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -89,6 +90,11 @@ def reindex(data_dir: Path | None) -> None:
     if left:
         raise click.ClickException(f"{left} episodes are still without vectors; run it again")
     click.echo(f"rebuilt {done} vectors")
+
+
+cli.add_command(client_cli.settings)
+cli.add_command(client_cli.context)
+cli.add_command(client_cli.chat)
 
 
 def main() -> None:

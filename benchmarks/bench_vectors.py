@@ -27,32 +27,39 @@ from nexusai.memory.vectors import EdgeVectorIndex, VectorPoint
 SESSIONS = 1000
 
 
-def ingest(embedder: LocalEmbedder, count: int) -> tuple[Report, np.ndarray]:
+def ingest(embedder: LocalEmbedder, count: int, chunk: int = 500) -> tuple[Report, np.ndarray]:
+    """Raw embedding and the write path take turns on the same chunks of text, so that
+    noise from the machine falls on both alike."""
     report = Report(
-        f"Ingest of {count:,} short messages (MiniLM on CPU)", ["path", "episodes/s", "vs raw"]
+        f"Ingest of {count:,} short messages (MiniLM, ONNX on CPU)",
+        ["path", "episodes/s", "vs raw"],
     )
     texts = list(sentences(count))
-    start = time.perf_counter()
-    raw = np.array(embedder.embed(texts), dtype=np.float32)
-    raw_rate = count / (time.perf_counter() - start)
+    raw: list[list[float]] = []
+    raw_seconds = path_seconds = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         memory = Memory.open(Config.from_env({}, data_dir=Path(tmp)), embedder)
-        sessions = [memory.store.create_session().id for _ in range(count // 100)]
-        start = time.perf_counter()
-        for i, session_id in enumerate(sessions):
-            batch = [NewEpisode("user", t) for t in texts[i * 100 : (i + 1) * 100]]
-            memory.add_episodes(session_id, batch)
-        path_rate = count / (time.perf_counter() - start)
+        for start in range(0, count, chunk):
+            part = texts[start : start + chunk]
+            began = time.perf_counter()
+            raw.extend(embedder.embed(part))
+            raw_seconds += time.perf_counter() - began
+            session_id = memory.store.create_session().id
+            began = time.perf_counter()
+            for i in range(0, len(part), 100):  # requests of 100 episodes, as a client would
+                memory.add_episodes(session_id, [NewEpisode("user", t) for t in part[i : i + 100]])
+            path_seconds += time.perf_counter() - began
         assert memory.store.count_pending_vectors() == 0
         memory.close()
-    report.add("embedder alone (embed, batch 64)", f"{raw_rate:,.0f}", "1.00")
+    raw_rate, path_rate = count / raw_seconds, count / path_seconds
+    report.add(f"embedder alone (batch {embedder.batch_size})", f"{raw_rate:,.0f}", "1.00")
     report.add(
         "write path (SQLite + FTS + embed + upsert)",
         f"{path_rate:,.0f}",
         f"{path_rate / raw_rate:.2f}",
     )
     report.notes.append("Target: the write path keeps at least 80% of the embedder's rate.")
-    return report, raw
+    return report, np.array(raw, dtype=np.float32)
 
 
 def noisy_copies(base: np.ndarray, count: int, seed: int = 3) -> np.ndarray:

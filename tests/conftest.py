@@ -15,7 +15,7 @@ from nexusai.memory.store import Store
 
 @pytest.fixture(scope="session")
 def minilm() -> LocalEmbedder:
-    """The real MiniLM model, loaded once for the whole test session."""
+    """The real MiniLM model (ONNX, the default engine), loaded once per test session."""
     return LocalEmbedder()
 
 

@@ -2,12 +2,19 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import httpx
 import pytest
 
 from nexusai.config import Config
-from nexusai.embedders import EmbeddingError, LocalEmbedder, OpenAIEmbedder, create_embedder
+from nexusai.embedders import (
+    EmbeddingError,
+    LocalEmbedder,
+    OpenAIEmbedder,
+    SentenceTransformersEmbedder,
+    create_embedder,
+)
 from nexusai.errors import ConfigError
 
 
@@ -32,6 +39,40 @@ def test_local_model_finds_a_paraphrase(minilm: LocalEmbedder) -> None:
     query = minilm.embed_one("what is my dog's name?")
     best = max(range(len(texts)), key=lambda i: cosine(query, vectors[i]))
     assert texts[best] == "I adopted a puppy called Biscuit"
+
+
+def locomo_turns(count: int) -> list[str]:
+    path = Path(__file__).parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+    if not path.exists():
+        pytest.skip("the LoCoMo data is not beside the checkout")
+    conversation = json.loads(path.read_text())[0]["conversation"]
+    turns = [
+        t["text"]
+        for key, value in conversation.items()
+        if key.startswith("session_") and isinstance(value, list)
+        for t in value
+    ]
+    return turns[:count]
+
+
+def test_onnx_vectors_match_sentence_transformers_on_real_turns(minilm: LocalEmbedder) -> None:
+    """The reference implementation, on real conversation turns of all lengths."""
+    texts = locomo_turns(300)
+    reference = SentenceTransformersEmbedder().embed(texts)
+    ours = minilm.embed(texts)
+    assert min(cosine(a, b) for a, b in zip(ours, reference, strict=True)) > 0.9999
+    for probe in range(0, 300, 30):
+
+        def top(vectors: list[list[float]]) -> list[int]:
+            order = sorted(range(len(texts)), key=lambda i: -cosine(vectors[probe], vectors[i]))
+            return order[:10]
+
+        assert top(ours) == top(reference)
+
+
+def test_long_text_is_truncated_not_rejected(minilm: LocalEmbedder) -> None:
+    [vector] = minilm.embed(["word " * 5000])
+    assert len(vector) == 384
 
 
 def test_batching_splits_and_keeps_order(minilm: LocalEmbedder) -> None:

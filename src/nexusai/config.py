@@ -39,6 +39,7 @@ class Config:
     embedder_model: str | None = None
     embedder_api_key: str | None = field(default=None, repr=False)
     embedder_dimension: int | None = None
+    model_cache_dir: Path | None = None
     qdrant_url: str | None = None
     qdrant_api_key: str | None = field(default=None, repr=False)
     llm_base_url: str | None = None
@@ -97,6 +98,7 @@ def _number(kind: Callable[[str], T], name: str) -> Callable[[str], T]:
 
 _PARSERS: dict[str, Callable[[str], object]] = {
     "data_dir": Path,
+    "model_cache_dir": Path,
     "port": _number(int, "NEXUS_PORT"),
     "max_content_bytes": _number(int, "NEXUS_MAX_CONTENT_BYTES"),
     "max_batch_size": _number(int, "NEXUS_MAX_BATCH_SIZE"),

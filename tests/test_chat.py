@@ -148,4 +148,5 @@ def test_context_explain_carries_ranks_and_score(client: TestClient) -> None:
     assert top["content"] == "I adopted a puppy called Biscuit"
     assert (top["semanticRank"], top["keywordRank"]) == (1, 1)
     assert top["score"] == pytest.approx(2 / 61)
-    assert explained["memories"][1]["keywordRank"] is None
+    reply = explained["memories"][1]  # found by keyword through the turn it answers
+    assert (reply["content"], reply["keywordRank"]) == ("Lovely name!", 2)

@@ -81,3 +81,47 @@ def test_cli_without_a_service_says_how_to_start_one() -> None:
     result = CliRunner().invoke(cli, ["settings", "get", "--url", "http://127.0.0.1:9"])
     assert result.exit_code == 1
     assert "nexus serve" in result.output
+
+
+def test_eval_locomo_smoke_on_one_conversation(tmp_path: Path) -> None:
+    """The real evaluation path on one real conversation: imports, asks, writes JSON."""
+    import json
+
+    data = Path(__file__).parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+    if not data.exists():
+        pytest.skip("the LoCoMo data is not beside the checkout")
+    out = tmp_path / "result.json"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            "locomo",
+            "--data",
+            str(data),
+            "--conversations",
+            "conv-26",
+            "--k",
+            "5,10",
+            "--json",
+            str(out),
+            "--plot",
+            str(tmp_path / "plot.png"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["conversations"] == ["conv-26"] and report["questions"] > 150
+    pairs = {(r["semanticWeight"], r["keywordWeight"]): r for r in report["results"]}
+    assert {(1.0, 0.0), (0.0, 1.0)} <= set(pairs)
+    for row in pairs.values():
+        assert 0.0 <= row["recall"]["5"] <= row["recall"]["10"] <= 1.0
+        assert set(row["byCategory"]) == {
+            "multi-hop",
+            "temporal",
+            "open-domain",
+            "single-hop",
+            "adversarial",
+        }
+    # a sanity floor far below what it measures, so a broken retrieval path fails here
+    assert pairs[(0.0, 1.0)]["recall"]["10"] > 0.4
+    assert (tmp_path / "plot.png").stat().st_size > 10_000

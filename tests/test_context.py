@@ -48,7 +48,7 @@ def test_semantic_weight_zero_skips_embedding_and_vectors(
     memory: Memory, embedder: SwitchableEmbedder
 ) -> None:
     sid = memory.store.create_session().id
-    write(memory, sid, "the zebra crossing", "unrelated words")
+    write(memory, sid, "unrelated words", "the zebra crossing")
     calls = embedder.calls
     settings = replace(DEFAULTS, semantic_weight=0.0, keyword_weight=1.0, recent_limit=0)
     context = assemble_context(memory, embedder, settings, sid, "zebra")
@@ -97,7 +97,7 @@ def test_failing_embedder_still_gives_keyword_memories(
     memory: Memory, embedder: SwitchableEmbedder
 ) -> None:
     sid = memory.store.create_session().id
-    write(memory, sid, "the zebra crossing", "unrelated words", "x", "y")
+    write(memory, sid, "unrelated words", "x", "y", "the zebra crossing")
     embedder.failing = True
     context = assemble_context(memory, embedder, NO_RECENT, sid, "zebra")
     assert [m.episode.content for m in context.memories] == ["the zebra crossing"]

@@ -61,13 +61,12 @@ def test_onnx_vectors_match_sentence_transformers_on_real_turns(minilm: LocalEmb
     reference = SentenceTransformersEmbedder().embed(texts)
     ours = minilm.embed(texts)
     assert min(cosine(a, b) for a, b in zip(ours, reference, strict=True)) > 0.9999
+
+    def top(vectors: list[list[float]], probe: int) -> list[int]:
+        return sorted(range(len(texts)), key=lambda i: -cosine(vectors[probe], vectors[i]))[:10]
+
     for probe in range(0, 300, 30):
-
-        def top(vectors: list[list[float]]) -> list[int]:
-            order = sorted(range(len(texts)), key=lambda i: -cosine(vectors[probe], vectors[i]))
-            return order[:10]
-
-        assert top(ours) == top(reference)
+        assert top(ours, probe) == top(reference, probe)
 
 
 def test_long_text_is_truncated_not_rejected(minilm: LocalEmbedder) -> None:

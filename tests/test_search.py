@@ -13,6 +13,11 @@ def add(store: Store, session_id: int, *texts: str) -> list[int]:
     return [e.id for e in store.add_episodes(session_id, [NewEpisode("u", t) for t in texts])]
 
 
+def add_apart(store: Store, *texts: str) -> list[int]:
+    """Each text in a session of its own, so no episode is indexed with another's text."""
+    return [add(store, store.create_session().id, text)[0] for text in texts]
+
+
 def test_none_query_never_touches_sqlite(store: Store) -> None:
     store.close()  # any SQL now would reopen a connection; count them instead
     before = len(store._connections)
@@ -21,9 +26,8 @@ def test_none_query_never_touches_sqlite(store: Store) -> None:
 
 
 def test_results_are_full_rows_best_first(store: Store) -> None:
-    ids = add(
+    ids = add_apart(
         store,
-        store.create_session().id,
         "I configured the Qdrant collection yesterday",
         "Qdrant is a vector database",
         "nothing relevant here",
@@ -35,16 +39,14 @@ def test_results_are_full_rows_best_first(store: Store) -> None:
 
 
 def test_stemming_and_diacritics(store: Store) -> None:
-    s = store.create_session().id
-    [running, cafe] = add(store, s, "she was running fast", "meet at the cafe")
+    [running, cafe] = add_apart(store, "she was running fast", "meet at the cafe")
     assert [e.id for e in search_episodes(store, "runs")] == [running]
     assert [e.id for e in search_episodes(store, "café")] == [cafe]
 
 
 def test_non_latin_text_matches(store: Store) -> None:
-    s = store.create_session().id
-    ru, el, fr = add(
-        store, s, "Я люблю программирование", "Καλημέρα κόσμε", "Une crème brûlée délicieuse"
+    ru, el, fr = add_apart(
+        store, "Я люблю программирование", "Καλημέρα κόσμε", "Une crème brûlée délicieuse"
     )
     assert [e.id for e in search_episodes(store, "люблю?")] == [ru]
     assert [e.id for e in search_episodes(store, "κόσμε")] == [el]
@@ -64,8 +66,7 @@ def test_scoping_never_returns_other_sessions(store: Store) -> None:
 
 
 def test_limit_and_tie_order_by_id(store: Store) -> None:
-    s = store.create_session().id
-    ids = add(store, s, *["same words here"] * 5)
+    ids = add_apart(store, *["same words here"] * 5)
     assert [e.id for e in search_episodes(store, "words", 3)] == ids[:3]
 
 
@@ -101,3 +102,28 @@ def test_no_text_makes_search_raise(store: Store, text: str) -> None:
     if not store.count_episodes():
         add(store, store.create_session().id, "some stored text", "Привет мир", "日本語")
     search_episodes(store, text, 10, [1])
+
+
+def test_a_reply_is_found_by_the_turn_it_answers(store: Store) -> None:
+    question, reply, later = add(
+        store,
+        store.create_session().id,
+        "Did you finish the marathon in Berlin?",
+        "Yes, last Sunday!",
+        "Unrelated later remark",
+    )
+    found = [e.id for e in search_episodes(store, "Berlin marathon")]
+    assert found[:2] == [question, reply] or found[:2] == [reply, question]
+    assert later not in found
+
+
+def test_an_image_caption_is_searchable(store: Store) -> None:
+    session = store.create_session().id
+    [shared] = [
+        e.id
+        for e in store.add_episodes(
+            session, [NewEpisode("u", "Look at this!", metadata={"imageCaption": "a red kayak"})]
+        )
+    ]
+    assert [e.id for e in search_episodes(store, "kayak")] == [shared]
+    assert store.get_episode(shared).content == "Look at this!"

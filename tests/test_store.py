@@ -8,6 +8,7 @@ import pytest
 
 from nexusai.errors import Conflict, InvalidInput, NotFound, TooLarge
 from nexusai.memory import fts
+from nexusai.memory.migrations import MIGRATIONS
 from nexusai.memory.models import NewEpisode
 from nexusai.memory.store import Store
 
@@ -15,13 +16,13 @@ from nexusai.memory.store import Store
 def test_opening_applies_named_migrations_once(tmp_path: Path) -> None:
     path = tmp_path / "n.db"
     with Store(path) as first:
-        assert first.migrations_applied == ["m001_initial", "m002_vector_state"]
+        assert first.migrations_applied == [m.__name__ for m in MIGRATIONS]
     with Store(path) as again:
         assert again.migrations_applied == []
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     names = [r[0] for r in conn.execute("SELECT name FROM _migrations")]
-    assert names == ["m001_initial", "m002_vector_state"]
+    assert names == [m.__name__ for m in MIGRATIONS]
 
 
 def test_foreign_keys_are_enforced(store: Store) -> None:

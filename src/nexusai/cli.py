@@ -12,6 +12,7 @@ import click
 
 from nexusai import client_cli
 from nexusai.errors import NexusError
+from nexusai.importing import ImportSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -90,6 +91,68 @@ def reindex(data_dir: Path | None) -> None:
     if left:
         raise click.ClickException(f"{left} episodes are still without vectors; run it again")
     click.echo(f"rebuilt {done} vectors")
+
+
+@cli.command(name="import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["locomo", "chatgpt", "jsonl"]), required=True)
+@click.option("--project", default=None, help="Put the imported sessions in this project")
+@DATA_DIR
+@clean_errors
+def import_command(file: Path, fmt: str, project: str | None, data_dir: Path | None) -> None:
+    """Import conversations from a file (service stopped: it writes the data directory)."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+    from nexusai.config import Config
+    from nexusai.importing import import_stream
+    from nexusai.memory.service import Memory
+
+    memory = Memory.open(Config.from_env(data_dir=data_dir))
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn())
+    try:
+        with file.open("rb") as stream, Progress(*columns) as bar:
+            task = bar.add_task("importing", total=file.stat().st_size)
+
+            def advance(summary: ImportSummary) -> None:
+                label = f"{summary.conversations} conversations, {summary.episodes} episodes"
+                bar.update(task, completed=stream.tell(), description=label)
+
+            summary = import_stream(memory, stream, fmt, project, advance)
+            bar.update(task, completed=file.stat().st_size)
+    finally:
+        memory.close()
+    click.echo(
+        f"{summary.conversations} conversations, {summary.sessions} new sessions, "
+        f"{summary.episodes} episodes, {summary.skipped} skipped, {summary.seconds:.1f} s"
+    )
+
+
+@cli.group(name="eval")
+def eval_group() -> None:
+    """Measure retrieval quality on a benchmark."""
+
+
+@eval_group.command(name="locomo")
+@click.option(
+    "--data",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default="../shared/data/locomo/locomo10.json",
+    show_default=True,
+)
+@click.option("--conversations", default=None, help="e.g. conv-26,conv-30 (default: all)")
+@click.option("--k", "ks", default="5,10,20", show_default=True, help="Cut-offs for recall/hit")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None)
+@click.option("--plot", "plot_out", type=click.Path(path_type=Path), default=None)
+@clean_errors
+def eval_locomo(
+    data: Path, conversations: str | None, ks: str, json_out: Path | None, plot_out: Path | None
+) -> None:
+    """Evidence recall@k, hit@k and MRR per weight pair, through the real retrieval path."""
+    from nexusai.evaluation.report import run_locomo
+
+    cutoffs = sorted({int(k) for k in ks.split(",") if k.strip()})
+    chosen = [c.strip() for c in conversations.split(",")] if conversations else None
+    run_locomo(data, cutoffs, chosen, json_out, plot_out)
 
 
 cli.add_command(client_cli.settings)

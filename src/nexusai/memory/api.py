@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import tempfile
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import Discriminator, Field, Tag
+from starlette.concurrency import run_in_threadpool
 
 from nexusai.errors import InvalidInput, TooLarge
 from nexusai.http import CamelModel, StrictCamelModel, parse_id_list
+from nexusai.importing import import_stream
 from nexusai.memory import fts
 from nexusai.memory.models import NewEpisode
 from nexusai.memory.store import UNSET, Store
@@ -217,6 +220,45 @@ def search_episodes(
     scope = parse_id_list("sessionIds", session_ids)
     episodes = fts.search_episodes(store_of(request), q, limit, scope)
     return [EpisodeOut.model_validate(e) for e in episodes]
+
+
+BINARY = {"schema": {"type": "string", "format": "binary"}}
+
+
+class ImportOut(CamelModel):
+    conversations: int
+    sessions: int
+    episodes: int
+    skipped: int
+    seconds: float
+
+
+@router.post(
+    "/import",
+    tags=["import"],
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        }
+    },
+)
+async def import_file(
+    request: Request,
+    format: Annotated[Literal["locomo", "chatgpt", "jsonl"], Query(description="File format")],
+    project: Annotated[str | None, Query(description="Put the sessions in this project")] = None,
+) -> ImportOut:
+    """Import a file sent as the raw request body. The body is spooled to disk as it
+    arrives, so a large export never sits whole in memory."""
+    with tempfile.SpooledTemporaryFile(max_size=1024 * 1024) as spool:
+        async for chunk in request.stream():
+            spool.write(chunk)
+        spool.seek(0)
+        memory = request.app.state.memory
+        summary = await run_in_threadpool(import_stream, memory, spool, format, project)
+    return ImportOut.model_validate(summary)
 
 
 @router.get("/episodes/{episode_id}", tags=["episodes"])

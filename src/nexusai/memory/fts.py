@@ -74,19 +74,19 @@ def build_fts_query(text: str) -> str | None:
 # that an episode and its index entry commit in the same transaction.
 INDEX_DDL = f"""
         CREATE VIRTUAL TABLE episodes_fts USING fts5(
-            content, content='episodes', content_rowid='id', tokenize='{TOKENIZER}'
+            search_text, content='episodes', content_rowid='id', tokenize='{TOKENIZER}'
         );
         CREATE TRIGGER episodes_fts_insert AFTER INSERT ON episodes BEGIN
-            INSERT INTO episodes_fts(rowid, content) VALUES (new.id, new.content);
+            INSERT INTO episodes_fts(rowid, search_text) VALUES (new.id, new.search_text);
         END;
         CREATE TRIGGER episodes_fts_delete AFTER DELETE ON episodes BEGIN
-            INSERT INTO episodes_fts(episodes_fts, rowid, content)
-                VALUES ('delete', old.id, old.content);
+            INSERT INTO episodes_fts(episodes_fts, rowid, search_text)
+                VALUES ('delete', old.id, old.search_text);
         END;
-        CREATE TRIGGER episodes_fts_update AFTER UPDATE OF content ON episodes BEGIN
-            INSERT INTO episodes_fts(episodes_fts, rowid, content)
-                VALUES ('delete', old.id, old.content);
-            INSERT INTO episodes_fts(rowid, content) VALUES (new.id, new.content);
+        CREATE TRIGGER episodes_fts_update AFTER UPDATE OF search_text ON episodes BEGIN
+            INSERT INTO episodes_fts(episodes_fts, rowid, search_text)
+                VALUES ('delete', old.id, old.search_text);
+            INSERT INTO episodes_fts(rowid, search_text) VALUES (new.id, new.search_text);
         END;
 """
 

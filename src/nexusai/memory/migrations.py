@@ -78,6 +78,40 @@ def m002_vector_state(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m003_search_text(conn: sqlite3.Connection) -> None:
+    """Index and embed each episode with the turn before it (a reply such as "Yes, last
+    Tuesday!" means little alone) and its image caption: FTS moves to `search_text`."""
+    conn.execute("ALTER TABLE episodes ADD COLUMN search_text TEXT NOT NULL DEFAULT ''")
+    conn.execute("UPDATE episodes SET search_text = content")
+    for name in ("insert", "delete", "update"):
+        conn.execute(f"DROP TRIGGER episodes_fts_{name}")
+    conn.execute("DROP TABLE episodes_fts")
+    run_script(conn, fts.INDEX_DDL)
+    fts.rebuild_index(conn)
+    conn.execute("UPDATE episodes SET vector_state = 'pending'")
+
+
+@migration
+def m004_import_keys(conn: sqlite3.Connection) -> None:
+    """What an import wrote, by its key in the source, so a re-import skips it."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE import_sessions (
+            key TEXT PRIMARY KEY,
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE
+        );
+        CREATE TABLE import_episodes (
+            key TEXT PRIMARY KEY,
+            episode_id INTEGER NOT NULL REFERENCES episodes(id) ON DELETE CASCADE
+        );
+        CREATE INDEX import_sessions_session ON import_sessions(session_id);
+        CREATE INDEX import_episodes_episode ON import_episodes(episode_id);
+        """,
+    )
+
+
 def apply_migrations(conn: sqlite3.Connection) -> list[str]:
     """Apply every migration not yet recorded; returns the names applied. Caller holds a
     write transaction, so a failed migration leaves the database as it was."""

@@ -17,7 +17,7 @@ from nexusai.embedders import Embedder, Vector, create_embedder
 from nexusai.errors import ConfigError
 from nexusai.memory import fts
 from nexusai.memory.models import Episode, NewEpisode, Session
-from nexusai.memory.store import Store
+from nexusai.memory.store import ImportedSession, Store
 from nexusai.memory.vectors import VectorIndex, VectorPoint, open_vector_index
 
 log = logging.getLogger("nexusai.memory")
@@ -49,7 +49,7 @@ def record_embedder(store: Store, embedder: Embedder) -> None:
 
 
 def embedding_text(episode: Episode) -> str:
-    return episode.content
+    return episode.search_text or episode.content
 
 
 class Memory:
@@ -91,6 +91,16 @@ class Memory:
         if self.index(stored):
             self.sync_pending(max_batches=1)
         return stored
+
+    def import_conversation(
+        self, sessions: Sequence[ImportedSession], project_id: int | None
+    ) -> tuple[int, int, int]:
+        """One conversation from an import: written atomically, then embedded in batches.
+        Returns (new sessions, new episodes, skipped episodes)."""
+        new_sessions, ids, skipped = self.store.import_sessions(sessions, project_id)
+        for start in range(0, len(ids), self.batch_size):
+            self.index(self.store.get_episodes(ids[start : start + self.batch_size]))
+        return new_sessions, len(ids), skipped
 
     def update_episode(self, episode_id: int, **changes: Any) -> Episode:
         episode = self.store.update_episode(episode_id, **changes)

@@ -12,8 +12,9 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from nexusai.errors import Conflict, InvalidInput, NexusError, NotFound, TooLarge
 from nexusai.memory.migrations import apply_migrations
@@ -22,9 +23,30 @@ from nexusai.memory.models import (
     NewEpisode,
     Project,
     Session,
+    compose_search_text,
     now_text,
+    said,
     to_utc_text,
 )
+
+
+class ImportedEpisode(Protocol):
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def episode(self) -> NewEpisode: ...
+
+
+class ImportedSession(Protocol):
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def title(self) -> str | None: ...
+
+    @property
+    def episodes(self) -> Sequence[ImportedEpisode]: ...
 
 
 class _Unset:
@@ -145,6 +167,11 @@ class Store:
             )
         return self.get_project(_lastrowid(cur))
 
+    def ensure_project(self, name: str) -> int:
+        with self.atomic():
+            found = self.find_project(name)
+            return found.id if found else self.create_project(name).id
+
     def get_project(self, project_id: int) -> Project:
         rows = self.read("SELECT * FROM projects WHERE id = ?", [project_id])
         if not rows:
@@ -248,29 +275,86 @@ class Store:
 
     def add_episodes(self, session_id: int, episodes: Sequence[NewEpisode]) -> list[Episode]:
         """Stores the episodes in one transaction: all of them, or (on bad input) none."""
+        rows = self._validated(episodes)
+        with self.atomic() as conn:
+            self.get_session(session_id)
+            ids = [self._insert(conn, session_id, row) for row in rows]
+        return self.get_episodes(ids)
+
+    def import_sessions(
+        self, sessions: Sequence[ImportedSession], project_id: int | None
+    ) -> tuple[int, list[int], int]:
+        """Writes a conversation's sessions in one transaction, skipping every session and
+        episode whose source key was imported before. Returns (new sessions, new episode
+        ids, episodes skipped)."""
+        new_sessions, new_ids, skipped = 0, [], 0
+        with self.atomic() as conn:
+            for session in sessions:
+                is_new, ids, already = self._import_session(conn, session, project_id)
+                new_sessions += is_new
+                new_ids += ids
+                skipped += already
+        return new_sessions, new_ids, skipped
+
+    def imported_episode_ids(self, prefix: str) -> dict[str, int]:
+        """Source key -> episode id for everything imported under keys starting with prefix."""
+        rows = self.read(
+            "SELECT key, episode_id FROM import_episodes WHERE key >= ? AND key < ?",
+            [prefix, prefix + "\U0010ffff"],
+        )
+        return {row[0]: int(row[1]) for row in rows}
+
+    def _import_session(
+        self, conn: sqlite3.Connection, session: ImportedSession, project_id: int | None
+    ) -> tuple[bool, list[int], int]:
+        rows = self._validated([source.episode for source in session.episodes])
+        sql = "SELECT session_id FROM import_sessions WHERE key = ?"
+        found = conn.execute(sql, (session.key,)).fetchone()
+        if found:
+            session_id = int(found[0])
+        else:
+            session_id = self.create_session(project_id, (session.title or session.key)[:500]).id
+            conn.execute("INSERT INTO import_sessions VALUES (?, ?)", (session.key, session_id))
+        ids, skipped = [], 0
+        for source, row in zip(session.episodes, rows, strict=True):
+            if conn.execute(
+                "SELECT 1 FROM import_episodes WHERE key = ?", (source.key,)
+            ).fetchone():
+                skipped += 1
+                continue
+            ids.append(self._insert(conn, session_id, row))
+            conn.execute("INSERT INTO import_episodes VALUES (?, ?)", (source.key, ids[-1]))
+        return found is None, ids, skipped
+
+    def _validated(self, episodes: Sequence[NewEpisode]) -> list[_Row]:
         rows = []
         for index, episode in enumerate(episodes):
             try:
-                rows.append(self._episode_values(session_id, episode))
+                rows.append(self._row(episode))
             except NexusError as exc:
                 if len(episodes) == 1:
                     raise
                 raise type(exc)(f"episodes[{index}]: {exc}") from None
-        with self.atomic() as conn:
-            self.get_session(session_id)
-            ids = [
-                _lastrowid(
-                    conn.execute(
-                        "INSERT INTO episodes (session_id, speaker, content, occurred_at,"
-                        " created_at, metadata) VALUES (?, ?, ?, ?, ?, ?)",
-                        row,
-                    )
-                )
-                for row in rows
-            ]
-        return self.get_episodes(ids)
+        return rows
 
-    def _episode_values(self, session_id: int, episode: NewEpisode) -> tuple[object, ...]:
+    def _insert(self, conn: sqlite3.Connection, session_id: int, row: _Row) -> int:
+        previous = _previous_content(conn, session_id, row.occurred_at, None)
+        cursor = conn.execute(
+            "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at,"
+            " metadata, search_text) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                session_id,
+                row.speaker,
+                row.content,
+                row.occurred_at,
+                now_text(),
+                json.dumps(row.metadata, ensure_ascii=False),
+                compose_search_text(row.speaker, row.content, row.metadata, previous),
+            ),
+        )
+        return _lastrowid(cursor)
+
+    def _row(self, episode: NewEpisode) -> _Row:
         content = _required_text("content", episode.content, None)
         size = len(episode.content.encode("utf-8"))
         if size > self.max_content_bytes:
@@ -278,11 +362,9 @@ class Store:
                 f"content is {size} bytes; the limit is {self.max_content_bytes} bytes"
                 " (NEXUS_MAX_CONTENT_BYTES)"
             )
-        now = now_text()
-        occurred = to_utc_text(episode.occurred_at) if episode.occurred_at else now
+        occurred = to_utc_text(episode.occurred_at) if episode.occurred_at else now_text()
         speaker = _required_text("speaker", episode.speaker, 200)
-        metadata = json.dumps(episode.metadata or {}, ensure_ascii=False)
-        return (session_id, speaker, content, occurred, now, metadata)
+        return _Row(speaker, content, occurred, dict(episode.metadata or {}))
 
     def get_episode(self, episode_id: int) -> Episode:
         rows = self.read("SELECT * FROM episodes WHERE id = ?", [episode_id])
@@ -333,14 +415,22 @@ class Store:
             content=current.content if content is None else content,
             metadata=current.metadata if metadata is None else metadata,
         )
-        _, speaker_v, content_v, _, _, metadata_v = self._episode_values(current.session_id, new)
+        row = self._row(new)
         with self.atomic() as conn:
             self.get_episode(episode_id)
+            previous = _previous_content(conn, current.session_id, current.occurred_at, episode_id)
             conn.execute(
-                "UPDATE episodes SET speaker = ?, content = ?, metadata = ? WHERE id = ?",
-                (speaker_v, content_v, metadata_v, episode_id),
+                "UPDATE episodes SET speaker = ?, content = ?, metadata = ?, search_text = ?"
+                " WHERE id = ?",
+                (
+                    row.speaker,
+                    row.content,
+                    json.dumps(row.metadata, ensure_ascii=False),
+                    compose_search_text(row.speaker, row.content, row.metadata, previous),
+                    episode_id,
+                ),
             )
-            if content_v != current.content:  # new text needs a new vector
+            if row.content != current.content:  # new text needs a new vector
                 self.set_vector_state([episode_id], "pending")
         return self.get_episode(episode_id)
 
@@ -380,6 +470,31 @@ class Store:
         values = dict(row)
         values["metadata"] = json.loads(values["metadata"])
         return Episode(**{k: values[k] for k in Episode.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class _Row:
+    speaker: str
+    content: str
+    occurred_at: str
+    metadata: dict[str, Any]
+
+
+def _previous_content(
+    conn: sqlite3.Connection, session_id: int, occurred_at: str, episode_id: int | None
+) -> str | None:
+    """Who said what in the turn just before this one in its session, if any."""
+    if episode_id is None:
+        sql = "SELECT speaker, content FROM episodes WHERE session_id = ? AND occurred_at <= ?"
+        params: tuple[object, ...] = (session_id, occurred_at)
+    else:
+        sql = (
+            "SELECT speaker, content FROM episodes WHERE session_id = ?"
+            " AND (occurred_at < ? OR (occurred_at = ? AND id < ?))"
+        )
+        params = (session_id, occurred_at, occurred_at, episode_id)
+    row = conn.execute(sql + " ORDER BY occurred_at DESC, id DESC LIMIT 1", params).fetchone()
+    return said(row[0], row[1]) if row else None
 
 
 def _required_text(name: str, value: str, max_chars: int | None) -> str:

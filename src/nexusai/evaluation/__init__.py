@@ -1,0 +1,1 @@
+"""Benchmark loaders, metrics and runners."""

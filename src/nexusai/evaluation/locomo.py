@@ -1,0 +1,200 @@
+"""Retrieval quality on LoCoMo, through the real retrieval path.
+
+Each conversation is imported into a fresh store; every question with evidence is asked
+through `get_fused_episodes` (the code `POST /context` runs), scoped to the conversation's
+project, with no recent-turn exclusion, once per weight pair. The question is embedded once
+and that vector serves every pair, as it serves both legs of a real turn.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from nexusai.config import Config
+from nexusai.embedders import Embedder
+from nexusai.evaluation.metrics import hit_at, percentile, recall_at, reciprocal_rank
+from nexusai.importing import locomo_conversation
+from nexusai.memory.service import Memory
+from nexusai.orchestration.retrieval import get_fused_episodes
+from nexusai.orchestration.settings import DEFAULTS
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+SWEEP = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0]  # keywordWeight at semanticWeight 1
+_REF = re.compile(r"[;,\s]+")
+
+Weights = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    evidence: list[int]
+    category: int
+
+
+@dataclass
+class Run:
+    """What one weight pair retrieved for every question."""
+
+    weights: Weights
+    ranked: list[list[int]]
+    latency_ms: list[float]
+
+
+def weight_pairs(recommended: Weights) -> list[Weights]:
+    pairs = [(1.0, 0.0), (0.0, 1.0), recommended, *((1.0, w) for w in SWEEP)]
+    return list(dict.fromkeys(pairs))
+
+
+def evaluate(
+    data: Path,
+    embedder: Embedder,
+    ks: Sequence[int] = (5, 10, 20),
+    conversations: Sequence[str] | None = None,
+    recommended: Weights = (1.0, 1.0),
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    samples = json.loads(data.read_text(encoding="utf-8"))
+    chosen = [s for s in samples if not conversations or s["sample_id"] in conversations]
+    missing = set(conversations or []) - {s["sample_id"] for s in chosen}
+    if missing:
+        raise ValueError(f"no such conversations in {data}: {', '.join(sorted(missing))}")
+    pairs = weight_pairs(recommended)
+    runs = {pair: Run(pair, [], []) for pair in pairs}
+    questions: list[Question] = []
+    dropped = 0
+    for sample in chosen:
+        asked, lost = _evaluate_sample(sample, embedder, max(ks), runs)
+        questions += asked
+        dropped += lost
+        if progress:
+            progress(sample["sample_id"])
+    return {
+        "dataset": "locomo10",
+        "conversations": [s["sample_id"] for s in chosen],
+        "questions": len(questions),
+        "droppedEvidenceRefs": dropped,
+        "results": [_summary(runs[pair], questions, ks) for pair in pairs],
+    }
+
+
+def _evaluate_sample(
+    sample: dict[str, Any], embedder: Embedder, depth: int, runs: dict[Weights, Run]
+) -> tuple[list[Question], int]:
+    with tempfile.TemporaryDirectory() as tmp:
+        memory = Memory.open(Config.from_env({}, data_dir=Path(tmp)), embedder)
+        try:
+            conversation = locomo_conversation(sample)
+            project = memory.store.ensure_project(conversation.project or conversation.key)
+            memory.import_conversation(conversation.sessions, project)
+            ids = memory.store.imported_episode_ids(f"locomo:{sample['sample_id']}:")
+            questions, dropped = _questions(sample, ids)
+            scope = [s.id for s in memory.store.list_sessions(project, limit=10_000)]
+            for question in questions:
+                _ask(memory, embedder, question, scope, depth, runs)
+        finally:
+            memory.close()
+    return questions, dropped
+
+
+def _questions(sample: dict[str, Any], ids: dict[str, int]) -> tuple[list[Question], int]:
+    """Questions with at least one resolvable evidence turn; refs that resolve to no turn
+    (typos in the data) are dropped and counted."""
+    prefix = f"locomo:{sample['sample_id']}:"
+    questions, dropped = [], 0
+    for qa in sample["qa"]:
+        found: list[int] = []
+        for ref in qa.get("evidence") or []:
+            parts = [p for p in _REF.split(str(ref)) if p]
+            resolved = [ids[prefix + p] for p in parts if prefix + p in ids]
+            dropped += len(resolved) == 0
+            found += [i for i in resolved if i not in found]
+        if found:
+            questions.append(Question(str(qa["question"]), found, int(qa["category"])))
+    return questions, dropped
+
+
+def _ask(
+    memory: Memory,
+    embedder: Embedder,
+    question: Question,
+    scope: list[int],
+    depth: int,
+    runs: dict[Weights, Run],
+) -> None:
+    vector = embedder.embed_one(question.text)
+    for (semantic, keyword), run in runs.items():
+        settings = replace(
+            DEFAULTS, semantic_weight=semantic, keyword_weight=keyword, semantic_limit=depth
+        )
+        started = time.perf_counter()
+        fused = get_fused_episodes(memory, question.text, vector, scope, [], settings)
+        run.latency_ms.append((time.perf_counter() - started) * 1000)
+        run.ranked.append([f.episode.id for f in fused])
+
+
+def _scores(
+    ranked: list[list[int]], questions: list[Question], ks: Sequence[int]
+) -> dict[str, Any]:
+    n = max(len(questions), 1)
+    pairs = list(zip(ranked, questions, strict=True))
+    return {
+        "recall": {str(k): sum(recall_at(r, q.evidence, k) for r, q in pairs) / n for k in ks},
+        "hit": {str(k): sum(hit_at(r, q.evidence, k) for r, q in pairs) / n for k in ks},
+        "mrr": sum(reciprocal_rank(r, q.evidence) for r, q in pairs) / n,
+        "questions": len(questions),
+    }
+
+
+def _summary(run: Run, questions: list[Question], ks: Sequence[int]) -> dict[str, Any]:
+    by_category = {}
+    for number, name in CATEGORIES.items():
+        chosen = [i for i, q in enumerate(questions) if q.category == number]
+        by_category[name] = _scores(
+            [run.ranked[i] for i in chosen], [questions[i] for i in chosen], ks
+        )
+    overall = _scores(run.ranked, questions, ks)
+    return {
+        "semanticWeight": run.weights[0],
+        "keywordWeight": run.weights[1],
+        "recall": overall["recall"],
+        "hit": overall["hit"],
+        "mrr": overall["mrr"],
+        "latencyMs": {"p50": percentile(run.latency_ms, 50), "p95": percentile(run.latency_ms, 95)},
+        "byCategory": by_category,
+    }
+
+
+def plot(result: dict[str, Any], path: Path, k: int = 10) -> None:
+    """recall@k against keywordWeight at semanticWeight 1, with keyword-only for scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(
+        (r["keywordWeight"], r["recall"][str(k)])
+        for r in result["results"]
+        if r["semanticWeight"] == 1.0
+    )
+    keyword_only = next(
+        r["recall"][str(k)] for r in result["results"] if r["semanticWeight"] == 0.0
+    )
+    figure, axes = plt.subplots(figsize=(7, 4.2))
+    axes.plot([w for w, _ in rows], [v for _, v in rows], marker="o", label="semanticWeight 1")
+    axes.axhline(keyword_only, linestyle="--", color="gray", label="keyword only (0, 1)")
+    axes.set_xlabel("keywordWeight")
+    axes.set_ylabel(f"evidence recall@{k}")
+    axes.set_title(f"LoCoMo ({result['questions']} questions): recall@{k} by keyword weight")
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)

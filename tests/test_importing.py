@@ -1,0 +1,162 @@
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from nexusai.importing import ImportFormatError, import_stream
+from nexusai.memory.fts import search_episodes
+from nexusai.memory.service import Memory
+
+
+def jsonl(*rows: object) -> io.BytesIO:
+    return io.BytesIO("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows).encode())
+
+
+def test_jsonl_import_groups_sessions_and_reimport_skips(memory: Memory) -> None:
+    def data() -> io.BytesIO:
+        return jsonl(
+            {"session": "trip", "speaker": "user", "content": "Book a flight to Oslo"},
+            {
+                "session": "trip",
+                "speaker": "assistant",
+                "content": "Done",
+                "occurredAt": "2024-02-01T10:00:00Z",
+            },
+            {
+                "session": "work",
+                "speaker": "user",
+                "content": "ok",
+                "metadata": {"source": "slack"},
+            },
+            {"session": "work", "speaker": "user", "content": "ok"},
+        )
+
+    summary = import_stream(memory, data(), "jsonl", project="mine")
+    assert (summary.conversations, summary.sessions, summary.episodes) == (2, 2, 4)
+    again = import_stream(memory, data(), "jsonl", project="mine")
+    assert (again.sessions, again.episodes, again.skipped) == (0, 0, 4)
+    assert memory.store.count_episodes() == 4
+    project = memory.store.find_project("mine")
+    assert project and len(memory.store.list_sessions(project.id)) == 2
+    assert search_episodes(memory.store, "Oslo")[0].content == "Book a flight to Oslo"
+    assert memory.store.count_pending_vectors() == 0
+
+
+def test_malformed_line_stops_and_leaves_its_conversation_unwritten(memory: Memory) -> None:
+    data = jsonl(
+        {"session": "a", "speaker": "user", "content": "first"},
+        {"session": "b", "speaker": "user", "content": "second"},
+        '{"session": "b", "speaker": "user"',
+    )
+    with pytest.raises(ImportFormatError, match="line 3"):
+        import_stream(memory, data, "jsonl")
+    assert [e.content for e in memory.store.list_episodes(1)] == ["first"]
+    assert memory.store.count_episodes() == 1
+
+
+def chatgpt_export() -> list[dict[str, object]]:
+    def node(
+        nid: str, parent: str | None, role: str | None, text: str, children: list[str]
+    ) -> dict[str, object]:
+        message = None
+        if role:
+            message = {
+                "id": nid,
+                "author": {"role": role},
+                "create_time": 1700000000 + len(nid),
+                "content": {"content_type": "text", "parts": [text]},
+            }
+        return {"id": nid, "parent": parent, "children": children, "message": message}
+
+    mapping = {
+        "root": node("root", None, None, "", ["sys"]),
+        "sys": node("sys", "root", "system", "You are ChatGPT", ["u1"]),
+        "u1": node("u1", "sys", "user", "How do I reverse a list in Python?", ["a1", "a1b"]),
+        "a1": node("a1", "u1", "assistant", "Old answer on a dropped branch", []),
+        "a1b": node("a1b", "u1", "assistant", "Use reversed() or slicing [::-1].", ["u2"]),
+        "u2": node("u2", "a1b", "user", "", []),
+    }
+    return [
+        {"title": "Python lists", "conversation_id": "c1", "current_node": "u2", "mapping": mapping}
+    ]
+
+
+def test_chatgpt_import_follows_the_current_branch(memory: Memory) -> None:
+    summary = import_stream(memory, io.BytesIO(json.dumps(chatgpt_export()).encode()), "chatgpt")
+    assert (summary.sessions, summary.episodes, summary.skipped) == (1, 2, 2)
+    [session] = memory.store.list_sessions()
+    assert session.title == "Python lists"
+    assert [(e.speaker, e.content) for e in memory.store.list_episodes(session.id)] == [
+        ("user", "How do I reverse a list in Python?"),
+        ("assistant", "Use reversed() or slicing [::-1]."),
+    ]
+
+
+def test_locomo_import_maps_sessions_dates_speakers_and_captions(memory: Memory) -> None:
+    sample = {
+        "sample_id": "conv-1",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "I got a kayak!"},
+                {
+                    "speaker": "Bo",
+                    "dia_id": "D1:2",
+                    "text": "Show me",
+                    "blip_caption": "a photo of a red kayak on a lake",
+                    "img_url": ["x"],
+                },
+            ],
+            "session_2_date_time": "9:00 am on 9 May, 2023",
+            "session_3_date_time": "9:00 am on 10 May, 2023",
+            "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "Paddled today"}],
+        },
+        "qa": [],
+    }
+    summary = import_stream(memory, io.BytesIO(json.dumps([sample]).encode()), "locomo")
+    assert (summary.conversations, summary.sessions, summary.episodes) == (1, 2, 3)
+    project = memory.store.find_project("locomo conv-1")
+    assert project is not None
+    first = memory.store.list_episodes(memory.store.list_sessions(project.id)[0].id)
+    assert first[0].occurred_at == "2023-05-08T13:56:00.000000Z"
+    assert first[1].metadata == {
+        "diaId": "D1:2",
+        "imageCaption": "a photo of a red kayak on a lake",
+    }
+    assert first[1].speaker == "Bo"
+    assert [e.id for e in search_episodes(memory.store, "lake")] == [first[1].id]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "payload", "fragment"),
+    [
+        ("chatgpt", b'[{"mapping": 3}]', "record 1"),
+        ("locomo", b'[{"sample_id": "x"}]', "record 1"),
+        ("locomo", b'[{"sample_id": ', "not valid JSON"),
+        ("jsonl", b"not json", "line 1"),
+        ("csv", b"", "format must be one of"),
+    ],
+)
+def test_bad_files_name_what_is_wrong(
+    memory: Memory, fmt: str, payload: bytes, fragment: str
+) -> None:
+    with pytest.raises(Exception, match=fragment):
+        import_stream(memory, io.BytesIO(payload), fmt)
+    assert memory.store.count_episodes() == 0
+
+
+def test_import_over_http_streams_the_body(client: TestClient) -> None:
+    body = b"\n".join(
+        json.dumps({"session": "s", "speaker": "user", "content": f"line {i}"}).encode()
+        for i in range(50)
+    )
+    response = client.post("/import?format=jsonl&project=p", content=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["episodes"] == 50
+    bad = client.post("/import?format=jsonl", content=b"{oops")
+    assert bad.status_code == 422 and "line 1" in bad.json()["detail"]

@@ -34,7 +34,8 @@ def default_cache_dir() -> Path:
 
 
 def onnx_path(cache_dir: Path) -> Path:
-    digest = hashlib.sha256((model_dir() / "model.safetensors").read_bytes()).hexdigest()[:16]
+    with (model_dir() / "model.safetensors").open("rb") as weights:
+        digest = hashlib.file_digest(weights, "sha256").hexdigest()[:16]
     return cache_dir / f"all-MiniLM-L6-v2-{digest}.onnx"
 
 

@@ -1,4 +1,6 @@
-"""Builds the ASGI app: both services' routers in one process, on one port."""
+"""Builds the ASGI app. Role `all` (the default) runs both services in one process with
+in-process calls; `memory` and `orchestration` run one each, orchestration reaching memory
+over HTTP at NEXUS_MEMORY_URL."""
 
 from __future__ import annotations
 
@@ -6,62 +8,114 @@ import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Literal
 
 from fastapi import FastAPI
 
 from nexusai import __version__
 from nexusai.config import Config
-from nexusai.embedders import Embedder
+from nexusai.embedders import Embedder, create_embedder
+from nexusai.errors import ConfigError
 from nexusai.http import install_error_handlers
 from nexusai.memory import api as memory_api
 from nexusai.memory.service import Memory
+from nexusai.memory.store import Store
 from nexusai.orchestration import api as orchestration_api
+from nexusai.orchestration.http_memory import HttpMemoryClient
 from nexusai.orchestration.llm import OpenAIChat, create_llm
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SettingsStore
 
 log = logging.getLogger("nexusai.app")
 
+Role = Literal["all", "memory", "orchestration"]
+ROLES: tuple[Role, ...] = ("all", "memory", "orchestration")
+
 
 def create_app(
     config: Config | None = None,
     embedder: Embedder | None = None,
     llm: OpenAIChat | None = None,
+    role: Role = "all",
 ) -> FastAPI:
     """The app. `embedder` lets callers share one loaded model between apps (tests do);
     `llm` overrides the one NEXUS_LLM_* configures."""
     config = config or Config.from_env()
+    if role == "orchestration" and not config.memory_url:
+        raise ConfigError("--role orchestration needs NEXUS_MEMORY_URL (the memory service)")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        memory = Memory.open(config, embedder)
-        app.state.memory = memory
-        app.state.store = memory.store
-        app.state.orchestration = Orchestration(
-            memory, memory.embedder, SettingsStore(memory.store), llm or create_llm(config)
-        )
-        # Episodes stored before a crash or an embedder outage get their vectors now,
-        # without holding up start-up.
-        repair = threading.Thread(target=_repair_vectors, args=(memory,), daemon=True)
-        repair.start()
-        try:
+        if role == "orchestration":
+            async with _orchestration_only(app, config, embedder, llm):
+                yield
+            return
+        async with _with_memory(app, config, embedder, llm, role):
             yield
-        finally:
-            memory.stopping.set()
-            repair.join()
-            memory.close()
 
     app = FastAPI(
-        title="nexusai",
+        title="nexusai" if role == "all" else f"nexusai {role} service",
         version=__version__,
         description="Long-term memory for chat assistants: episodes, hybrid retrieval, chat.",
         lifespan=lifespan,
     )
     app.state.config = config
     install_error_handlers(app)
-    app.include_router(memory_api.router)
-    app.include_router(orchestration_api.router)
+    if role in ("all", "memory"):
+        app.include_router(memory_api.router)
+    if role in ("all", "orchestration"):
+        app.include_router(orchestration_api.router)
+    if role == "orchestration":
+        app.add_api_route("/health", _orchestration_health, tags=["service"])
     return app
+
+
+def _orchestration_health() -> dict[str, str]:
+    return {"status": "ok", "role": "orchestration"}
+
+
+@asynccontextmanager
+async def _with_memory(
+    app: FastAPI, config: Config, embedder: Embedder | None, llm: OpenAIChat | None, role: Role
+) -> AsyncIterator[None]:
+    memory = Memory.open(config, embedder)
+    app.state.memory = memory
+    app.state.store = memory.store
+    if role == "all":
+        app.state.orchestration = Orchestration(
+            memory, memory.embedder, SettingsStore(memory.store), llm or create_llm(config)
+        )
+    # Episodes stored before a crash or an embedder outage get their vectors now, without
+    # holding up start-up.
+    repair = threading.Thread(target=_repair_vectors, args=(memory,), daemon=True)
+    repair.start()
+    try:
+        yield
+    finally:
+        memory.stopping.set()
+        repair.join()
+        memory.close()
+
+
+@asynccontextmanager
+async def _orchestration_only(
+    app: FastAPI, config: Config, embedder: Embedder | None, llm: OpenAIChat | None
+) -> AsyncIterator[None]:
+    assert config.memory_url is not None
+    client = HttpMemoryClient(config.memory_url, config.memory_api_key, config.memory_timeout)
+    # Orchestration keeps only its settings (and the LLM): a small SQLite file of its own.
+    settings_store = Store(config.data_dir / "orchestration.db")
+    app.state.orchestration = Orchestration(
+        client,
+        embedder or create_embedder(config),
+        SettingsStore(settings_store),
+        llm or create_llm(config),
+    )
+    try:
+        yield
+    finally:
+        client.close()
+        settings_store.close()
 
 
 def _repair_vectors(memory: Memory) -> None:

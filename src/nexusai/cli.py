@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -44,21 +44,27 @@ def cli() -> None:
 @cli.command()
 @click.option("--host", default=None, help="Address to bind (default 127.0.0.1, NEXUS_HOST)")
 @click.option("--port", type=int, default=None, help="Port (default 4000, NEXUS_PORT)")
-@click.option("--data-dir", type=click.Path(path_type=Path), default=None, help="NEXUS_DATA_DIR")
+@DATA_DIR
+@click.option(
+    "--role",
+    type=click.Choice(["all", "memory", "orchestration"]),
+    default="all",
+    show_default=True,
+    help="Both services in one process, or one of them (orchestration needs NEXUS_MEMORY_URL)",
+)
 @clean_errors
-def serve(host: str | None, port: int | None, data_dir: Path | None) -> None:
+def serve(host: str | None, port: int | None, data_dir: Path | None, role: str) -> None:
     """Start the HTTP service (OpenAPI docs at /docs)."""
     import uvicorn
 
-    from nexusai.app import create_app
+    from nexusai.app import Role, create_app
     from nexusai.config import Config
 
     config = Config.from_env(host=host, port=port, data_dir=data_dir)
-    click.echo(
-        f"nexusai on http://{config.host}:{config.port} (docs at /docs), data in {config.data_dir}",
-        err=True,
-    )
-    uvicorn.run(create_app(config), host=config.host, port=config.port, log_level="info")
+    where = f"http://{config.host}:{config.port}"
+    click.echo(f"nexusai ({role}) on {where} (docs at /docs), data in {config.data_dir}", err=True)
+    app = create_app(config, role=cast("Role", role))  # click.Choice checked it
+    uvicorn.run(app, host=config.host, port=config.port, log_level="info")
 
 
 @cli.command()

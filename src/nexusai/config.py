@@ -46,6 +46,9 @@ class Config:
     llm_model: str | None = None
     llm_api_key: str | None = field(default=None, repr=False)
     llm_timeout: float = 60.0
+    memory_url: str | None = None
+    memory_api_key: str | None = field(default=None, repr=False)
+    memory_timeout: float = 5.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir))
@@ -77,6 +80,8 @@ class Config:
         _check_range("NEXUS_MAX_CONTENT_BYTES", self.max_content_bytes, 1, 16 * 1024 * 1024)
         _check_range("NEXUS_MAX_BATCH_SIZE", self.max_batch_size, 1, 100_000)
         _check_range("NEXUS_MAX_QUERY_CHARS", self.max_query_chars, 1, 1_000_000)
+        if self.memory_timeout <= 0:
+            raise ConfigError("NEXUS_MEMORY_TIMEOUT must be a positive number of seconds")
         if self.llm_timeout <= 0:
             raise ConfigError("NEXUS_LLM_TIMEOUT must be a positive number of seconds")
 
@@ -104,5 +109,6 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "max_batch_size": _number(int, "NEXUS_MAX_BATCH_SIZE"),
     "max_query_chars": _number(int, "NEXUS_MAX_QUERY_CHARS"),
     "llm_timeout": _number(float, "NEXUS_LLM_TIMEOUT"),
+    "memory_timeout": _number(float, "NEXUS_MEMORY_TIMEOUT"),
     "embedder_dimension": _number(int, "NEXUS_EMBEDDER_DIMENSION"),
 }

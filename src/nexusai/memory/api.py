@@ -205,6 +205,63 @@ def list_episodes(
     return [EpisodeOut.model_validate(e) for e in episodes]
 
 
+class ScopeOut(CamelModel):
+    session_ids: list[int]
+
+
+@router.get("/sessions/{session_id}/scope", tags=["retrieval"])
+def session_scope(request: Request, session_id: int) -> ScopeOut:
+    """The sessions a search from this session sees: its project's, or just itself."""
+    return ScopeOut(session_ids=store_of(request).scope_session_ids(session_id))
+
+
+@router.get("/sessions/{session_id}/recent", tags=["retrieval"])
+def recent_episodes(
+    request: Request, session_id: int, limit: Annotated[int, Query(ge=0, le=1000)] = 10
+) -> list[EpisodeOut]:
+    """The session's last `limit` episodes, oldest first (what a prompt holds as recent)."""
+    store = store_of(request)
+    store.get_session(session_id)
+    return [EpisodeOut.model_validate(e) for e in store.recent_episodes(session_id, limit)]
+
+
+@router.get("/episodes", tags=["retrieval"])
+def episodes_by_id(
+    request: Request,
+    ids: Annotated[str, Query(description="Comma-separated episode ids, e.g. 4,1,9")],
+) -> list[EpisodeOut]:
+    """Full rows in the order asked; an id with no row is left out."""
+    wanted = parse_id_list("ids", ids) or []
+    if len(wanted) > 1000:
+        raise InvalidInput(f"ids holds {len(wanted)} ids; the limit is 1000")
+    return [EpisodeOut.model_validate(e) for e in store_of(request).get_episodes(wanted)]
+
+
+class VectorSearchIn(StrictCamelModel):
+    vector: list[float] = Field(description="The query vector, from the same embedder")
+    session_ids: list[int] | None = Field(default=None, description="Scope; null: everywhere")
+    exclude_ids: list[int] = Field(default_factory=list, description="Episodes to leave out")
+    limit: int = Field(default=10, ge=1, le=1000)
+
+
+class VectorHit(CamelModel):
+    id: int
+    score: float
+
+
+@router.post("/vectors/search", tags=["retrieval"])
+def vector_search(request: Request, body: VectorSearchIn) -> list[VectorHit]:
+    """The semantic leg: nearest episodes to a query vector, filtered inside the query."""
+    memory = request.app.state.memory
+    if len(body.vector) != memory.embedder.dimension:
+        raise InvalidInput(
+            f"vector has {len(body.vector)} dimensions; this store's embedder makes "
+            f"{memory.embedder.dimension}"
+        )
+    hits = memory.search_vectors(body.vector, body.session_ids, body.exclude_ids, body.limit)
+    return [VectorHit(id=i, score=score) for i, score in hits]
+
+
 @router.get("/episodes/search", tags=["episodes"])
 def search_episodes(
     request: Request,

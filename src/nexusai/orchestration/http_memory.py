@@ -1,0 +1,135 @@
+"""MemoryClient over HTTP: orchestration and memory as separate processes.
+
+Every call goes through the memory service's public, documented API. The keyword leg is
+the spec's `GET /episodes/search?sessionIds=1,2,3`; the semantic leg sends the query
+vector to `POST /vectors/search`, since the memory service owns the vectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from nexusai.errors import InvalidInput, NexusError, NotFound
+from nexusai.memory.models import Episode, NewEpisode, Session
+
+
+class MemoryUnavailable(NexusError):
+    status_code = 503
+
+
+class HttpMemoryClient:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        timeout: float = 5.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.url = base_url.rstrip("/")
+        self._client = httpx.Client(
+            base_url=self.url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._client.request(method, path, **kwargs)
+        except httpx.TimeoutException:
+            raise MemoryUnavailable(
+                f"the memory service at {self.url} did not answer in time"
+            ) from None
+        except httpx.TransportError as exc:
+            raise MemoryUnavailable(
+                f"the memory service at {self.url} is unreachable ({type(exc).__name__})"
+            ) from None
+        if response.status_code >= 400:
+            raise _error(response, self.url)
+        return response.json()
+
+    def get_session(self, session_id: int) -> Session:
+        body = self._call("GET", f"/sessions/{session_id}")
+        return Session(body["id"], body["projectId"], body["title"], body["createdAt"])
+
+    def scope_session_ids(self, session_id: int) -> list[int]:
+        return [int(i) for i in self._call("GET", f"/sessions/{session_id}/scope")["sessionIds"]]
+
+    def recent_episodes(self, session_id: int, limit: int) -> list[Episode]:
+        rows = self._call("GET", f"/sessions/{session_id}/recent", params={"limit": limit})
+        return [_episode(row) for row in rows]
+
+    def get_episodes(self, ids: Sequence[int]) -> list[Episode]:
+        if not ids:
+            return []
+        rows = self._call("GET", "/episodes", params={"ids": ",".join(map(str, ids))})
+        return [_episode(row) for row in rows]
+
+    def search_vectors(
+        self,
+        vector: Sequence[float],
+        session_ids: Sequence[int] | None,
+        exclude_ids: Sequence[int],
+        limit: int,
+    ) -> list[tuple[int, float]]:
+        body = {
+            "vector": list(vector),
+            "sessionIds": None if session_ids is None else list(session_ids),
+            "excludeIds": list(exclude_ids),
+            "limit": limit,
+        }
+        return [
+            (int(h["id"]), float(h["score"]))
+            for h in self._call("POST", "/vectors/search", json=body)
+        ]
+
+    def search_keyword(
+        self, query: str, limit: int, session_ids: Sequence[int] | None
+    ) -> list[Episode]:
+        if session_ids is not None and not session_ids:
+            return []
+        params: dict[str, Any] = {"q": query, "limit": limit}
+        if session_ids is not None:
+            params["sessionIds"] = ",".join(map(str, session_ids))
+        return [_episode(row) for row in self._call("GET", "/episodes/search", params=params)]
+
+    def add_episodes(self, session_id: int, episodes: Sequence[NewEpisode]) -> list[Episode]:
+        batch = [
+            {
+                "speaker": e.speaker,
+                "content": e.content,
+                "metadata": e.metadata,
+                **({"occurredAt": e.occurred_at.isoformat()} if e.occurred_at else {}),
+            }
+            for e in episodes
+        ]
+        body = self._call("POST", f"/sessions/{session_id}/episodes", json={"episodes": batch})
+        return [_episode(row) for row in body["episodes"]]
+
+
+def _episode(row: dict[str, Any]) -> Episode:
+    return Episode(
+        id=row["id"],
+        session_id=row["sessionId"],
+        speaker=row["speaker"],
+        content=row["content"],
+        occurred_at=row["occurredAt"],
+        created_at=row["createdAt"],
+        metadata=row["metadata"],
+    )
+
+
+def _error(response: httpx.Response, url: str) -> NexusError:
+    try:
+        detail = str(response.json()["detail"])
+    except (ValueError, KeyError, TypeError):
+        detail = response.text[:200]
+    if response.status_code == 404:
+        return NotFound(detail)
+    if response.status_code < 500:
+        return InvalidInput(detail)
+    return MemoryUnavailable(f"the memory service at {url} failed: HTTP {response.status_code}")

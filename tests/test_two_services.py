@@ -1,0 +1,177 @@
+"""The retrieval suite in both deployments: one process, and memory + orchestration as two
+HTTP services on loopback."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request, Response
+from fastapi.testclient import TestClient
+
+from nexusai.app import create_app
+from nexusai.config import Config
+from nexusai.errors import ConfigError
+from tests.conftest import SwitchableEmbedder
+from tests.live_server import live_server
+
+TURNS = [
+    ("user", "I adopted a puppy called Biscuit"),
+    ("assistant", "Biscuit is a lovely name for a dog"),
+    ("user", "My sister Ana moved to Lisbon last spring"),
+    ("assistant", "Lisbon is beautiful in spring"),
+    ("user", "The quarterly report for Qdrant is due Friday"),
+]
+QUESTIONS = ["what is my dog called?", "where does Ana live?", "when is the report due?"]
+
+
+def seed(base: Callable[..., Any]) -> int:
+    project = base("POST", "/projects", json={"name": "home"}).json()["id"]
+    first = base("POST", "/sessions", json={"projectId": project}).json()["id"]
+    second = base("POST", "/sessions", json={"projectId": project}).json()["id"]
+    episodes = [{"speaker": s, "content": c} for s, c in TURNS]
+    base("POST", f"/sessions/{first}/episodes", json={"episodes": episodes})
+    return int(second)
+
+
+@pytest.fixture
+def counted_memory(tmp_path: Path, embedder: SwitchableEmbedder) -> Iterator[tuple[str, list[str]]]:
+    """The memory service on loopback, recording every path it is asked for."""
+    paths: list[str] = []
+    app = create_app(Config.from_env({}, data_dir=tmp_path / "memory"), embedder, role="memory")
+
+    @app.middleware("http")
+    async def record(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        paths.append(request.url.path)
+        return await call_next(request)
+
+    with live_server(app) as url:
+        yield url, paths
+
+
+@pytest.fixture
+def split(
+    counted_memory: tuple[str, list[str]], tmp_path: Path, embedder: SwitchableEmbedder
+) -> Iterator[tuple[TestClient, list[str], int]]:
+    url, paths = counted_memory
+    with httpx.Client(base_url=url) as memory:
+        second = seed(memory.request)
+    config = Config.from_env({}, data_dir=tmp_path / "orchestration", memory_url=url)
+    with TestClient(create_app(config, embedder, role="orchestration")) as orchestration:
+        yield orchestration, paths, second
+
+
+@pytest.fixture
+def single(client: TestClient) -> tuple[TestClient, int]:
+    return client, seed(client.request)
+
+
+def contexts(client: TestClient, session_id: int) -> list[Any]:
+    client.patch("/settings", json={"keywordWeight": 1.0})
+    return [
+        client.post(
+            "/context", json={"sessionId": session_id, "message": q, "explain": True}
+        ).json()
+        for q in QUESTIONS
+    ]
+
+
+def without_times(context: Any) -> Any:
+    for memory in context["memories"] + context["recent"]:
+        memory.pop("createdAt")
+        memory.pop("occurredAt")
+    return context
+
+
+def test_same_context_in_both_modes(
+    split: tuple[TestClient, list[str], int], single: tuple[TestClient, int]
+) -> None:
+    two = [without_times(c) for c in contexts(split[0], split[2])]
+    one = [without_times(c) for c in contexts(single[0], single[1])]
+    assert two == one
+    top_two = {m["content"] for m in two[0]["memories"][:2]}
+    assert "I adopted a puppy called Biscuit" in top_two
+
+
+def test_keyword_weight_zero_sends_no_keyword_request(
+    split: tuple[TestClient, list[str], int],
+) -> None:
+    orchestration, paths, session = split
+    orchestration.patch("/settings", json={"keywordWeight": 0})
+    paths.clear()
+    assert (
+        orchestration.post("/context", json={"sessionId": session, "message": "dog?"}).status_code
+        == 200
+    )
+    assert "/episodes/search" not in paths and "/vectors/search" in paths
+    orchestration.patch("/settings", json={"keywordWeight": 1})
+    orchestration.post("/context", json={"sessionId": session, "message": "dog?"})
+    assert paths.count("/episodes/search") == 1
+
+
+def test_chat_through_two_services_stores_in_memory(
+    split: tuple[TestClient, list[str], int],
+) -> None:
+    orchestration, _, session = split
+    body = orchestration.post("/chat", json={"sessionId": session, "message": "hello there"}).json()
+    assert "no LLM" in body["notice"]
+    recent = orchestration.post("/context", json={"sessionId": session, "message": "x"}).json()[
+        "recent"
+    ]
+    assert recent[-1]["id"] == body["userEpisodeId"]
+
+
+def test_unknown_session_is_404_across_the_wire(split: tuple[TestClient, list[str], int]) -> None:
+    response = split[0].post("/context", json={"sessionId": 999, "message": "hi"})
+    assert response.status_code == 404 and "session 999" in response.json()["detail"]
+
+
+def test_memory_down_is_503_naming_it(tmp_path: Path, embedder: SwitchableEmbedder) -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()  # nothing listens here now
+    config = Config.from_env({}, data_dir=tmp_path, memory_url=url)
+    with TestClient(create_app(config, embedder, role="orchestration")) as orchestration:
+        for path in ("/context", "/chat"):
+            response = orchestration.post(path, json={"sessionId": 1, "message": "hi"})
+            assert response.status_code == 503
+            assert "memory service" in response.json()["detail"]
+
+
+def test_memory_slow_is_503_within_the_time_out(
+    tmp_path: Path, embedder: SwitchableEmbedder
+) -> None:
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()  # accepts connections, never answers
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    config = Config.from_env({}, data_dir=tmp_path, memory_url=url, memory_timeout=0.5)
+    try:
+        with TestClient(create_app(config, embedder, role="orchestration")) as orchestration:
+            started = time.monotonic()
+            response = orchestration.post("/context", json={"sessionId": 1, "message": "hi"})
+            assert response.status_code == 503
+            assert "did not answer in time" in response.json()["detail"]
+            assert time.monotonic() - started < 5
+    finally:
+        silent.close()
+
+
+def test_orchestration_role_needs_the_memory_url(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="NEXUS_MEMORY_URL"):
+        create_app(Config.from_env({}, data_dir=tmp_path), role="orchestration")
+
+
+def test_memory_role_serves_no_orchestration(tmp_path: Path, embedder: SwitchableEmbedder) -> None:
+    app: FastAPI = create_app(Config.from_env({}, data_dir=tmp_path), embedder, role="memory")
+    with TestClient(app) as memory:
+        assert memory.get("/settings").status_code == 404
+        assert memory.get("/health").status_code == 200

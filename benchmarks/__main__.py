@@ -9,6 +9,7 @@ BENCHMARKS = {
     "fts": "benchmarks.bench_fts",
     "vectors": "benchmarks.bench_vectors",
     "context": "benchmarks.bench_context",
+    "split": "benchmarks.bench_split",
 }
 
 

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
 
+from nexusai.config import Config
 from nexusai.memory.models import NewEpisode
 from nexusai.memory.service import Memory
 from nexusai.orchestration.context import assemble_context
@@ -22,26 +22,28 @@ def write(memory: Memory, session_id: int, *texts: str) -> list[int]:
 
 
 @pytest.fixture
-def fts_queries(memory: Memory) -> Iterator[list[str]]:
-    """Every FTS5 MATCH this thread's real SQLite connection runs."""
+def fts_queries(config: Config, embedder: SwitchableEmbedder) -> Iterator[tuple[Memory, list[str]]]:
+    """A memory whose real SQLite connections report every FTS5 MATCH they run."""
     seen: list[str] = []
-    conn: sqlite3.Connection = memory.store.connection()
-    conn.set_trace_callback(lambda sql: seen.append(sql) if "MATCH" in sql else None)
-    yield seen
-    conn.set_trace_callback(None)
+    memory = Memory.open(config, embedder)
+    memory.store.close()  # reopen connections with the trace on, in every thread
+    memory.store.trace = lambda sql: seen.append(sql) if "MATCH" in sql else None
+    yield memory, seen
+    memory.close()
 
 
 def test_keyword_weight_zero_makes_no_fts_call(
-    memory: Memory, embedder: SwitchableEmbedder, fts_queries: list[str]
+    fts_queries: tuple[Memory, list[str]], embedder: SwitchableEmbedder
 ) -> None:
+    memory, seen = fts_queries
     sid = memory.store.create_session().id
     write(memory, sid, "the zebra crossing", "a zebra")
     settings = replace(DEFAULTS, keyword_weight=0.0, recent_limit=0)
     context = assemble_context(memory, embedder, settings, sid, "zebra")
     assert context.memories  # semantic still finds them
-    assert fts_queries == []
+    assert seen == []
     assemble_context(memory, embedder, NO_RECENT, sid, "zebra")
-    assert len(fts_queries) == 1
+    assert len(seen) == 1
 
 
 def test_semantic_weight_zero_skips_embedding_and_vectors(

@@ -110,7 +110,7 @@ def test_keyword_weight_zero_sends_no_keyword_request(
         orchestration.post("/context", json={"sessionId": session, "message": "dog?"}).status_code
         == 200
     )
-    assert "/episodes/search" not in paths and "/vectors/search" in paths
+    assert "/episodes/search" not in paths and "/vectors/search/episodes" in paths
     orchestration.patch("/settings", json={"keywordWeight": 1})
     orchestration.post("/context", json={"sessionId": session, "message": "dog?"})
     assert paths.count("/episodes/search") == 1

@@ -15,6 +15,7 @@ from nexusai.http import CamelModel, StrictCamelModel, parse_id_list
 from nexusai.importing import import_stream
 from nexusai.memory import fts
 from nexusai.memory.models import NewEpisode
+from nexusai.memory.service import Memory
 from nexusai.memory.store import UNSET, Store
 
 router = APIRouter()
@@ -252,14 +253,27 @@ class VectorHit(CamelModel):
 @router.post("/vectors/search", tags=["retrieval"])
 def vector_search(request: Request, body: VectorSearchIn) -> list[VectorHit]:
     """The semantic leg: nearest episodes to a query vector, filtered inside the query."""
-    memory = request.app.state.memory
+    memory = _checked_vector(request, body)
+    hits = memory.search_vectors(body.vector, body.session_ids, body.exclude_ids, body.limit)
+    return [VectorHit(id=i, score=score) for i, score in hits]
+
+
+@router.post("/vectors/search/episodes", tags=["retrieval"])
+def vector_search_episodes(request: Request, body: VectorSearchIn) -> list[EpisodeOut]:
+    """The semantic leg in one round trip: the nearest episodes' full rows, in rank order."""
+    memory = _checked_vector(request, body)
+    episodes = memory.vector_episodes(body.vector, body.session_ids, body.exclude_ids, body.limit)
+    return [EpisodeOut.model_validate(e) for e in episodes]
+
+
+def _checked_vector(request: Request, body: VectorSearchIn) -> Memory:
+    memory: Memory = request.app.state.memory
     if len(body.vector) != memory.embedder.dimension:
         raise InvalidInput(
             f"vector has {len(body.vector)} dimensions; this store's embedder makes "
             f"{memory.embedder.dimension}"
         )
-    hits = memory.search_vectors(body.vector, body.session_ids, body.exclude_ids, body.limit)
-    return [VectorHit(id=i, score=score) for i, score in hits]
+    return memory
 
 
 @router.get("/episodes/search", tags=["episodes"])

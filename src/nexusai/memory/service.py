@@ -198,6 +198,16 @@ class Memory:
     def get_episodes(self, ids: Sequence[int]) -> list[Episode]:
         return self.store.get_episodes(ids)
 
+    def vector_episodes(
+        self,
+        vector: Sequence[float],
+        session_ids: Sequence[int] | None,
+        exclude_ids: Sequence[int],
+        limit: int,
+    ) -> list[Episode]:
+        hits = self.search_vectors(vector, session_ids, exclude_ids, limit)
+        return self.store.get_episodes([episode_id for episode_id, _ in hits])
+
     def search_keyword(
         self, query: str, limit: int, session_ids: Sequence[int] | None
     ) -> list[Episode]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +72,8 @@ class Store:
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         self._write_lock = threading.RLock()
+        # Called with every SQL statement any connection runs, when set before it opens.
+        self.trace: Callable[[str], None] | None = None
         self.connection().execute("PRAGMA journal_mode=WAL")
         with self.atomic() as conn:
             self.migrations_applied = apply_migrations(conn)
@@ -89,6 +91,8 @@ class Store:
                 timeout=self._busy_timeout,
             )
             conn.row_factory = sqlite3.Row
+            if self.trace:
+                conn.set_trace_callback(self.trace)
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn

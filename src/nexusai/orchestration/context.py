@@ -48,11 +48,10 @@ def assemble_context(
     message: str,
     entity_search: EntitySearch | None = None,
 ) -> Context:
+    scope = memory.scope_session_ids(session_id)  # 404 for an unknown session
     recent = (
         memory.recent_episodes(session_id, settings.recent_limit) if settings.recent_limit else []
     )
-    memory.get_session(session_id)  # 404 for an unknown session, even with recentLimit 0
-    scope = memory.scope_session_ids(session_id)
     wants_entities = entity_search is not None and settings.entity_limit > 0
     vector = None
     warnings = []

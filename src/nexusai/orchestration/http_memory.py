@@ -87,6 +87,16 @@ class HttpMemoryClient:
             for h in self._call("POST", "/vectors/search", json=body)
         ]
 
+    def vector_episodes(
+        self,
+        vector: Sequence[float],
+        session_ids: Sequence[int] | None,
+        exclude_ids: Sequence[int],
+        limit: int,
+    ) -> list[Episode]:
+        body = _vector_query(vector, session_ids, exclude_ids, limit)
+        return [_episode(row) for row in self._call("POST", "/vectors/search/episodes", json=body)]
+
     def search_keyword(
         self, query: str, limit: int, session_ids: Sequence[int] | None
     ) -> list[Episode]:
@@ -109,6 +119,20 @@ class HttpMemoryClient:
         ]
         body = self._call("POST", f"/sessions/{session_id}/episodes", json={"episodes": batch})
         return [_episode(row) for row in body["episodes"]]
+
+
+def _vector_query(
+    vector: Sequence[float],
+    session_ids: Sequence[int] | None,
+    exclude_ids: Sequence[int],
+    limit: int,
+) -> dict[str, Any]:
+    return {
+        "vector": list(vector),
+        "sessionIds": None if session_ids is None else list(session_ids),
+        "excludeIds": list(exclude_ids),
+        "limit": limit,
+    }
 
 
 def _episode(row: dict[str, Any]) -> Episode:

@@ -33,6 +33,16 @@ class MemoryClient(Protocol):
         limit: int,
     ) -> list[tuple[int, float]]: ...
 
+    def vector_episodes(
+        self,
+        vector: Sequence[float],
+        session_ids: Sequence[int] | None,
+        exclude_ids: Sequence[int],
+        limit: int,
+    ) -> list[Episode]:
+        """`search_vectors`, then the full rows in rank order (one round trip)."""
+        ...
+
     def search_keyword(
         self, query: str, limit: int, session_ids: Sequence[int] | None
     ) -> list[Episode]: ...

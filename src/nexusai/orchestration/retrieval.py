@@ -4,6 +4,7 @@ filtered against the turns the prompt holds (`recent_ids`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from nexusai.memory.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode, fuse_ranked
@@ -18,11 +19,11 @@ def get_semantic_episodes(
     recent_ids: Sequence[int],
     limit: int,
 ) -> list[Episode]:
-    """One vector query in the scope, recent ids excluded inside it; rows in rank order."""
+    """One vector query in the scope, recent ids excluded inside it; rows in rank order (an
+    id whose row is gone is skipped)."""
     if query_vector is None or limit <= 0:
         return []
-    hits = memory.search_vectors(query_vector, session_ids, recent_ids, limit)
-    return memory.get_episodes([episode_id for episode_id, _ in hits])
+    return memory.vector_episodes(query_vector, session_ids, recent_ids, limit)
 
 
 def get_fts_results(
@@ -46,16 +47,21 @@ def get_fused_episodes(
     recent_ids: Sequence[int],
     settings: RuntimeSettings,
 ) -> list[FusedEpisode]:
-    """Both legs in the same scope, fused; a leg whose weight is 0 is not even asked."""
+    """Both legs in the same scope, at the same time, fused; a leg whose weight is 0 is not
+    even asked."""
     limit = settings.semantic_limit
+    keyword: Future[list[Episode]] | None = None
+    if settings.keyword_weight > 0:
+        keyword = _LEGS.submit(get_fts_results, memory, query, session_ids, recent_ids, limit)
     semantic = (
         get_semantic_episodes(memory, query_vector, session_ids, recent_ids, limit)
         if settings.semantic_weight > 0
         else []
     )
-    keyword = (
-        get_fts_results(memory, query, session_ids, recent_ids, limit)
-        if settings.keyword_weight > 0
-        else []
-    )
-    return fuse_ranked(semantic, keyword, settings.semantic_weight, settings.keyword_weight, limit)
+    found = keyword.result() if keyword else []
+    return fuse_ranked(semantic, found, settings.semantic_weight, settings.keyword_weight, limit)
+
+
+# The keyword leg runs beside the semantic one: both wait on I/O (SQLite, Qdrant, or the
+# memory service over HTTP), so a turn costs the slower leg, not the sum.
+_LEGS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="nexus-keyword-leg")

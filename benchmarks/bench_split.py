@@ -1,0 +1,90 @@
+"""POST /context over HTTP in both deployments at 10,000 episodes: one process, and memory
++ orchestration as two services on loopback. The difference is the cost of the split.
+
+Each service is its own `nexus serve` process, as in a deployment: a server thread inside
+the measuring process would share its GIL and measure that instead."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from benchmarks.bench_vectors import SESSIONS, build_store
+from benchmarks.common import LATENCY_COLUMNS, Report, sentences, time_ms
+from nexusai.embedders import LocalEmbedder
+
+RUNS = 300
+
+
+def ask(url: str, report: Report, label: str) -> None:
+    rng = random.Random(4)
+    turns = iter([(rng.randint(1, SESSIONS), m) for m in sentences(RUNS + 20, seed=8)])
+    with httpx.Client(base_url=url, timeout=30) as client:
+        client.patch("/settings", json={"keywordWeight": 1.0})
+
+        def one() -> None:
+            session, message = next(turns)
+            response = client.post("/context", json={"sessionId": session, "message": message})
+            response.raise_for_status()
+
+        report.add_latency(label, time_ms(one, RUNS, warmup=10))
+
+
+@contextmanager
+def serve(data_dir: Path, role: str, **env: str) -> Iterator[str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "nexusai.cli", "serve", "--role", role]
+    command += ["--port", str(port), "--data-dir", str(data_dir)]
+    environment = {**os.environ, **env}
+    process = subprocess.Popen(command, env=environment, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError(f"nexus serve --role {role} did not start")
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def run(quick: bool = False) -> None:
+    size = 2_000 if quick else 10_000
+    embedder = LocalEmbedder()
+    base = np.array(embedder.embed(list(sentences(1000, seed=11))), dtype=np.float32)
+    report = Report(f"POST /context at {size:,} episodes, weights (1, 1)", LATENCY_COLUMNS)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "memory"
+        build_store(data, embedder, base, size, per_project=5)
+        with serve(data, "all") as url:
+            ask(url, report, "one process (--role all)")
+        with serve(data, "memory") as memory_url:
+            orchestration = Path(tmp) / "orchestration"
+            with serve(orchestration, "orchestration", NEXUS_MEMORY_URL=memory_url) as url:
+                ask(url, report, "two services on loopback")
+    one, two = (float(row[2]) for row in report.rows)
+    report.notes.append(
+        f"The split adds {two - one:.1f} ms at p50: 3 round trips a turn (scope, recent"
+        " turns, then both legs at once), three processes sharing the cores."
+    )
+    report.print()

@@ -97,7 +97,7 @@ def run(quick: bool = False) -> None:
     base = np.array(embedder.embed(list(sentences(2000, seed=11))), dtype=np.float32)
     with tempfile.TemporaryDirectory() as tmp:
         build_store(Path(tmp), embedder, base, size, per_project=5)
-        memory = Memory.open(Config.from_env({}, data_dir=Path(tmp)), embedder)
+        memory = Memory.open(Config.from_env({}, data_dir=Path(tmp), extractor="none"), embedder)
         report = Report(
             f"Context assembly at {size:,} episodes (scope: 5 sessions, 10 recent turns)",
             [*LATENCY_COLUMNS, "share"],

@@ -48,7 +48,7 @@ def serve(data_dir: Path, role: str, **env: str) -> Iterator[str]:
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "nexusai.cli", "serve", "--role", role]
     command += ["--port", str(port), "--data-dir", str(data_dir)]
-    environment = {**os.environ, **env}
+    environment = {**os.environ, "NEXUS_EXTRACTOR": "none", **env}
     process = subprocess.Popen(command, env=environment, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:

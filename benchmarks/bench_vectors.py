@@ -38,7 +38,7 @@ def ingest(embedder: LocalEmbedder, count: int, chunk: int = 500) -> tuple[Repor
     raw: list[list[float]] = []
     raw_seconds = path_seconds = 0.0
     with tempfile.TemporaryDirectory() as tmp:
-        memory = Memory.open(Config.from_env({}, data_dir=Path(tmp)), embedder)
+        memory = Memory.open(Config.from_env({}, data_dir=Path(tmp), extractor="none"), embedder)
         for start in range(0, count, chunk):
             part = texts[start : start + chunk]
             began = time.perf_counter()
@@ -115,7 +115,7 @@ from nexusai.embedders import LocalEmbedder
 from nexusai.memory.service import Memory
 embedder = LocalEmbedder()
 start = time.perf_counter()
-memory = Memory.open(Config.from_env({}, data_dir=Path(sys.argv[1])), embedder)
+memory = Memory.open(Config.from_env({}, data_dir=Path(sys.argv[1]), extractor="none"), embedder)
 opened = time.perf_counter() - start
 memory.search_vectors(embedder.embed_one("hello"), [1, 2, 3], [], 20)
 print(json.dumps({"open_s": opened, "count": memory.vectors.count(),

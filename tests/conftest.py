@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 from nexusai.app import create_app
 from nexusai.config import Config
 from nexusai.embedders import Embedder, LocalEmbedder, Vector
+from nexusai.memory.entities import SpacyExtractor
 from nexusai.memory.service import Memory
 from nexusai.memory.store import Store
 
@@ -49,7 +50,14 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 @pytest.fixture
 def config(tmp_path: Path) -> Config:
-    return Config.from_env({}, data_dir=tmp_path / "data")
+    """Entity extraction off: the entity tests switch the real pipeline on themselves."""
+    return Config.from_env({}, data_dir=tmp_path / "data", extractor="none")
+
+
+@pytest.fixture(scope="session")
+def spacy_extractor() -> SpacyExtractor:
+    """spaCy's real small English pipeline, loaded once for the whole test session."""
+    return SpacyExtractor()
 
 
 @pytest.fixture

@@ -43,7 +43,8 @@ def seed(base: Callable[..., Any]) -> int:
 def counted_memory(tmp_path: Path, embedder: SwitchableEmbedder) -> Iterator[tuple[str, list[str]]]:
     """The memory service on loopback, recording every path it is asked for."""
     paths: list[str] = []
-    app = create_app(Config.from_env({}, data_dir=tmp_path / "memory"), embedder, role="memory")
+    config = Config.from_env({}, data_dir=tmp_path / "memory", extractor="none")
+    app = create_app(config, embedder, role="memory")
 
     @app.middleware("http")
     async def record(
@@ -171,7 +172,8 @@ def test_orchestration_role_needs_the_memory_url(tmp_path: Path) -> None:
 
 
 def test_memory_role_serves_no_orchestration(tmp_path: Path, embedder: SwitchableEmbedder) -> None:
-    app: FastAPI = create_app(Config.from_env({}, data_dir=tmp_path), embedder, role="memory")
+    config = Config.from_env({}, data_dir=tmp_path, extractor="none")
+    app: FastAPI = create_app(config, embedder, role="memory")
     with TestClient(app) as memory:
         assert memory.get("/settings").status_code == 404
         assert memory.get("/health").status_code == 200

@@ -83,7 +83,11 @@ async def _with_memory(
     app.state.store = memory.store
     if role == "all":
         app.state.orchestration = Orchestration(
-            memory, memory.embedder, SettingsStore(memory.store), llm or create_llm(config)
+            memory,
+            memory.embedder,
+            SettingsStore(memory.store),
+            llm or create_llm(config),
+            memory.search_entities,
         )
     # Episodes stored before a crash or an embedder outage get their vectors now, without
     # holding up start-up.
@@ -122,3 +126,6 @@ def _repair_vectors(memory: Memory) -> None:
     indexed = memory.sync_pending()
     if indexed:
         log.info("indexed %d episodes that were waiting for vectors", indexed)
+    extracted = memory.sync_entities()
+    if extracted:
+        log.info("extracted the entities of %d episodes that were waiting", extracted)

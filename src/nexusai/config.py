@@ -40,6 +40,7 @@ class Config:
     embedder_api_key: str | None = field(default=None, repr=False)
     embedder_dimension: int | None = None
     model_cache_dir: Path | None = None
+    extractor: str = "spacy"
     qdrant_url: str | None = None
     qdrant_api_key: str | None = field(default=None, repr=False)
     llm_base_url: str | None = None

@@ -89,7 +89,7 @@ def _evaluate_sample(
     sample: dict[str, Any], embedder: Embedder, depth: int, runs: dict[Weights, Run]
 ) -> tuple[list[Question], int]:
     with tempfile.TemporaryDirectory() as tmp:
-        memory = Memory.open(Config.from_env({}, data_dir=Path(tmp)), embedder)
+        memory = Memory.open(Config.from_env({}, data_dir=Path(tmp), extractor="none"), embedder)
         try:
             conversation = locomo_conversation(sample)
             project = memory.store.ensure_project(conversation.project or conversation.key)

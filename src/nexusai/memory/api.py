@@ -10,10 +10,11 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import Discriminator, Field, Tag
 from starlette.concurrency import run_in_threadpool
 
-from nexusai.errors import InvalidInput, TooLarge
+from nexusai.errors import InvalidInput, NotFound, TooLarge
 from nexusai.http import CamelModel, StrictCamelModel, parse_id_list
 from nexusai.importing import import_stream
 from nexusai.memory import fts
+from nexusai.memory.entities import Entity
 from nexusai.memory.models import NewEpisode
 from nexusai.memory.service import Memory
 from nexusai.memory.store import UNSET, Store
@@ -267,13 +268,86 @@ def vector_search_episodes(request: Request, body: VectorSearchIn) -> list[Episo
 
 
 def _checked_vector(request: Request, body: VectorSearchIn) -> Memory:
+    _check_dimension(request, body.vector)
     memory: Memory = request.app.state.memory
-    if len(body.vector) != memory.embedder.dimension:
-        raise InvalidInput(
-            f"vector has {len(body.vector)} dimensions; this store's embedder makes "
-            f"{memory.embedder.dimension}"
-        )
     return memory
+
+
+def _check_dimension(request: Request, vector: list[float]) -> None:
+    dimension = request.app.state.memory.embedder.dimension
+    if len(vector) != dimension:
+        raise InvalidInput(
+            f"vector has {len(vector)} dimensions; this store's embedder makes {dimension}"
+        )
+
+
+class EntityOut(CamelModel):
+    id: int
+    name: str
+    type: str
+    first_seen: str
+    last_seen: str
+    mention_count: int
+    summary: str | None
+    latest_mention_ids: list[int]
+
+
+class EntityDetail(EntityOut):
+    mentions: list[EpisodeOut]
+
+
+class EntitySearchIn(StrictCamelModel):
+    vector: list[float]
+    session_ids: list[int]
+    limit: int = Field(default=10, ge=1, le=200)
+
+
+def entity_out(entity: Entity) -> EntityOut:
+    return EntityOut.model_validate(entity.to_json())
+
+
+@router.post("/entities/search", tags=["entities"])
+def entity_search(request: Request, body: EntitySearchIn) -> list[EntityOut]:
+    """The entity leg of a turn: nearest entities of the scope to the turn's query vector."""
+    _check_dimension(request, body.vector)
+    memory: Memory = request.app.state.memory
+    return [
+        entity_out(e) for e in memory.search_entities(body.vector, body.session_ids, body.limit)
+    ]
+
+
+@router.get("/entities", tags=["entities"])
+def list_entities(
+    request: Request,
+    session_id: Annotated[int, Query(alias="sessionId", description="Whose scope to search")],
+    q: Annotated[str | None, Query(description="Semantic search for this text")] = None,
+    prefix: Annotated[str | None, Query(description="Names starting with this")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+) -> list[EntityOut]:
+    """Entities a session can see: by meaning (`q`), by name (`prefix`), or most mentioned."""
+    memory: Memory = request.app.state.memory
+    scope = memory.scope_session_ids(session_id)
+    if q:
+        found = memory.search_entities(memory.embedder.embed_one(q), scope, limit)
+    else:
+        found = memory.entities_by_prefix(prefix or "", scope, limit)
+    return [entity_out(e) for e in found]
+
+
+@router.get("/entities/{entity_id}", tags=["entities"])
+def get_entity(
+    request: Request, entity_id: int, limit: Limit = 20, offset: Offset = 0
+) -> EntityDetail:
+    """One entity with the episodes that mention it, newest first (paged)."""
+    memory: Memory = request.app.state.memory
+    found = memory.get_entities([entity_id])
+    if not found:
+        raise NotFound(f"entity {entity_id} does not exist")
+    mentions = memory.entity_mentions(entity_id, limit, offset)
+    return EntityDetail(
+        **entity_out(found[0]).model_dump(),
+        mentions=[EpisodeOut.model_validate(e) for e in mentions],
+    )
 
 
 @router.get("/episodes/search", tags=["episodes"])

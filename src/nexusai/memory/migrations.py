@@ -112,6 +112,60 @@ def m004_import_keys(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m005_entities(conn: sqlite3.Connection) -> None:
+    """Entities and the episodes that mention them. An entity belongs to a scope (a project,
+    or a session without one), so projects never share one. Triggers keep mention counts and
+    dates right however mentions go (a deleted episode cascades), and drop an entity whose
+    last mention is gone."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE entities (
+            id INTEGER PRIMARY KEY,
+            scope TEXT NOT NULL,
+            name TEXT NOT NULL,
+            normalized TEXT NOT NULL,
+            type TEXT NOT NULL,
+            first_seen TEXT NOT NULL,
+            last_seen TEXT NOT NULL,
+            mention_count INTEGER NOT NULL DEFAULT 0,
+            summary TEXT,
+            vector_state TEXT NOT NULL DEFAULT 'pending',
+            UNIQUE (scope, normalized, type)
+        );
+        CREATE TABLE entity_mentions (
+            entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+            episode_id INTEGER NOT NULL REFERENCES episodes(id) ON DELETE CASCADE,
+            PRIMARY KEY (entity_id, episode_id)
+        );
+        CREATE INDEX entity_mentions_episode ON entity_mentions(episode_id);
+        CREATE TRIGGER entity_mention_added AFTER INSERT ON entity_mentions BEGIN
+            UPDATE entities SET mention_count = mention_count + 1,
+                first_seen = min(first_seen,
+                    (SELECT occurred_at FROM episodes WHERE id = new.episode_id)),
+                last_seen = max(last_seen,
+                    (SELECT occurred_at FROM episodes WHERE id = new.episode_id)),
+                vector_state = 'pending'
+            WHERE id = new.entity_id;
+        END;
+        CREATE TRIGGER entity_mention_removed AFTER DELETE ON entity_mentions BEGIN
+            UPDATE entities SET mention_count = mention_count - 1,
+                first_seen = coalesce((SELECT min(e.occurred_at) FROM entity_mentions m
+                    JOIN episodes e ON e.id = m.episode_id WHERE m.entity_id = old.entity_id),
+                    first_seen),
+                last_seen = coalesce((SELECT max(e.occurred_at) FROM entity_mentions m
+                    JOIN episodes e ON e.id = m.episode_id WHERE m.entity_id = old.entity_id),
+                    last_seen)
+            WHERE id = old.entity_id;
+            DELETE FROM entities WHERE id = old.entity_id AND mention_count <= 0;
+        END;
+        ALTER TABLE episodes ADD COLUMN entity_state TEXT NOT NULL DEFAULT 'pending';
+        CREATE INDEX episodes_entity_pending ON episodes(id) WHERE entity_state = 'pending';
+        """,
+    )
+
+
 def apply_migrations(conn: sqlite3.Connection) -> list[str]:
     """Apply every migration not yet recorded; returns the names applied. Caller holds a
     write transaction, so a failed migration leaves the database as it was."""

@@ -7,6 +7,7 @@ nothing: pending episodes are retried on the next write, at start-up and by `nex
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -16,6 +17,16 @@ from nexusai.config import Config
 from nexusai.embedders import Embedder, Vector, create_embedder
 from nexusai.errors import ConfigError
 from nexusai.memory import fts
+from nexusai.memory.entities import (
+    Entity,
+    Extractor,
+    create_extractor,
+    entity_from_row,
+    entity_sessions,
+    entity_text,
+    normalize,
+    record_mentions,
+)
 from nexusai.memory.models import Episode, NewEpisode, Session
 from nexusai.memory.store import ImportedSession, Store
 from nexusai.memory.vectors import VectorIndex, VectorPoint, open_vector_index
@@ -54,33 +65,51 @@ def embedding_text(episode: Episode) -> str:
 
 class Memory:
     def __init__(
-        self, store: Store, embedder: Embedder, vectors: VectorIndex, batch_size: int = 256
+        self,
+        store: Store,
+        embedder: Embedder,
+        vectors: VectorIndex,
+        batch_size: int = 256,
+        extractor: Extractor | None = None,
+        entity_vectors: VectorIndex | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.vectors = vectors
         self.batch_size = batch_size
+        self.extractor = extractor
+        self.entity_vectors = entity_vectors
         self.stopping = threading.Event()
 
     @classmethod
     def open(
-        cls, config: Config, embedder: Embedder | None = None, *, check: bool = True
+        cls,
+        config: Config,
+        embedder: Embedder | None = None,
+        *,
+        check: bool = True,
+        extractor: Extractor | None = None,
     ) -> Memory:
-        """Opens the store and its vector index; `check=False` skips the embedder identity
-        check (for `nexus reindex`, which rebuilds the vectors anyway)."""
+        """Opens the store and its vector indexes; `check=False` skips the embedder identity
+        check (for `nexus reindex`, which rebuilds the vectors anyway). The extractor comes
+        from NEXUS_EXTRACTOR unless one is given."""
         embedder = embedder or create_embedder(config)
+        extractor = extractor or create_extractor(config)
         store = Store(config.db_path, max_content_bytes=config.max_content_bytes)
         try:
             if check:
                 check_embedder(store, embedder)
             vectors = open_vector_index(config, "episodes", embedder.dimension)
+            entity_vectors = open_vector_index(config, "entities", embedder.dimension)
         except BaseException:
             store.close()
             raise
-        return cls(store, embedder, vectors)
+        return cls(store, embedder, vectors, extractor=extractor, entity_vectors=entity_vectors)
 
     def close(self) -> None:
         self.stopping.set()
+        if self.entity_vectors:
+            self.entity_vectors.close()
         self.vectors.close()
         self.store.close()
 
@@ -90,6 +119,7 @@ class Memory:
         stored = self.store.add_episodes(session_id, episodes)
         if self.index(stored):
             self.sync_pending(max_batches=1)
+        self.extract(stored)
         return stored
 
     def import_conversation(
@@ -99,7 +129,9 @@ class Memory:
         Returns (new sessions, new episodes, skipped episodes)."""
         new_sessions, ids, skipped = self.store.import_sessions(sessions, project_id)
         for start in range(0, len(ids), self.batch_size):
-            self.index(self.store.get_episodes(ids[start : start + self.batch_size]))
+            batch = self.store.get_episodes(ids[start : start + self.batch_size])
+            self.index(batch)
+            self.extract(batch)
         return new_sessions, len(ids), skipped
 
     def update_episode(self, episode_id: int, **changes: Any) -> Episode:
@@ -161,11 +193,121 @@ class Memory:
         return done
 
     def reindex(self, progress: Progress | None = None) -> int:
-        """Rebuilds every vector from SQLite with the configured embedder."""
+        """Rebuilds every vector from SQLite with the configured embedder, and extracts the
+        entities of episodes that have not been through extraction."""
         self.vectors.reset(self.embedder.dimension)
+        if self.entity_vectors:
+            self.entity_vectors.reset(self.embedder.dimension)
+            with self.store.atomic() as conn:
+                conn.execute("UPDATE entities SET vector_state = 'pending'")
         self.store.mark_all_vectors_pending()
         record_embedder(self.store, self.embedder)
-        return self.sync_pending(progress=progress)
+        done = self.sync_pending(progress=progress)
+        self.sync_entities()
+        return done
+
+    # -- entities -----------------------------------------------------------------------
+
+    def extract(self, episodes: Sequence[Episode]) -> bool:
+        """Finds the entities the episodes mention and indexes them. A failure is logged and
+        leaves the episodes pending for extraction; it never undoes their write."""
+        if self.extractor is None or not episodes:
+            return True
+        try:
+            found = self.extractor.extract([e.content for e in episodes])
+            touched: set[int] = set()
+            with self.store.atomic() as conn:
+                for episode, mentions in zip(episodes, found, strict=True):
+                    touched.update(record_mentions(conn, episode, mentions))
+            self._index_entities(sorted(touched))
+        except Exception as exc:
+            log.warning(
+                "entity extraction for %d episodes failed, will retry: %s", len(episodes), exc
+            )
+            return False
+        return True
+
+    def _index_entities(self, ids: Sequence[int]) -> None:
+        if not ids or self.entity_vectors is None:
+            return
+        conn = self.store.connection()
+        entities = self.get_entities(ids)
+        vectors = self.embedder.embed([entity_text(conn, e) for e in entities])
+        points = [
+            VectorPoint(e.id, v, entity_sessions(conn, e.id))
+            for e, v in zip(entities, vectors, strict=True)
+        ]
+        self.entity_vectors.upsert(points)
+        with self.store.atomic() as write:
+            write.executemany(
+                "UPDATE entities SET vector_state = 'indexed' WHERE id = ?",
+                [(e.id,) for e in entities],
+            )
+
+    def sync_entities(self, max_batches: int | None = None) -> int:
+        """Extraction for episodes still pending it, and vectors for entities without one."""
+        done = batches = 0
+        while (max_batches is None or batches < max_batches) and not self.stopping.is_set():
+            rows = self.store.read(
+                "SELECT id FROM episodes WHERE entity_state = 'pending' ORDER BY id LIMIT ?",
+                [self.batch_size],
+            )
+            if (
+                self.extractor is None
+                or not rows
+                or not self.extract(self.store.get_episodes([r[0] for r in rows]))
+            ):
+                break
+            done += len(rows)
+            batches += 1
+        stale = self.store.read("SELECT id FROM entities WHERE vector_state = 'pending'")
+        for start in range(0, len(stale), self.batch_size):
+            self._index_entities([r[0] for r in stale[start : start + self.batch_size]])
+        return done
+
+    def get_entities(self, ids: Sequence[int]) -> list[Entity]:
+        """Entities in the order of `ids`; an id with no row is skipped."""
+        conn = self.store.connection()
+        rows = {
+            row["id"]: row
+            for row in conn.execute(
+                "SELECT * FROM entities WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps([int(i) for i in ids]),),
+            )
+        }
+        return [entity_from_row(conn, rows[i]) for i in ids if i in rows]
+
+    def search_entities(
+        self, vector: Sequence[float] | None, session_ids: Sequence[int], limit: int
+    ) -> list[Entity]:
+        """One filtered vector query: the entities of the scope nearest the query."""
+        if vector is None or limit <= 0 or self.entity_vectors is None:
+            return []
+        hits = self.entity_vectors.search(vector, session_ids, [], limit)
+        return self.get_entities([entity_id for entity_id, _ in hits])
+
+    def entities_by_prefix(
+        self, prefix: str, session_ids: Sequence[int], limit: int
+    ) -> list[Entity]:
+        """Entities of the scope whose name starts with `prefix`, most mentioned first."""
+        rows = self.store.read(
+            "SELECT DISTINCT n.id, n.mention_count FROM entities n"
+            " JOIN entity_mentions m ON m.entity_id = n.id JOIN episodes e ON e.id = m.episode_id"
+            " WHERE n.normalized LIKE ? ESCAPE '\\'"
+            " AND e.session_id IN (SELECT value FROM json_each(?))"
+            " ORDER BY n.mention_count DESC, n.id LIMIT ?",
+            [_like_prefix(normalize(prefix)), json.dumps(list(session_ids)), limit],
+        )
+        return self.get_entities([row[0] for row in rows])
+
+    def entity_mentions(self, entity_id: int, limit: int, offset: int) -> list[Episode]:
+        """The episodes that mention an entity, newest first."""
+        rows = self.store.read(
+            "SELECT e.* FROM entity_mentions m JOIN episodes e ON e.id = m.episode_id"
+            " WHERE m.entity_id = ? ORDER BY e.occurred_at DESC, e.id DESC LIMIT ? OFFSET ?",
+            [entity_id, limit, offset],
+        )
+        return [self.store.episode_from_row(row) for row in rows]
 
     def embed_query(self, text: str) -> Vector | None:
         """The query vector, or None when the embedder fails (the turn goes on without it)."""
@@ -212,3 +354,7 @@ class Memory:
         self, query: str, limit: int, session_ids: Sequence[int] | None
     ) -> list[Episode]:
         return fts.search_episodes(self.store, query, limit, session_ids)
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

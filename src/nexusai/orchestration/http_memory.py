@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from nexusai.errors import InvalidInput, NexusError, NotFound
+from nexusai.memory.entities import Entity
 from nexusai.memory.models import Episode, NewEpisode, Session
 
 
@@ -106,6 +107,27 @@ class HttpMemoryClient:
         if session_ids is not None:
             params["sessionIds"] = ",".join(map(str, session_ids))
         return [_episode(row) for row in self._call("GET", "/episodes/search", params=params)]
+
+    def search_entities(
+        self, vector: Sequence[float] | None, session_ids: Sequence[int], limit: int
+    ) -> list[Entity]:
+        if vector is None or limit <= 0 or not session_ids:
+            return []
+        body = {"vector": list(vector), "sessionIds": list(session_ids), "limit": limit}
+        rows = self._call("POST", "/entities/search", json=body)
+        return [
+            Entity(
+                r["id"],
+                r["name"],
+                r["type"],
+                r["firstSeen"],
+                r["lastSeen"],
+                r["mentionCount"],
+                r["summary"],
+                r["latestMentionIds"],
+            )
+            for r in rows
+        ]
 
     def add_episodes(self, session_id: int, episodes: Sequence[NewEpisode]) -> list[Episode]:
         batch = [

@@ -70,6 +70,8 @@ def test_settings_context_and_chat_against_a_running_service(
         assert result.exit_code == 0, result.output
         assert "puppy" in result.output
         assert "0.0328" in result.output  # 1/61 + 1/61
+        result = runner.invoke(cli, ["entities", "--session", str(sid), "--url", url])
+        assert result.exit_code == 0 and "entities seen by session" in result.output, result.output
         result = runner.invoke(
             cli, ["chat", "--session", str(sid), "--url", url], input="dog name?\n\n"
         )

@@ -164,6 +164,7 @@ def eval_locomo(
 cli.add_command(client_cli.settings)
 cli.add_command(client_cli.context)
 cli.add_command(client_cli.chat)
+cli.add_command(client_cli.entities)
 
 
 def main() -> None:

@@ -36,9 +36,9 @@ class Service:
     def __exit__(self, *exc: object) -> None:
         self.client.close()
 
-    def call(self, method: str, path: str, body: Any = None) -> Any:
+    def call(self, method: str, path: str, body: Any = None, params: Any = None) -> Any:
         try:
-            response = self.client.request(method, path, json=body)
+            response = self.client.request(method, path, json=body, params=params)
         except httpx.TransportError:
             raise click.ClickException(
                 f"no nexusai service answers at {self.url}; start one with `nexus serve`"
@@ -163,3 +163,33 @@ def _chat_loop(service: Service, session_id: int) -> None:
             elif event == "done" and data.get("notice"):
                 click.echo(data["notice"], nl=False)
         click.echo()
+
+
+@click.command()
+@click.option("--session", "session_id", type=int, required=True, help="Whose scope to search")
+@click.option("--q", "query", default=None, help="Search by meaning")
+@click.option("--prefix", default=None, help="Names starting with this")
+@click.option("--limit", type=int, default=20, show_default=True)
+@URL
+def entities(session_id: int, query: str | None, prefix: str | None, limit: int, url: str) -> None:
+    """The people, places and things a session's memory knows, most mentioned first."""
+    params: dict[str, Any] = {"sessionId": session_id, "limit": limit}
+    if query:
+        params["q"] = query
+    if prefix:
+        params["prefix"] = prefix
+    with Service(url) as service:
+        found = service.call("GET", "/entities", params=params)
+    table = Table(title=f"entities seen by session {session_id}", title_justify="left")
+    for column in ["id", "name", "type", "mentions", "first seen", "last seen"]:
+        table.add_column(column)
+    for e in found:
+        table.add_row(
+            str(e["id"]),
+            e["name"],
+            e["type"],
+            str(e["mentionCount"]),
+            e["firstSeen"][:10],
+            e["lastSeen"][:10],
+        )
+    console.print(table)

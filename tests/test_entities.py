@@ -1,0 +1,188 @@
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+
+import pytest
+from fastapi.testclient import TestClient
+
+from nexusai.app import create_app
+from nexusai.config import Config
+from nexusai.memory.entities import Extractor, Mention, SpacyExtractor, clean, normalize
+from nexusai.memory.fts import search_episodes
+from nexusai.memory.models import NewEpisode
+from nexusai.memory.service import Memory
+from nexusai.orchestration.context import assemble_context
+from nexusai.orchestration.settings import DEFAULTS
+from tests.conftest import SwitchableEmbedder
+
+
+@pytest.fixture
+def entity_memory(
+    config: Config, embedder: SwitchableEmbedder, spacy_extractor: SpacyExtractor
+) -> Iterator[Memory]:
+    memory = Memory.open(config, embedder, extractor=spacy_extractor)
+    yield memory
+    memory.close()
+
+
+def say(memory: Memory, session_id: int, *texts: str) -> list[int]:
+    return [e.id for e in memory.add_episodes(session_id, [NewEpisode("user", t) for t in texts])]
+
+
+def names(memory: Memory, session_id: int) -> dict[str, tuple[str, int]]:
+    scope = memory.scope_session_ids(session_id)
+    return {e.name: (e.type, e.mention_count) for e in memory.entities_by_prefix("", scope, 50)}
+
+
+def test_real_pipeline_finds_a_person_a_place_and_an_organization(
+    spacy_extractor: SpacyExtractor,
+) -> None:
+    [found] = spacy_extractor.extract(["Melanie Smith moved to London to work for Google."])
+    assert set(found) == {
+        Mention("Melanie Smith", "person"),
+        Mention("London", "place"),
+        Mention("Google", "organization"),
+    }
+
+
+def test_dates_pronouns_and_one_letter_names_are_not_entities() -> None:
+    kept = clean(
+        [
+            Mention("last Tuesday", "date"),
+            Mention("She", "person"),
+            Mention("X", "organization"),
+            Mention("  The   Louvre ", "place"),
+        ]
+    )
+    assert kept == [Mention("The Louvre", "place")]
+    assert normalize("The  LOUVRE's") == "louvre"
+
+
+def test_mentions_merge_into_one_entity(entity_memory: Memory) -> None:
+    sid = entity_memory.store.create_session().id
+    say(
+        entity_memory,
+        sid,
+        "I visited London last week.",
+        "london was rainy but lovely.",
+        "We might move to   London next year.",
+    )
+    assert names(entity_memory, sid)["London"] == ("place", 3)
+
+
+def test_entities_are_scoped_by_project(
+    entity_memory: Memory, embedder: SwitchableEmbedder
+) -> None:
+    home = entity_memory.store.create_project("home").id
+    work = entity_memory.store.create_project("work").id
+    a1 = entity_memory.store.create_session(home).id
+    a2 = entity_memory.store.create_session(home).id
+    b1 = entity_memory.store.create_session(work).id
+    say(entity_memory, a1, "My sister Maria Lopez lives in Lisbon.")
+    say(entity_memory, b1, "Our client Globex Corporation is based in Berlin.")
+    assert "Maria Lopez" in names(entity_memory, a2)  # a project's sessions share entities
+    assert "Globex Corporation" not in names(entity_memory, a2)
+    assert "Maria Lopez" not in names(entity_memory, b1)
+    vector = embedder.embed_one("which company is our client?")
+    found = entity_memory.search_entities(vector, entity_memory.scope_session_ids(a2), 10)
+    assert {e.name for e in found} <= {"Maria Lopez", "Lisbon"}
+
+
+def test_a_turn_embeds_its_query_once_and_gets_entities(
+    entity_memory: Memory, embedder: SwitchableEmbedder
+) -> None:
+    sid = entity_memory.store.create_session().id
+    say(entity_memory, sid, "I adopted a puppy and took it to Central Park in New York.")
+    calls = embedder.calls
+    settings = replace(DEFAULTS, keyword_weight=1.0, recent_limit=0)
+    context = assemble_context(
+        entity_memory,
+        embedder,
+        settings,
+        sid,
+        "Where did I walk the dog?",
+        entity_memory.search_entities,
+    )
+    assert embedder.calls == calls + 1
+    assert {e.name for e in context.entities} >= {"New York"}
+    assert context.memories
+
+
+class Broken(Extractor):
+    name = "broken"
+
+    def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
+        raise RuntimeError("extractor crashed")
+
+
+def test_a_failing_extractor_never_loses_the_episode(
+    config: Config, embedder: SwitchableEmbedder, spacy_extractor: SpacyExtractor
+) -> None:
+    memory = Memory.open(config, embedder, extractor=Broken())
+    sid = memory.store.create_session().id
+    [eid] = say(memory, sid, "Maria Lopez flew to Lisbon")
+    assert [e.id for e in search_episodes(memory.store, "Lisbon")] == [eid]
+    assert memory.store.count_pending_vectors() == 0
+    memory.extractor = spacy_extractor  # the next pass catches up
+    assert memory.sync_entities() == 1
+    assert "Lisbon" in names(memory, sid)
+    memory.close()
+
+
+def test_deleting_episodes_updates_counts_and_drops_orphans(entity_memory: Memory) -> None:
+    sid = entity_memory.store.create_session().id
+    first, second = say(
+        entity_memory, sid, "Maria Lopez went to Lisbon.", "Maria Lopez loves Lisbon in May."
+    )
+    assert names(entity_memory, sid)["Maria Lopez"] == ("person", 2)
+    entity_memory.delete_episode(first)
+    assert names(entity_memory, sid)["Maria Lopez"] == ("person", 1)
+    entity_memory.delete_episode(second)
+    assert names(entity_memory, sid) == {}
+    assert entity_memory.store.read("SELECT count(*) FROM entities")[0][0] == 0
+
+
+def test_entities_over_http_and_in_context(
+    config: Config, embedder: SwitchableEmbedder, spacy_extractor: SpacyExtractor
+) -> None:
+    app = create_app(config, embedder)
+    with TestClient(app) as client:
+        app.state.memory.extractor = spacy_extractor
+        sid = client.post("/sessions").json()["id"]
+        client.post(
+            f"/sessions/{sid}/episodes",
+            json={"speaker": "user", "content": "Maria Lopez moved to Lisbon in March."},
+        )
+        listed = client.get("/entities", params={"sessionId": sid}).json()
+        assert {e["name"] for e in listed} >= {"Maria Lopez", "Lisbon"}
+        by_prefix = client.get("/entities", params={"sessionId": sid, "prefix": "lis"}).json()
+        assert [e["name"] for e in by_prefix] == ["Lisbon"]
+        semantic = client.get(
+            "/entities", params={"sessionId": sid, "q": "a city in Portugal"}
+        ).json()
+        assert semantic[0]["name"] == "Lisbon"
+        detail = client.get(f"/entities/{by_prefix[0]['id']}").json()
+        assert detail["mentionCount"] == 1 and detail["mentions"][0]["content"].startswith(
+            "Maria Lopez moved"
+        )
+        assert client.get("/entities/999").status_code == 404
+        context = client.post(
+            "/context", json={"sessionId": sid, "message": "where does Maria Lopez live?"}
+        ).json()
+        assert {e["name"] for e in context["entities"]} >= {"Maria Lopez"}
+
+
+def test_chat_prompt_presents_entities() -> None:
+    from nexusai.memory.entities import Entity
+    from nexusai.orchestration.chat import build_prompt
+    from nexusai.orchestration.context import Context
+
+    entity = Entity(
+        1, "Lisbon", "place", "2024-01-01T00:00:00Z", "2024-03-05T00:00:00Z", 4, None, [9]
+    )
+    [system, user] = build_prompt(Context(1, "where?", [], [], [entity]))
+    assert (
+        "Known entities:\n- Lisbon (place; mentioned 4x, last on 2024-03-05)" in system["content"]
+    )
+    assert user == {"role": "user", "content": "where?"}

@@ -10,6 +10,7 @@ BENCHMARKS = {
     "vectors": "benchmarks.bench_vectors",
     "context": "benchmarks.bench_context",
     "split": "benchmarks.bench_split",
+    "entities": "benchmarks.bench_entities",
 }
 
 

@@ -146,7 +146,12 @@ def m005_entities(conn: sqlite3.Connection) -> None:
                     (SELECT occurred_at FROM episodes WHERE id = new.episode_id)),
                 last_seen = max(last_seen,
                     (SELECT occurred_at FROM episodes WHERE id = new.episode_id)),
-                vector_state = 'pending'
+                -- a new vector only when a new session can now see it (its payload)
+                vector_state = CASE WHEN EXISTS (
+                    SELECT 1 FROM entity_mentions m JOIN episodes e ON e.id = m.episode_id
+                    WHERE m.entity_id = new.entity_id AND m.episode_id != new.episode_id
+                    AND e.session_id = (SELECT session_id FROM episodes WHERE id = new.episode_id)
+                ) THEN vector_state ELSE 'pending' END
             WHERE id = new.entity_id;
         END;
         CREATE TRIGGER entity_mention_removed AFTER DELETE ON entity_mentions BEGIN

@@ -219,13 +219,21 @@ class Memory:
             with self.store.atomic() as conn:
                 for episode, mentions in zip(episodes, found, strict=True):
                     touched.update(record_mentions(conn, episode, mentions))
-            self._index_entities(sorted(touched))
+            self._index_entities(self._needing_vectors(sorted(touched)))
         except Exception as exc:
             log.warning(
                 "entity extraction for %d episodes failed, will retry: %s", len(episodes), exc
             )
             return False
         return True
+
+    def _needing_vectors(self, ids: Sequence[int]) -> list[int]:
+        rows = self.store.read(
+            "SELECT id FROM entities WHERE vector_state = 'pending'"
+            " AND id IN (SELECT value FROM json_each(?))",
+            [json.dumps(list(ids))],
+        )
+        return [int(row[0]) for row in rows]
 
     def _index_entities(self, ids: Sequence[int]) -> None:
         if not ids or self.entity_vectors is None:

@@ -186,3 +186,29 @@ def test_chat_prompt_presents_entities() -> None:
         "Known entities:\n- Lisbon (place; mentioned 4x, last on 2024-03-05)" in system["content"]
     )
     assert user == {"role": "user", "content": "where?"}
+
+
+def test_llm_extractor_validates_json_from_a_real_http_endpoint() -> None:
+    from nexusai.memory.entities import create_extractor
+    from tests.openai_stub import openai_stub
+
+    with openai_stub() as (url, stub):
+        stub.reply = (
+            'Sure: {"entities": [{"name": "Maria Lopez", "type": "Person"},'
+            ' {"name": "next week", "type": "date"}, {"name": "Lisbon", "type": "place"}]}'
+        )
+        config = Config.from_env({}, extractor="llm", llm_base_url=url, llm_model="m")
+        extractor = create_extractor(config)
+        assert extractor is not None
+        [found] = extractor.extract(["Maria Lopez flies to Lisbon next week"])
+        assert found == [Mention("Maria Lopez", "person"), Mention("Lisbon", "place")]
+        stub.reply = "I could not find any entities."
+        assert extractor.extract(["hello"]) == [[]]
+
+
+def test_llm_extractor_needs_an_llm() -> None:
+    from nexusai.errors import ConfigError
+    from nexusai.memory.entities import create_extractor
+
+    with pytest.raises(ConfigError, match="NEXUS_LLM_BASE_URL"):
+        create_extractor(Config.from_env({}, extractor="llm"))

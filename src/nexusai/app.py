@@ -16,6 +16,7 @@ from nexusai import __version__
 from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
 from nexusai.errors import ConfigError
+from nexusai.guard import Guard
 from nexusai.http import install_error_handlers
 from nexusai.memory import api as memory_api
 from nexusai.memory.service import Memory
@@ -60,6 +61,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.config = config
+    app.add_middleware(Guard, api_keys=config.api_keys, max_body_bytes=config.max_body_bytes)
     install_error_handlers(app)
     if role in ("all", "memory"):
         app.include_router(memory_api.router)
@@ -106,7 +108,9 @@ async def _orchestration_only(
     app: FastAPI, config: Config, embedder: Embedder | None, llm: OpenAIChat | None
 ) -> AsyncIterator[None]:
     assert config.memory_url is not None
-    client = HttpMemoryClient(config.memory_url, config.memory_api_key, config.memory_timeout)
+    # The memory service's key: its own setting, or the key this service accepts.
+    key = config.memory_api_key or next(iter(config.api_keys), None)
+    client = HttpMemoryClient(config.memory_url, key, config.memory_timeout)
     # Orchestration keeps only its settings (and the LLM): a small SQLite file of its own.
     settings_store = Store(config.data_dir / "orchestration.db")
     app.state.orchestration = Orchestration(

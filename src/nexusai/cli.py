@@ -61,6 +61,14 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, role: str) 
     from nexusai.config import Config
 
     config = Config.from_env(host=host, port=port, data_dir=data_dir)
+    if config.host not in ("127.0.0.1", "localhost", "::1") and not config.api_keys:
+        click.secho(
+            f"WARNING: listening on {config.host} with no NEXUS_API_KEY: anyone who can reach "
+            "this address can read and change every stored conversation.",
+            fg="red",
+            bold=True,
+            err=True,
+        )
     where = f"http://{config.host}:{config.port}"
     click.echo(f"nexusai ({role}) on {where} (docs at /docs), data in {config.data_dir}", err=True)
     app = create_app(config, role=cast("Role", role))  # click.Choice checked it

@@ -47,12 +47,19 @@ class Config:
     llm_model: str | None = None
     llm_api_key: str | None = field(default=None, repr=False)
     llm_timeout: float = 60.0
+    api_key: str | None = field(default=None, repr=False)
+    max_body_bytes: int = 1024 * 1024
     memory_url: str | None = None
     memory_api_key: str | None = field(default=None, repr=False)
     memory_timeout: float = 5.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir))
+
+    @property
+    def api_keys(self) -> list[str]:
+        """NEXUS_API_KEY holds one key or several, comma-separated."""
+        return [k.strip() for k in (self.api_key or "").split(",") if k.strip()]
 
     @property
     def db_path(self) -> Path:
@@ -79,6 +86,7 @@ class Config:
     def validate(self) -> None:
         _check_range("NEXUS_PORT", self.port, 1, 65535)
         _check_range("NEXUS_MAX_CONTENT_BYTES", self.max_content_bytes, 1, 16 * 1024 * 1024)
+        _check_range("NEXUS_MAX_BODY_BYTES", self.max_body_bytes, 1024, 1024 * 1024 * 1024)
         _check_range("NEXUS_MAX_BATCH_SIZE", self.max_batch_size, 1, 100_000)
         _check_range("NEXUS_MAX_QUERY_CHARS", self.max_query_chars, 1, 1_000_000)
         if self.memory_timeout <= 0:
@@ -108,6 +116,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "port": _number(int, "NEXUS_PORT"),
     "max_content_bytes": _number(int, "NEXUS_MAX_CONTENT_BYTES"),
     "max_batch_size": _number(int, "NEXUS_MAX_BATCH_SIZE"),
+    "max_body_bytes": _number(int, "NEXUS_MAX_BODY_BYTES"),
     "max_query_chars": _number(int, "NEXUS_MAX_QUERY_CHARS"),
     "llm_timeout": _number(float, "NEXUS_LLM_TIMEOUT"),
     "memory_timeout": _number(float, "NEXUS_MEMORY_TIMEOUT"),

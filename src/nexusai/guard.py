@@ -1,0 +1,111 @@
+"""The door of the service: API keys and the request body limit, before any route runs.
+
+A pure ASGI middleware, so that an oversized body is refused as it streams in, not after
+it has been read into memory. Keys are compared in constant time and never echoed.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from typing import Any
+
+from starlette.exceptions import HTTPException
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+OPEN_PATHS = frozenset({"/health"})  # liveness checks need no key
+STREAMED_PATHS = frozenset({"/import"})  # spooled to disk, so no body limit
+
+
+class BodyTooLarge(HTTPException):
+    """Raised from inside the body read: FastAPI passes HTTP exceptions through as they are,
+    so the client gets this 413 and its message."""
+
+
+class Guard:
+    def __init__(self, app: ASGIApp, api_keys: Sequence[str], max_body_bytes: int) -> None:
+        self.app = app
+        self.keys = [key.encode() for key in api_keys]
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.keys and not (scope["path"] in OPEN_PATHS or self._authorized(scope)):
+            detail = "missing or wrong API key: send Authorization: Bearer <key>"
+            await _reply(send, 401, detail, [(b"www-authenticate", b"Bearer")])
+            return
+        if scope["path"] in STREAMED_PATHS:
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_body_bytes:
+            await _reply(send, 413, self._too_large())
+            return
+        await self._limited(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        header = dict(scope["headers"]).get(b"authorization", b"")
+        scheme, _, given = header.partition(b" ")
+        matched = False
+        for key in self.keys:  # every key is compared, so timing says nothing about which
+            matched |= hmac.compare_digest(given.strip(), key)
+        return scheme.lower() == b"bearer" and matched
+
+    async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
+        seen = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_body_bytes:
+                raise BodyTooLarge(413, self._too_large())
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except BodyTooLarge:
+            if not started:
+                await _reply(send, 413, self._too_large())
+
+    def _too_large(self) -> str:
+        return (
+            f"the request body is over the limit of {self.max_body_bytes} bytes "
+            "(NEXUS_MAX_BODY_BYTES); send large files to POST /import"
+        )
+
+
+def _content_length(scope: Scope) -> int | None:
+    raw = dict(scope["headers"]).get(b"content-length")
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+async def _reply(
+    send: Send, status: int, detail: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *(headers or [])],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

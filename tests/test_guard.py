@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from nexusai.app import create_app
+from nexusai.cli import cli
+from nexusai.config import Config
+from tests.conftest import SwitchableEmbedder
+
+KEYS = "first-secret-key,second-secret-key"
+
+
+@pytest.fixture
+def locked(config: Config, embedder: SwitchableEmbedder) -> Iterator[TestClient]:
+    guarded = Config.from_env({}, data_dir=config.data_dir, extractor="none", api_key=KEYS)
+    with TestClient(create_app(guarded, embedder)) as client:
+        yield client
+
+
+def test_every_endpoint_but_health_needs_a_key(
+    locked: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    assert locked.get("/health").status_code == 200
+    for method, path in [
+        ("get", "/settings"),
+        ("post", "/sessions"),
+        ("get", "/docs"),
+        ("get", "/episodes/search?q=x"),
+        ("post", "/context"),
+    ]:
+        response = getattr(locked, method)(path)
+        assert response.status_code == 401, path
+        assert response.headers["www-authenticate"] == "Bearer"
+    wrong = locked.get("/settings", headers={"Authorization": "Bearer first-secret-kez"})
+    assert wrong.status_code == 401
+    assert "secret" not in wrong.text
+    assert "secret" not in caplog.text
+
+
+def test_each_configured_key_opens(locked: TestClient) -> None:
+    for key in KEYS.split(","):
+        response = locked.get("/settings", headers={"Authorization": f"Bearer {key}"})
+        assert response.status_code == 200
+    assert (
+        locked.get("/settings", headers={"Authorization": "Basic first-secret-key"}).status_code
+        == 401
+    )
+
+
+def test_config_never_shows_keys() -> None:
+    config = Config.from_env({"NEXUS_API_KEY": "hush-hush", "NEXUS_LLM_API_KEY": "sk-llm"})
+    assert "hush" not in repr(config) and "sk-llm" not in repr(config)
+
+
+def test_oversized_body_is_413_with_the_limit(config: Config, embedder: SwitchableEmbedder) -> None:
+    small = Config.from_env({}, data_dir=config.data_dir, extractor="none", max_body_bytes=4096)
+    with TestClient(create_app(small, embedder)) as client:
+        sid = client.post("/sessions").json()["id"]
+        big = {"episodes": [{"speaker": "u", "content": "x" * 1000} for _ in range(10)]}
+        response = client.post(f"/sessions/{sid}/episodes", json=big)
+        assert response.status_code == 413
+        assert "4096 bytes" in response.json()["detail"]
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it streams
+            yield b'{"episodes": ['
+            for i in range(10):
+                yield (b"," if i else b"") + b'{"speaker": "u", "content": "' + b"y" * 1000 + b'"}'
+            yield b"]}"
+
+        streamed = client.post(
+            f"/sessions/{sid}/episodes",
+            content=chunks(),
+            headers={"content-type": "application/json"},
+        )
+        assert streamed.status_code == 413
+        assert client.get(f"/sessions/{sid}/episodes").json() == []
+        ok = client.post(f"/sessions/{sid}/episodes", json={"speaker": "u", "content": "fits"})
+        assert ok.status_code == 201
+
+
+def test_public_bind_without_key_warns_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)  # only the start-up check
+    monkeypatch.delenv("NEXUS_API_KEY", raising=False)
+    result = CliRunner().invoke(cli, ["serve", "--host", "0.0.0.0", "--role", "orchestration"])
+    assert "NEXUS_MEMORY_URL" in result.output  # fails on config, after the warning
+    assert "WARNING: listening on 0.0.0.0 with no NEXUS_API_KEY" in result.output

@@ -107,6 +107,65 @@ def reindex(data_dir: Path | None) -> None:
     click.echo(f"rebuilt {done} vectors")
 
 
+@cli.command()
+@click.option("--repair", is_flag=True, help="Fix what it finds")
+@DATA_DIR
+@clean_errors
+def doctor(repair: bool, data_dir: Path | None) -> None:
+    """Check that SQLite, the FTS5 index and the vector index agree (service stopped)."""
+    from nexusai.config import Config
+    from nexusai.memory import upkeep
+    from nexusai.memory.service import Memory
+
+    memory = Memory.open(Config.from_env(data_dir=data_dir))
+    try:
+        found = upkeep.check(memory)
+        for line in found.lines():
+            click.echo(line)
+        if repair and not found.healthy:
+            upkeep.repair(memory, found)
+            click.echo(
+                "repaired: " + ("healthy" if upkeep.check(memory).healthy else "NOT healthy")
+            )
+    finally:
+        memory.close()
+    if not found.healthy and not repair:
+        raise click.ClickException("drift found; run `nexus doctor --repair` to fix it")
+
+
+@cli.command()
+@click.argument("destination", type=click.Path(path_type=Path))
+@DATA_DIR
+@clean_errors
+def backup(destination: Path, data_dir: Path | None) -> None:
+    """A consistent copy of the store, safe while the service runs (vectors are rebuilt on
+    restore)."""
+    from nexusai.config import Config
+    from nexusai.memory import upkeep
+
+    size = upkeep.backup(Config.from_env(data_dir=data_dir), destination)
+    click.echo(f"backed up to {destination} ({size:,} bytes)")
+
+
+@cli.command()
+@click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@DATA_DIR
+@clean_errors
+def restore(source: Path, data_dir: Path | None) -> None:
+    """Restore a backup into an empty data directory and rebuild its vectors."""
+    from rich.progress import Progress
+
+    from nexusai.config import Config
+    from nexusai.memory import upkeep
+
+    with Progress() as bar:
+        task = bar.add_task("rebuilding vectors", total=None)
+        count = upkeep.restore(
+            Config.from_env(data_dir=data_dir), source, lambda n: bar.advance(task, n)
+        )
+    click.echo(f"restored {count} episodes")
+
+
 @cli.command(name="import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["locomo", "chatgpt", "jsonl"]), required=True)

@@ -53,6 +53,10 @@ class VectorIndex(Protocol):
 
     def count(self) -> int: ...
 
+    def ids(self) -> set[int]:
+        """Every point id in the index (for `nexus doctor`)."""
+        ...
+
     def reset(self, dimension: int) -> None:
         """Drop every vector and start empty with this dimension (for a rebuild)."""
         ...
@@ -133,6 +137,16 @@ class EdgeVectorIndex:
 
     def count(self) -> int:
         return int(self._shard.info().points_count)
+
+    def ids(self) -> set[int]:
+        found: set[int] = set()
+        offset = None
+        while True:
+            request = edge.ScrollRequest(offset=offset, limit=1000, with_payload=False)
+            records, offset = self._shard.scroll(request)
+            found.update(_int_id(r.id) for r in records)
+            if offset is None:
+                return found
 
     def reset(self, dimension: int) -> None:
         with self._write_lock:
@@ -233,6 +247,17 @@ class QdrantVectorIndex:
 
     def count(self) -> int:
         return int(self._client.count(self.collection, exact=True).count)
+
+    def ids(self) -> set[int]:
+        found: set[int] = set()
+        offset = None
+        while True:
+            records, offset = self._client.scroll(
+                self.collection, limit=1000, offset=offset, with_payload=False
+            )
+            found.update(int(r.id) for r in records)
+            if offset is None:
+                return found
 
     def reset(self, dimension: int) -> None:
         self._client.delete_collection(self.collection)

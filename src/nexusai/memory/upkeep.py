@@ -1,0 +1,126 @@
+"""Keeping a store whole: `nexus doctor` (find and repair drift between SQLite, FTS5 and the
+vector index) and `nexus backup` / `nexus restore`.
+
+A backup is the SQLite file alone, taken with SQLite's online backup API, which gives a
+consistent copy while the service keeps writing. Vectors are derived data: a restore
+rebuilds them from SQLite with the configured embedder.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nexusai.config import Config
+from nexusai.errors import Conflict, InvalidInput
+from nexusai.memory import fts
+from nexusai.memory.service import Memory, Progress
+
+
+@dataclass
+class Checkup:
+    fts_ok: bool = True
+    pending_vectors: int = 0
+    vectors_without_rows: list[int] = field(default_factory=list)
+    rows_without_vectors: list[int] = field(default_factory=list)
+    pending_entities: int = 0
+
+    @property
+    def healthy(self) -> bool:
+        return (
+            self.fts_ok
+            and not self.pending_vectors
+            and not self.vectors_without_rows
+            and not self.rows_without_vectors
+        )
+
+    def lines(self) -> list[str]:
+        return [
+            f"FTS5 index agrees with the episodes table: {'yes' if self.fts_ok else 'NO'}",
+            f"episodes waiting for a vector: {self.pending_vectors}",
+            f"vectors whose episode is gone: {len(self.vectors_without_rows)}",
+            f"episodes marked indexed but missing from the vector index: "
+            f"{len(self.rows_without_vectors)}",
+            f"episodes waiting for entity extraction: {self.pending_entities}",
+        ]
+
+
+def check(memory: Memory) -> Checkup:
+    store = memory.store
+    indexed = {
+        int(row[0]) for row in store.read("SELECT id FROM episodes WHERE vector_state = 'indexed'")
+    }
+    every = {int(row[0]) for row in store.read("SELECT id FROM episodes")}
+    points = memory.vectors.ids()
+    return Checkup(
+        fts_ok=fts.integrity_check(store.connection()),
+        pending_vectors=store.count_pending_vectors(),
+        vectors_without_rows=sorted(points - every),
+        rows_without_vectors=sorted(indexed - points),
+        pending_entities=int(
+            store.read("SELECT count(*) FROM episodes WHERE entity_state = 'pending'")[0][0]
+        ),
+    )
+
+
+def repair(memory: Memory, found: Checkup, progress: Progress | None = None) -> None:
+    if not found.fts_ok:
+        with memory.store.atomic() as conn:
+            fts.rebuild_index(conn)
+    memory.vectors.delete(found.vectors_without_rows)
+    memory.store.set_vector_state(found.rows_without_vectors, "pending")
+    memory.sync_pending(progress=progress)
+    memory.sync_entities()
+
+
+def backup(config: Config, destination: Path) -> int:
+    """A consistent copy of the SQLite store, taken while the service may be writing.
+    Returns its size in bytes."""
+    if destination.exists():
+        raise Conflict(f"{destination} exists already; choose a new file")
+    if not config.db_path.exists():
+        raise InvalidInput(f"there is no store at {config.db_path}")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    source = sqlite3.connect(f"file:{config.db_path}?mode=ro", uri=True)
+    target = sqlite3.connect(destination)
+    try:
+        source.backup(target)
+    finally:
+        target.close()
+        source.close()
+    return destination.stat().st_size
+
+
+def restore(config: Config, source: Path, progress: Progress | None = None) -> int:
+    """Puts a backup in place of an empty data directory and rebuilds the vectors from it.
+    Returns how many episodes it holds."""
+    if config.db_path.exists():
+        raise Conflict(
+            f"{config.db_path} exists; restore into an empty data directory (NEXUS_DATA_DIR)"
+        )
+    check_backup(source)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, config.db_path)
+    shutil.rmtree(config.vectors_path, ignore_errors=True)
+    memory = Memory.open(config, check=False)
+    try:
+        memory.reindex(progress)
+        return memory.store.count_episodes()
+    finally:
+        memory.close()
+
+
+def check_backup(source: Path) -> None:
+    try:
+        conn = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+        try:
+            ok = conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            conn.execute("SELECT count(*) FROM episodes").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        ok = False
+    if not ok:
+        raise InvalidInput(f"{source} is not a readable nexusai backup")

@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from nexusai.app import create_app
+from nexusai.cli import cli
+from nexusai.config import Config
+from nexusai.memory import fts, upkeep
+from nexusai.memory.models import NewEpisode
+from nexusai.memory.service import Memory
+from nexusai.orchestration.retrieval import get_semantic_episodes
+from tests.conftest import SwitchableEmbedder
+
+FACTS = [
+    "I adopted a puppy called Biscuit",
+    "My sister moved to Lisbon",
+    "The report is due Friday",
+]
+
+
+def test_doctor_finds_and_repairs_drift(memory: Memory) -> None:
+    sid = memory.store.create_session().id
+    ids = [e.id for e in memory.add_episodes(sid, [NewEpisode("u", t) for t in FACTS])]
+    assert upkeep.check(memory).healthy
+    memory.store.delete_episode(ids[0])  # row gone, vector left behind
+    memory.vectors.delete([ids[1]])  # vector lost, row still says indexed
+    with memory.store.atomic() as conn:  # FTS index damaged behind the triggers' back
+        conn.execute(
+            "INSERT INTO episodes_fts(episodes_fts, rowid, search_text) VALUES ('delete', ?, ?)",
+            (ids[2], memory.store.get_episode(ids[2]).search_text),
+        )
+    found = upkeep.check(memory)
+    assert (found.vectors_without_rows, found.rows_without_vectors, found.fts_ok) == (
+        [ids[0]],
+        [ids[1]],
+        False,
+    )
+    upkeep.repair(memory, found)
+    assert upkeep.check(memory).healthy
+    assert [e.id for e in fts.search_episodes(memory.store, "report Friday")] == [ids[2]]
+
+
+def test_backup_while_serving_then_restore_finds_everything(
+    config: Config, embedder: SwitchableEmbedder, tmp_path: Path
+) -> None:
+    with TestClient(create_app(config, embedder)) as client:
+        sid = client.post("/sessions").json()["id"]
+        episodes = [{"speaker": "user", "content": t} for t in FACTS]
+        client.post(f"/sessions/{sid}/episodes", json={"episodes": episodes})
+        upkeep.backup(config, tmp_path / "backup.db")  # the service is running
+    restored = Config.from_env({}, data_dir=tmp_path / "restored", extractor="none")
+    assert upkeep.restore(restored, tmp_path / "backup.db") == 3
+    memory = Memory.open(restored, embedder)
+    try:
+        for text in FACTS:  # top two: a turn is also indexed with the turn before it
+            assert text in [h.content for h in fts.search_episodes(memory.store, text, 2)]
+            found = get_semantic_episodes(memory, embedder.embed_one(text), [sid], [], 2)
+            assert text in [h.content for h in found]
+    finally:
+        memory.close()
+    with pytest.raises(Exception, match="exists"):
+        upkeep.restore(restored, tmp_path / "backup.db")
+
+
+def test_restore_refuses_a_file_that_is_not_a_backup(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not sqlite at all" * 100)
+    result = CliRunner().invoke(cli, ["restore", str(junk), "--data-dir", str(tmp_path / "d")])
+    assert result.exit_code == 1 and "not a readable nexusai backup" in result.output
+
+
+def serve(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "NEXUS_EXTRACTOR": "none"}
+    command = [
+        sys.executable,
+        "-m",
+        "nexusai.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+    ]
+    process = subprocess.Popen(
+        command, env=env, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                return process
+        except httpx.TransportError:
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError("nexus serve did not start")
+
+
+def test_sigkill_mid_stream_loses_no_acknowledged_episode(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    process = serve(tmp_path, port)
+    acknowledged: list[int] = []
+    try:
+        sid = httpx.post(f"{url}/sessions").json()["id"]
+        with httpx.Client(base_url=url, timeout=10) as client:
+            for i in range(400):
+                if i == 150:
+                    process.send_signal(signal.SIGKILL)  # mid-stream, no warning
+                try:
+                    batch = [
+                        {"speaker": "user", "content": f"note {i}-{j} about walrus {i}"}
+                        for j in range(5)
+                    ]
+                    response = client.post(f"/sessions/{sid}/episodes", json={"episodes": batch})
+                except httpx.TransportError:
+                    break
+                acknowledged += [e["id"] for e in response.json()["episodes"]]
+    finally:
+        process.kill()
+        process.wait()
+    assert len(acknowledged) >= 150 * 5
+    restarted = serve(tmp_path, port)
+    try:
+        with httpx.Client(base_url=url, timeout=10) as client:
+            for episode_id in acknowledged[-20:] + acknowledged[:20]:
+                assert client.get(f"/episodes/{episode_id}").status_code == 200
+            stored = client.get(f"/sessions/{sid}/episodes", params={"limit": 1000}).json()
+            assert {e["id"] for e in stored} >= set(acknowledged)
+    finally:
+        restarted.terminate()
+        restarted.wait(timeout=60)
+    result = CliRunner().invoke(cli, ["doctor", "--repair", "--data-dir", str(tmp_path)])
+    assert "FTS5 index agrees with the episodes table: yes" in result.output, result.output
+    memory = Memory.open(Config.from_env({}, data_dir=tmp_path, extractor="none"))
+    try:
+        assert memory.store.count_pending_vectors() == 0
+        assert memory.vectors.count() == memory.store.count_episodes()
+    finally:
+        memory.close()

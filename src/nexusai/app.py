@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Literal
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
 
 from nexusai import __version__
 from nexusai.config import Config
@@ -21,6 +21,7 @@ from nexusai.http import install_error_handlers
 from nexusai.memory import api as memory_api
 from nexusai.memory.service import Memory
 from nexusai.memory.store import Store
+from nexusai.observability import EPISODES, PENDING, RequestMetrics, render
 from nexusai.orchestration import api as orchestration_api
 from nexusai.orchestration.http_memory import HttpMemoryClient
 from nexusai.orchestration.llm import OpenAIChat, create_llm
@@ -62,7 +63,9 @@ def create_app(
     )
     app.state.config = config
     app.add_middleware(Guard, api_keys=config.api_keys, max_body_bytes=config.max_body_bytes)
+    app.add_middleware(RequestMetrics)  # outermost: refused requests count too
     install_error_handlers(app)
+    app.add_api_route("/metrics", _metrics, tags=["service"], include_in_schema=True)
     if role in ("all", "memory"):
         app.include_router(memory_api.router)
     if role in ("all", "orchestration"):
@@ -70,6 +73,16 @@ def create_app(
     if role == "orchestration":
         app.add_api_route("/health", _orchestration_health, tags=["service"])
     return app
+
+
+def _metrics(request: Request) -> Response:
+    """Prometheus text: requests and latency per route, retrieval latency per leg,
+    embedding latency, episodes stored, vectors pending."""
+    memory: Memory | None = getattr(request.app.state, "memory", None)
+    if memory is not None:
+        EPISODES.set(memory.store.count_episodes())
+        PENDING.set(memory.store.count_pending_vectors())
+    return Response(render(), media_type="text/plain; version=0.0.4")
 
 
 def _orchestration_health() -> dict[str, str]:

@@ -59,8 +59,10 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, role: str) 
 
     from nexusai.app import Role, create_app
     from nexusai.config import Config
+    from nexusai.observability import configure_logging
 
     config = Config.from_env(host=host, port=port, data_dir=data_dir)
+    configure_logging(config.log_format)
     if config.host not in ("127.0.0.1", "localhost", "::1") and not config.api_keys:
         click.secho(
             f"WARNING: listening on {config.host} with no NEXUS_API_KEY: anyone who can reach "

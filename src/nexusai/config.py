@@ -49,6 +49,7 @@ class Config:
     llm_timeout: float = 60.0
     api_key: str | None = field(default=None, repr=False)
     max_body_bytes: int = 1024 * 1024
+    log_format: str = "text"
     memory_url: str | None = None
     memory_api_key: str | None = field(default=None, repr=False)
     memory_timeout: float = 5.0
@@ -89,6 +90,8 @@ class Config:
         _check_range("NEXUS_MAX_BODY_BYTES", self.max_body_bytes, 1024, 1024 * 1024 * 1024)
         _check_range("NEXUS_MAX_BATCH_SIZE", self.max_batch_size, 1, 100_000)
         _check_range("NEXUS_MAX_QUERY_CHARS", self.max_query_chars, 1, 1_000_000)
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"NEXUS_LOG_FORMAT must be text or json, got {self.log_format!r}")
         if self.memory_timeout <= 0:
             raise ConfigError("NEXUS_MEMORY_TIMEOUT must be a positive number of seconds")
         if self.llm_timeout <= 0:

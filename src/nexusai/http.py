@@ -32,6 +32,33 @@ class StrictCamelModel(CamelModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class FieldError(BaseModel):
+    field: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    """Every error the service answers with: `detail` says what to fix."""
+
+    detail: str
+    errors: list[FieldError] | None = None
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"model": ErrorOut, "description": description}
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: _error("Missing or wrong API key (when NEXUS_API_KEY is set)"),
+    404: _error("An id that does not exist"),
+    409: _error("Conflicts with what is stored"),
+    413: _error("Over a size limit (the message gives it)"),
+    422: _error("Invalid input (the message names the field)"),
+    502: _error("The LLM failed"),
+    503: _error("A service this one needs is unavailable"),
+}
+
+
 def parse_id_list(name: str, raw: str | None) -> list[int] | None:
     """`1,2,3` -> [1, 2, 3]; None when the parameter is absent; 422 on anything else."""
     if raw is None:
@@ -71,6 +98,12 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
 
 
+async def _number_too_large(_: Request, exc: Exception) -> JSONResponse:
+    # SQLite integers are 64-bit; a larger id or number cannot name anything stored.
+    detail = "a number in the request is too large: ids and counts stop at 2**63 - 1"
+    return JSONResponse({"detail": detail}, status_code=422)
+
+
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return JSONResponse({"detail": "internal error; the server log has the details"}, 500)
@@ -79,4 +112,5 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(NexusError, _domain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(OverflowError, _number_too_large)
     app.add_exception_handler(Exception, _unexpected_error)

@@ -11,7 +11,7 @@ from pydantic import Discriminator, Field, Tag
 from starlette.concurrency import run_in_threadpool
 
 from nexusai.errors import InvalidInput, NotFound, TooLarge
-from nexusai.http import CamelModel, StrictCamelModel, parse_id_list
+from nexusai.http import ERROR_RESPONSES, CamelModel, StrictCamelModel, parse_id_list
 from nexusai.importing import import_stream
 from nexusai.memory import fts
 from nexusai.memory.entities import Entity
@@ -19,7 +19,7 @@ from nexusai.memory.models import NewEpisode
 from nexusai.memory.service import Memory
 from nexusai.memory.store import UNSET, Store
 
-router = APIRouter()
+router = APIRouter(responses=ERROR_RESPONSES)
 
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
 Offset = Annotated[int, Query(ge=0, description="Rows to skip")]

@@ -11,14 +11,14 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field, create_model
 
 from nexusai.errors import InvalidInput
-from nexusai.http import CamelModel, StrictCamelModel
+from nexusai.http import ERROR_RESPONSES, CamelModel, StrictCamelModel
 from nexusai.memory.api import EpisodeOut
 from nexusai.orchestration.chat import ChatFailed, chat_events, chat_turn
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SETTINGS
 
-router = APIRouter()
+router = APIRouter(responses=ERROR_RESPONSES)
 
 _SETTING_FIELDS: dict[str, Any] = {
     s.name: (s.kind, Field(description=f"{s.description} ({s.low:g} to {s.high:g})"))

@@ -10,6 +10,7 @@ from typing import Any
 
 from nexusai.embedders import Embedder, Vector
 from nexusai.memory.models import Episode
+from nexusai.observability import EMBED_SECONDS, timed
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.retrieval import get_fused_episodes
@@ -34,7 +35,8 @@ class Context:
 def embed_query(embedder: Embedder, text: str) -> Vector | None:
     """The query vector, or None when the embedder fails: the turn goes on without it."""
     try:
-        return embedder.embed_one(text)
+        with timed(EMBED_SECONDS):
+            return embedder.embed_one(text)
     except Exception as exc:
         log.warning("embedding the query failed, semantic and entity search sit out: %s", exc)
         return None

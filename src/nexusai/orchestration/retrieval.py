@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from nexusai.memory.models import Episode
+from nexusai.observability import RETRIEVAL_SECONDS, timed
 from nexusai.orchestration.fusion import FusedEpisode, fuse_ranked
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.settings import RuntimeSettings
@@ -23,7 +24,8 @@ def get_semantic_episodes(
     id whose row is gone is skipped)."""
     if query_vector is None or limit <= 0:
         return []
-    return memory.vector_episodes(query_vector, session_ids, recent_ids, limit)
+    with timed(RETRIEVAL_SECONDS, leg="semantic"):
+        return memory.vector_episodes(query_vector, session_ids, recent_ids, limit)
 
 
 def get_fts_results(
@@ -34,7 +36,8 @@ def get_fts_results(
     limit: int,
 ) -> list[Episode]:
     """Keyword leg: asks for twice `limit` so that dropping recent turns still leaves enough."""
-    rows = memory.search_keyword(query, limit * 2, session_ids)
+    with timed(RETRIEVAL_SECONDS, leg="keyword"):
+        rows = memory.search_keyword(query, limit * 2, session_ids)
     recent = set(recent_ids)
     return [episode for episode in rows if episode.id not in recent]
 

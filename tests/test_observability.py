@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from fastapi.testclient import TestClient
+
+from nexusai.observability import JsonFormatter, RequestIdFilter, configure_logging, request_id
+
+
+def test_metrics_in_prometheus_text(client: TestClient) -> None:
+    sid = client.post("/sessions").json()["id"]
+    client.post(f"/sessions/{sid}/episodes", json={"speaker": "user", "content": "walrus facts"})
+    client.patch("/settings", json={"keywordWeight": 1, "recentLimit": 0})
+    client.post("/context", json={"sessionId": sid, "message": "walrus"})
+    client.get("/sessions/999999")
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    text = response.text
+    assert 'nexus_requests_total{method="POST",route="/context",status="200"}' in text
+    assert 'route="/sessions/{session_id}",status="404"' in text  # templates, not raw ids
+    assert 'nexus_retrieval_seconds_count{leg="semantic"}' in text
+    assert 'nexus_retrieval_seconds_count{leg="keyword"}' in text
+    assert "nexus_embedding_seconds_count" in text
+    assert "nexus_episodes_stored 1.0" in text
+    assert "nexus_vectors_pending 0.0" in text
+
+
+def test_every_response_carries_a_request_id(client: TestClient) -> None:
+    assert len(client.get("/health").headers["x-request-id"]) == 16
+    echoed = client.get("/health", headers={"X-Request-ID": "trace-42"})
+    assert echoed.headers["x-request-id"] == "trace-42"
+
+
+def test_json_logs_carry_the_request_id(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("json")
+    token = request_id.set("abc123")
+    try:
+        logging.getLogger("nexusai.test").warning("embedding failed for %s", "a turn")
+    finally:
+        request_id.reset(token)
+        logging.getLogger("nexusai").handlers.clear()
+        logging.getLogger("nexusai").propagate = True
+    line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert line["requestId"] == "abc123"
+    assert line["message"] == "embedding failed for a turn" and line["level"] == "WARNING"
+
+
+def test_formatters_are_wired() -> None:
+    record = logging.LogRecord("nexusai.x", logging.INFO, __file__, 1, "hello", None, None)
+    assert RequestIdFilter().filter(record) and record.__dict__["request_id"] == "-"
+    assert json.loads(JsonFormatter().format(record))["requestId"] == "-"

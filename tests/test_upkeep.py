@@ -5,6 +5,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -150,3 +151,55 @@ def test_sigkill_mid_stream_loses_no_acknowledged_episode(tmp_path: Path) -> Non
         assert memory.vectors.count() == memory.store.count_episodes()
     finally:
         memory.close()
+
+
+def test_sigkill_mid_import_and_mid_chat_leaves_whole_conversations(tmp_path: Path) -> None:
+    from tests.openai_stub import openai_stub
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    lines = b"\n".join(
+        f'{{"session": "s{i // 200}", "speaker": "user", "content": "imported line {i}"}}'.encode()
+        for i in range(3000)
+    )
+    with openai_stub() as (llm_url, _):
+        os.environ["NEXUS_LLM_BASE_URL"], os.environ["NEXUS_LLM_MODEL"] = llm_url, "stub"
+        try:
+            process = serve(tmp_path, port)
+            answered: list[dict[str, int]] = []
+            with httpx.Client(base_url=url, timeout=30) as client:
+                sid = client.post("/sessions").json()["id"]
+                for i in range(60):
+                    if i == 20:
+                        killer = threading.Timer(0.5, process.send_signal, [signal.SIGKILL])
+                        killer.start()  # lands during the import below
+                        try:
+                            client.post("/import?format=jsonl", content=lines)
+                        except httpx.TransportError:
+                            break
+                    body = client.post(
+                        "/chat", json={"sessionId": sid, "message": f"turn {i}"}
+                    ).json()
+                    answered.append(body)
+            process.kill()
+            process.wait()
+            restarted = serve(tmp_path, port)
+        finally:
+            del os.environ["NEXUS_LLM_BASE_URL"], os.environ["NEXUS_LLM_MODEL"]
+    try:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            for body in answered:
+                assert client.get(f"/episodes/{body['userEpisodeId']}").status_code == 200
+                assert client.get(f"/episodes/{body['assistantEpisodeId']}").status_code == 200
+            for session in client.get("/sessions", params={"limit": 1000}).json():
+                count = len(
+                    client.get(f"/sessions/{session['id']}/episodes", params={"limit": 1000}).json()
+                )
+                if session["title"] and session["title"].startswith("s"):
+                    assert count in (0, 200), session  # each imported conversation whole or absent
+    finally:
+        restarted.terminate()
+        restarted.wait(timeout=60)
+    assert len(answered) == 20

@@ -11,6 +11,7 @@ BENCHMARKS = {
     "context": "benchmarks.bench_context",
     "split": "benchmarks.bench_split",
     "entities": "benchmarks.bench_entities",
+    "load": "benchmarks.bench_load",
 }
 
 

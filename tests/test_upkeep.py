@@ -140,6 +140,10 @@ def test_sigkill_mid_stream_loses_no_acknowledged_episode(tmp_path: Path) -> Non
                 assert client.get(f"/episodes/{episode_id}").status_code == 200
             stored = client.get(f"/sessions/{sid}/episodes", params={"limit": 1000}).json()
             assert {e["id"] for e in stored} >= set(acknowledged)
+            deadline = time.monotonic() + 60  # start-up gives vectors to what lost them
+            while "nexus_vectors_pending 0.0" not in client.get("/metrics").text:
+                assert time.monotonic() < deadline, "pending vectors were not repaired"
+                time.sleep(0.2)
     finally:
         restarted.terminate()
         restarted.wait(timeout=60)

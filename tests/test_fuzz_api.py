@@ -18,12 +18,12 @@ from schemathesis.checks import (
 
 from nexusai.app import create_app
 from nexusai.config import Config
-from tests.conftest import SwitchableEmbedder
+from nexusai.embedders import LocalEmbedder
 from tests.live_server import live_server
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, minilm: SwitchableEmbedder) -> Iterator[str]:
+def served(tmp_path_factory: pytest.TempPathFactory, minilm: LocalEmbedder) -> Iterator[str]:
     data: Path = tmp_path_factory.mktemp("fuzz")
     config = Config.from_env({}, data_dir=data, extractor="none")
     app = create_app(config, minilm)
@@ -46,7 +46,7 @@ def test_no_server_errors_and_documented_responses(served: str) -> None:
             continue
 
         @given(operation.as_strategy())
-        @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+        @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
         def run(case: Any) -> None:
             response = case.call(base_url=served, timeout=30)
             case.validate_response(

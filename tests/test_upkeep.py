@@ -38,8 +38,13 @@ def test_doctor_finds_and_repairs_drift(memory: Memory) -> None:
     memory.vectors.delete([ids[1]])  # vector lost, row still says indexed
     with memory.store.atomic() as conn:  # FTS index damaged behind the triggers' back
         conn.execute(
-            "INSERT INTO episodes_fts(episodes_fts, rowid, search_text) VALUES ('delete', ?, ?)",
-            (ids[2], memory.store.get_episode(ids[2]).search_text),
+            "INSERT INTO episodes_fts(episodes_fts, rowid, search_text, context_text)"
+            " VALUES ('delete', ?, ?, ?)",
+            (
+                ids[2],
+                memory.store.get_episode(ids[2]).search_text,
+                memory.store.get_episode(ids[2]).context_text,
+            ),
         )
     found = upkeep.check(memory)
     assert (found.vectors_without_rows, found.rows_without_vectors, found.fts_ok) == (

@@ -80,9 +80,11 @@ def m002_vector_state(conn: sqlite3.Connection) -> None:
 
 @migration
 def m003_search_text(conn: sqlite3.Connection) -> None:
-    """Index and embed each episode with the turn before it (a reply such as "Yes, last
-    Tuesday!" means little alone) and its image caption: FTS moves to `search_text`."""
+    """Index and embed each episode as `speaker: text [image: caption]` (search_text), with
+    the turn before it (context_text: a reply such as "Yes, last Tuesday!" means little
+    alone). FTS moves to these two columns."""
     conn.execute("ALTER TABLE episodes ADD COLUMN search_text TEXT NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE episodes ADD COLUMN context_text TEXT NOT NULL DEFAULT ''")
     conn.execute("UPDATE episodes SET search_text = content")
     for name in ("insert", "delete", "update"):
         conn.execute(f"DROP TRIGGER episodes_fts_{name}")

@@ -53,7 +53,9 @@ class Episode:
     occurred_at: str
     created_at: str
     metadata: dict[str, Any]
-    search_text: str = ""  # what FTS indexes and the embedder embeds; never sent out
+    # What the indexes see (never sent out): the turn as said, and the turn before it.
+    search_text: str = ""
+    context_text: str = ""
 
 
 CAPTION_KEY = "imageCaption"
@@ -63,14 +65,11 @@ def said(speaker: str, content: str) -> str:
     return f"{speaker}: {content}"
 
 
-def compose_search_text(
-    speaker: str, content: str, metadata: dict[str, Any], previous: str | None
-) -> str:
-    """The episode's text for both indexes: the turn before it (what a short reply answers),
-    who said it and what, and the caption of an image it shared. `previous` is that turn's
-    own `said()` line."""
-    parts = [previous, said(speaker, content)]
+def compose_search_text(speaker: str, content: str, metadata: dict[str, Any]) -> str:
+    """The episode as the indexes see it: who said what, and the caption of an image it
+    shared. (The turn before it is indexed beside it, as `context_text`.)"""
+    text = said(speaker, content)
     caption = metadata.get(CAPTION_KEY)
     if isinstance(caption, str) and caption.strip():
-        parts.append(f"[image: {caption.strip()}]")
-    return "\n".join(p for p in parts if p)
+        text += f" [image: {caption.strip()}]"
+    return text

@@ -60,7 +60,9 @@ def record_embedder(store: Store, embedder: Embedder) -> None:
 
 
 def embedding_text(episode: Episode) -> str:
-    return episode.search_text or episode.content
+    """The turn before it, then the episode: one vector for a reply and what it answers."""
+    parts = [episode.context_text, episode.search_text or episode.content]
+    return "\n".join(p for p in parts if p)
 
 
 class Memory:

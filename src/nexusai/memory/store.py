@@ -345,7 +345,7 @@ class Store:
         previous = _previous_content(conn, session_id, row.occurred_at, None)
         cursor = conn.execute(
             "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at,"
-            " metadata, search_text) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            " metadata, search_text, context_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 session_id,
                 row.speaker,
@@ -353,7 +353,8 @@ class Store:
                 row.occurred_at,
                 now_text(),
                 json.dumps(row.metadata, ensure_ascii=False),
-                compose_search_text(row.speaker, row.content, row.metadata, previous),
+                compose_search_text(row.speaker, row.content, row.metadata),
+                previous or "",
             ),
         )
         return _lastrowid(cursor)
@@ -424,13 +425,14 @@ class Store:
             self.get_episode(episode_id)
             previous = _previous_content(conn, current.session_id, current.occurred_at, episode_id)
             conn.execute(
-                "UPDATE episodes SET speaker = ?, content = ?, metadata = ?, search_text = ?"
-                " WHERE id = ?",
+                "UPDATE episodes SET speaker = ?, content = ?, metadata = ?, search_text = ?,"
+                " context_text = ? WHERE id = ?",
                 (
                     row.speaker,
                     row.content,
                     json.dumps(row.metadata, ensure_ascii=False),
-                    compose_search_text(row.speaker, row.content, row.metadata, previous),
+                    compose_search_text(row.speaker, row.content, row.metadata),
+                    previous or "",
                     episode_id,
                 ),
             )

@@ -27,7 +27,7 @@ from nexusai.memory.entities import (
     normalize,
     record_mentions,
 )
-from nexusai.memory.models import Episode, NewEpisode, Session
+from nexusai.memory.models import Episode, NewEpisode
 from nexusai.memory.store import ImportedSession, Store
 from nexusai.memory.vectors import VectorIndex, VectorPoint, open_vector_index
 
@@ -338,17 +338,11 @@ class Memory:
 
     # -- reads (what orchestration's MemoryClient asks for) -------------------------------
 
-    def get_session(self, session_id: int) -> Session:
-        return self.store.get_session(session_id)
-
     def scope_session_ids(self, session_id: int) -> list[int]:
         return self.store.scope_session_ids(session_id)
 
     def recent_episodes(self, session_id: int, limit: int) -> list[Episode]:
         return self.store.recent_episodes(session_id, limit)
-
-    def get_episodes(self, ids: Sequence[int]) -> list[Episode]:
-        return self.store.get_episodes(ids)
 
     def vector_episodes(
         self,

@@ -14,7 +14,7 @@ import httpx
 
 from nexusai.errors import InvalidInput, NexusError, NotFound
 from nexusai.memory.entities import Entity
-from nexusai.memory.models import Episode, NewEpisode, Session
+from nexusai.memory.models import Episode, NewEpisode
 
 
 class MemoryUnavailable(NexusError):
@@ -53,40 +53,12 @@ class HttpMemoryClient:
             raise _error(response, self.url)
         return response.json()
 
-    def get_session(self, session_id: int) -> Session:
-        body = self._call("GET", f"/sessions/{session_id}")
-        return Session(body["id"], body["projectId"], body["title"], body["createdAt"])
-
     def scope_session_ids(self, session_id: int) -> list[int]:
         return [int(i) for i in self._call("GET", f"/sessions/{session_id}/scope")["sessionIds"]]
 
     def recent_episodes(self, session_id: int, limit: int) -> list[Episode]:
         rows = self._call("GET", f"/sessions/{session_id}/recent", params={"limit": limit})
         return [_episode(row) for row in rows]
-
-    def get_episodes(self, ids: Sequence[int]) -> list[Episode]:
-        if not ids:
-            return []
-        rows = self._call("GET", "/episodes", params={"ids": ",".join(map(str, ids))})
-        return [_episode(row) for row in rows]
-
-    def search_vectors(
-        self,
-        vector: Sequence[float],
-        session_ids: Sequence[int] | None,
-        exclude_ids: Sequence[int],
-        limit: int,
-    ) -> list[tuple[int, float]]:
-        body = {
-            "vector": list(vector),
-            "sessionIds": None if session_ids is None else list(session_ids),
-            "excludeIds": list(exclude_ids),
-            "limit": limit,
-        }
-        return [
-            (int(h["id"]), float(h["score"]))
-            for h in self._call("POST", "/vectors/search", json=body)
-        ]
 
     def vector_episodes(
         self,

@@ -9,29 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from nexusai.memory.models import Episode, NewEpisode, Session
+from nexusai.memory.models import Episode, NewEpisode
 
 
 class MemoryClient(Protocol):
-    def get_session(self, session_id: int) -> Session: ...
-
     def scope_session_ids(self, session_id: int) -> list[int]:
         """The session's project's sessions, or just the session."""
         ...
 
     def recent_episodes(self, session_id: int, limit: int) -> list[Episode]: ...
-
-    def get_episodes(self, ids: Sequence[int]) -> list[Episode]:
-        """Rows in the order of `ids`; an id with no row is skipped."""
-        ...
-
-    def search_vectors(
-        self,
-        vector: Sequence[float],
-        session_ids: Sequence[int] | None,
-        exclude_ids: Sequence[int],
-        limit: int,
-    ) -> list[tuple[int, float]]: ...
 
     def vector_episodes(
         self,
@@ -40,7 +26,8 @@ class MemoryClient(Protocol):
         exclude_ids: Sequence[int],
         limit: int,
     ) -> list[Episode]:
-        """`search_vectors`, then the full rows in rank order (one round trip)."""
+        """The nearest episodes in the scope, `exclude_ids` left out inside the vector
+        query, as full rows in rank order (one round trip)."""
         ...
 
     def search_keyword(

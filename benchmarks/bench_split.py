@@ -84,7 +84,8 @@ def run(quick: bool = False) -> None:
                 ask(url, report, "two services on loopback")
     one, two = (float(row[2]) for row in report.rows)
     report.notes.append(
-        f"The split adds {two - one:.1f} ms at p50: 3 round trips a turn (scope, recent"
-        " turns, then both legs at once), three processes sharing the cores."
+        f"The split adds {two - one:.1f} ms at p50: 4 requests a turn in 2 rounds (scope and"
+        " recent turns while the message is embedded, then both legs at once), on cores"
+        " shared by three processes."
     )
     report.print()

@@ -13,7 +13,7 @@ from nexusai.memory.models import Episode
 from nexusai.observability import EMBED_SECONDS, timed
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.memory_client import MemoryClient
-from nexusai.orchestration.retrieval import get_fused_episodes
+from nexusai.orchestration.retrieval import POOL, get_fused_episodes
 from nexusai.orchestration.settings import RuntimeSettings
 
 log = logging.getLogger("nexusai.context")
@@ -50,9 +50,12 @@ def assemble_context(
     message: str,
     entity_search: EntitySearch | None = None,
 ) -> Context:
-    scope = memory.scope_session_ids(session_id)  # 404 for an unknown session
-    recent = (
-        memory.recent_episodes(session_id, settings.recent_limit) if settings.recent_limit else []
+    # The scope and the recent turns are fetched while the message is embedded.
+    scope_call = POOL.submit(memory.scope_session_ids, session_id)
+    recent_call = (
+        POOL.submit(memory.recent_episodes, session_id, settings.recent_limit)
+        if settings.recent_limit
+        else None
     )
     wants_entities = entity_search is not None and settings.entity_limit > 0
     vector = None
@@ -61,6 +64,8 @@ def assemble_context(
         vector = embed_query(embedder, message)
         if vector is None:
             warnings.append("the embedder failed: only keyword memories this turn")
+    scope = scope_call.result()  # NotFound for an unknown session
+    recent = recent_call.result() if recent_call else []
     recent_ids = [episode.id for episode in recent]
     memories = get_fused_episodes(memory, message, vector, scope, recent_ids, settings)
     entities = (

@@ -55,7 +55,7 @@ def get_fused_episodes(
     limit = settings.semantic_limit
     keyword: Future[list[Episode]] | None = None
     if settings.keyword_weight > 0:
-        keyword = _LEGS.submit(get_fts_results, memory, query, session_ids, recent_ids, limit)
+        keyword = POOL.submit(get_fts_results, memory, query, session_ids, recent_ids, limit)
     semantic = (
         get_semantic_episodes(memory, query_vector, session_ids, recent_ids, limit)
         if settings.semantic_weight > 0
@@ -65,6 +65,6 @@ def get_fused_episodes(
     return fuse_ranked(semantic, found, settings.semantic_weight, settings.keyword_weight, limit)
 
 
-# The keyword leg runs beside the semantic one: both wait on I/O (SQLite, Qdrant, or the
-# memory service over HTTP), so a turn costs the slower leg, not the sum.
-_LEGS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="nexus-keyword-leg")
+# Work that waits on I/O (SQLite, Qdrant, or the memory service over HTTP) runs beside
+# other work of the same turn, so a turn costs the slower of the two, not the sum.
+POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="nexus-turn")

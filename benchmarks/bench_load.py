@@ -16,7 +16,8 @@ import httpx
 from tests.openai_stub import openai_stub
 
 from benchmarks.bench_split import serve
-from benchmarks.common import Report, percentile
+from benchmarks.common import Report
+from nexusai.evaluation.metrics import percentile
 
 CLIENTS = 32
 

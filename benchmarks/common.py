@@ -13,13 +13,9 @@ from dataclasses import dataclass, field
 from rich.console import Console
 from rich.table import Table
 
+from nexusai.evaluation.metrics import percentile
+
 console = Console(width=120)
-
-
-def percentile(samples: Sequence[float], q: float) -> float:
-    ordered = sorted(samples)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def time_ms(fn: Callable[[], object], runs: int, warmup: int = 5) -> list[float]:

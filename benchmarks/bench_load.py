@@ -13,9 +13,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import httpx
+from tests.live_server import server_process
 from tests.openai_stub import openai_stub
 
-from benchmarks.bench_split import serve
 from benchmarks.common import Report
 from nexusai.evaluation.metrics import percentile
 
@@ -83,7 +83,7 @@ def run(quick: bool = False) -> None:
     lock = threading.Lock()
     with tempfile.TemporaryDirectory() as tmp, openai_stub() as (llm_url, _):
         env = {"NEXUS_LLM_BASE_URL": llm_url, "NEXUS_LLM_MODEL": "stub"}
-        with serve(Path(tmp), "all", **env) as url:
+        with server_process(Path(tmp), "all", **env) as url:
             with httpx.Client(base_url=url) as setup:
                 setup.patch("/settings", json={"keywordWeight": 1.0})
                 sessions = [setup.post("/sessions").json()["id"] for _ in range(8)]

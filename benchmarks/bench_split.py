@@ -6,19 +6,13 @@ the measuring process would share its GIL and measure that instead."""
 
 from __future__ import annotations
 
-import os
 import random
-import socket
-import subprocess
-import sys
 import tempfile
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import numpy as np
+from tests.live_server import server_process
 
 from benchmarks.bench_vectors import SESSIONS, build_store
 from benchmarks.common import LATENCY_COLUMNS, Report, sentences, time_ms
@@ -41,33 +35,6 @@ def ask(url: str, report: Report, label: str) -> None:
         report.add_latency(label, time_ms(one, RUNS, warmup=10))
 
 
-@contextmanager
-def serve(data_dir: Path, role: str, **env: str) -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "nexusai.cli", "serve", "--role", role]
-    command += ["--port", str(port), "--data-dir", str(data_dir)]
-    environment = {**os.environ, "NEXUS_EXTRACTOR": "none", **env}
-    process = subprocess.Popen(command, env=environment, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError(f"nexus serve --role {role} did not start")
-            time.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-
-
 def run(quick: bool = False) -> None:
     size = 2_000 if quick else 10_000
     embedder = LocalEmbedder()
@@ -76,11 +43,11 @@ def run(quick: bool = False) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "memory"
         build_store(data, embedder, base, size, per_project=5)
-        with serve(data, "all") as url:
+        with server_process(data, "all") as url:
             ask(url, report, "one process (--role all)")
-        with serve(data, "memory") as memory_url:
+        with server_process(data, "memory") as memory_url:
             orchestration = Path(tmp) / "orchestration"
-            with serve(orchestration, "orchestration", NEXUS_MEMORY_URL=memory_url) as url:
+            with server_process(orchestration, "orchestration", NEXUS_MEMORY_URL=memory_url) as url:
                 ask(url, report, "two services on loopback")
     one, two = (float(row[2]) for row in report.rows)
     report.notes.append(

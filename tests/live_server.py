@@ -1,13 +1,19 @@
-"""The real app served by uvicorn on a loopback port, in a thread of the test process."""
+"""The real service on loopback: in a thread of this process (`live_server`), or as its own
+`nexus serve` process (`start_server`, `server_process`)."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+import httpx
 import uvicorn
 from fastapi import FastAPI
 
@@ -31,3 +37,44 @@ def live_server(app: FastAPI) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_server(
+    data_dir: Path, port: int, role: str = "all", **env: str
+) -> subprocess.Popen[bytes]:
+    """`nexus serve` as its own process (as deployed), once its /health answers. Entity
+    extraction is off unless `env` turns it on."""
+    command = [sys.executable, "-m", "nexusai.cli", "serve", "--role", role]
+    command += ["--port", str(port), "--data-dir", str(data_dir)]
+    environment = {**os.environ, "NEXUS_EXTRACTOR": "none", **env}
+    process = subprocess.Popen(
+        command, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                return process
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline or process.poll() is not None:
+            process.kill()
+            raise RuntimeError(f"nexus serve --role {role} did not start")
+        time.sleep(0.2)
+
+
+@contextmanager
+def server_process(data_dir: Path, role: str = "all", **env: str) -> Iterator[str]:
+    port = free_port()
+    process = start_server(data_dir, port, role, **env)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=60)

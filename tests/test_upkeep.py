@@ -1,10 +1,6 @@
 from __future__ import annotations
 
-import os
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,6 +18,7 @@ from nexusai.memory.models import NewEpisode
 from nexusai.memory.service import Memory
 from nexusai.orchestration.retrieval import get_semantic_episodes
 from tests.conftest import SwitchableEmbedder
+from tests.live_server import free_port, start_server
 
 FACTS = [
     "I adopted a puppy called Biscuit",
@@ -86,38 +83,10 @@ def test_restore_refuses_a_file_that_is_not_a_backup(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "not a readable nexusai backup" in result.output
 
 
-def serve(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "NEXUS_EXTRACTOR": "none"}
-    command = [
-        sys.executable,
-        "-m",
-        "nexusai.cli",
-        "serve",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(data_dir),
-    ]
-    process = subprocess.Popen(
-        command, env=env, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                return process
-        except httpx.TransportError:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("nexus serve did not start")
-
-
 def test_sigkill_mid_stream_loses_no_acknowledged_episode(tmp_path: Path) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    process = serve(tmp_path, port)
+    process = start_server(tmp_path, port)
     acknowledged: list[int] = []
     try:
         sid = httpx.post(f"{url}/sessions").json()["id"]
@@ -138,7 +107,7 @@ def test_sigkill_mid_stream_loses_no_acknowledged_episode(tmp_path: Path) -> Non
         process.kill()
         process.wait()
     assert len(acknowledged) >= 150 * 5
-    restarted = serve(tmp_path, port)
+    restarted = start_server(tmp_path, port)
     try:
         with httpx.Client(base_url=url, timeout=10) as client:
             for episode_id in acknowledged[-20:] + acknowledged[:20]:
@@ -165,38 +134,31 @@ def test_sigkill_mid_stream_loses_no_acknowledged_episode(tmp_path: Path) -> Non
 def test_sigkill_mid_import_and_mid_chat_leaves_whole_conversations(tmp_path: Path) -> None:
     from tests.openai_stub import openai_stub
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     lines = b"\n".join(
         f'{{"session": "s{i // 200}", "speaker": "user", "content": "imported line {i}"}}'.encode()
         for i in range(3000)
     )
     with openai_stub() as (llm_url, _):
-        os.environ["NEXUS_LLM_BASE_URL"], os.environ["NEXUS_LLM_MODEL"] = llm_url, "stub"
-        try:
-            process = serve(tmp_path, port)
-            answered: list[dict[str, int]] = []
-            with httpx.Client(base_url=url, timeout=30) as client:
-                sid = client.post("/sessions").json()["id"]
-                for i in range(60):
-                    if i == 20:
-                        killer = threading.Timer(0.5, process.send_signal, [signal.SIGKILL])
-                        killer.start()  # lands during the import below
-                        try:
-                            client.post("/import?format=jsonl", content=lines)
-                        except httpx.TransportError:
-                            break
-                    body = client.post(
-                        "/chat", json={"sessionId": sid, "message": f"turn {i}"}
-                    ).json()
-                    answered.append(body)
-            process.kill()
-            process.wait()
-            restarted = serve(tmp_path, port)
-        finally:
-            del os.environ["NEXUS_LLM_BASE_URL"], os.environ["NEXUS_LLM_MODEL"]
+        llm = {"NEXUS_LLM_BASE_URL": llm_url, "NEXUS_LLM_MODEL": "stub"}
+        process = start_server(tmp_path, port, **llm)
+        answered: list[dict[str, int]] = []
+        with httpx.Client(base_url=url, timeout=30) as client:
+            sid = client.post("/sessions").json()["id"]
+            for i in range(60):
+                if i == 20:
+                    killer = threading.Timer(0.5, process.send_signal, [signal.SIGKILL])
+                    killer.start()  # lands during the import below
+                    try:
+                        client.post("/import?format=jsonl", content=lines)
+                    except httpx.TransportError:
+                        break
+                body = client.post("/chat", json={"sessionId": sid, "message": f"turn {i}"}).json()
+                answered.append(body)
+        process.kill()
+        process.wait()
+        restarted = start_server(tmp_path, port, **llm)
     try:
         with httpx.Client(base_url=url, timeout=30) as client:
             for body in answered:

@@ -59,9 +59,6 @@ class ImportSummary:
     skipped: int = 0
     seconds: float = 0.0
 
-    def to_json(self) -> dict[str, float]:
-        return dict(vars(self))
-
 
 Reader = Callable[[IO[bytes]], Iterator[SourceConversation]]
 

@@ -303,7 +303,7 @@ class EntitySearchIn(StrictCamelModel):
 
 
 def entity_out(entity: Entity) -> EntityOut:
-    return EntityOut.model_validate(entity.to_json())
+    return EntityOut.model_validate(entity)
 
 
 @router.post("/entities/search", tags=["entities"])

@@ -13,7 +13,6 @@ import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from nexusai.config import Config
 from nexusai.errors import ConfigError
@@ -35,24 +34,12 @@ class Entity:
     last_seen: str
     mention_count: int
     summary: str | None
-    latest_mentions: list[int]
+    latest_mention_ids: list[int]
 
     def describe(self) -> str:
         """How the chat prompt presents it."""
         seen = f"mentioned {self.mention_count}x, last on {self.last_seen[:10]}"
         return f"{self.name} ({self.type}; {seen})"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "type": self.type,
-            "firstSeen": self.first_seen,
-            "lastSeen": self.last_seen,
-            "mentionCount": self.mention_count,
-            "summary": self.summary,
-            "latestMentionIds": self.latest_mentions,
-        }
 
 
 # spaCy's labels -> the types that matter for memory. Dates, times, numbers and money are
@@ -251,9 +238,9 @@ def entity_sessions(conn: sqlite3.Connection, entity_id: int) -> list[int]:
 def entity_text(conn: sqlite3.Connection, entity: Entity) -> str:
     """What the entity's vector is made from: name, type, and a line of recent context."""
     context = ""
-    if entity.latest_mentions:
+    if entity.latest_mention_ids:
         row = conn.execute(
-            "SELECT content FROM episodes WHERE id = ?", (entity.latest_mentions[0],)
+            "SELECT content FROM episodes WHERE id = ?", (entity.latest_mention_ids[0],)
         ).fetchone()
         context = row[0][:200] if row else ""
     return f"{entity.name} ({entity.type}). {context}".strip()

@@ -12,7 +12,7 @@ from pydantic import Field, create_model
 
 from nexusai.errors import InvalidInput
 from nexusai.http import ERROR_RESPONSES, CamelModel, StrictCamelModel
-from nexusai.memory.api import EpisodeOut
+from nexusai.memory.api import EntityOut, EpisodeOut
 from nexusai.orchestration.chat import ChatFailed, chat_events, chat_turn
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.service import Orchestration
@@ -63,7 +63,7 @@ class ContextOut(CamelModel):
     session_id: int
     recent: list[EpisodeOut]
     memories: list[MemoryOut]
-    entities: list[dict[str, Any]]
+    entities: list[EntityOut]
     warnings: list[str]
 
 
@@ -88,14 +88,9 @@ def context_out(context: Context, explain: bool) -> ContextOut:
         session_id=context.session_id,
         recent=[EpisodeOut.model_validate(e) for e in context.recent],
         memories=memories,
-        entities=[_entity_json(e) for e in context.entities],
+        entities=[EntityOut.model_validate(e) for e in context.entities],
         warnings=context.warnings,
     )
-
-
-def _entity_json(entity: Any) -> dict[str, Any]:
-    to_json = getattr(entity, "to_json", None)
-    return dict(to_json()) if callable(to_json) else {"name": str(entity)}
 
 
 @router.get("/settings", tags=["settings"], response_model=SettingsOut)

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from nexusai.errors import InvalidInput, NexusError, NotFound
+from nexusai.memory.api import EntityOut
 from nexusai.memory.entities import Entity
 from nexusai.memory.models import Episode, NewEpisode
 
@@ -67,7 +68,12 @@ class HttpMemoryClient:
         exclude_ids: Sequence[int],
         limit: int,
     ) -> list[Episode]:
-        body = _vector_query(vector, session_ids, exclude_ids, limit)
+        body = {
+            "vector": list(vector),
+            "sessionIds": None if session_ids is None else list(session_ids),
+            "excludeIds": list(exclude_ids),
+            "limit": limit,
+        }
         return [_episode(row) for row in self._call("POST", "/vectors/search/episodes", json=body)]
 
     def search_keyword(
@@ -87,19 +93,7 @@ class HttpMemoryClient:
             return []
         body = {"vector": list(vector), "sessionIds": list(session_ids), "limit": limit}
         rows = self._call("POST", "/entities/search", json=body)
-        return [
-            Entity(
-                r["id"],
-                r["name"],
-                r["type"],
-                r["firstSeen"],
-                r["lastSeen"],
-                r["mentionCount"],
-                r["summary"],
-                r["latestMentionIds"],
-            )
-            for r in rows
-        ]
+        return [Entity(**EntityOut.model_validate(row).model_dump()) for row in rows]
 
     def add_episodes(self, session_id: int, episodes: Sequence[NewEpisode]) -> list[Episode]:
         batch = [
@@ -113,20 +107,6 @@ class HttpMemoryClient:
         ]
         body = self._call("POST", f"/sessions/{session_id}/episodes", json={"episodes": batch})
         return [_episode(row) for row in body["episodes"]]
-
-
-def _vector_query(
-    vector: Sequence[float],
-    session_ids: Sequence[int] | None,
-    exclude_ids: Sequence[int],
-    limit: int,
-) -> dict[str, Any]:
-    return {
-        "vector": list(vector),
-        "sessionIds": None if session_ids is None else list(session_ids),
-        "excludeIds": list(exclude_ids),
-        "limit": limit,
-    }
 
 
 def _episode(row: dict[str, Any]) -> Episode:

@@ -17,6 +17,7 @@ def test_recall_hit_and_mrr_on_known_rankings() -> None:
 
 
 def test_percentile() -> None:
-    assert percentile(list(range(1, 101)), 50) == 50 or percentile(list(range(1, 101)), 50) == 51
+    assert percentile(list(range(1, 101)), 50) == 51  # nearest rank, index round(49.5) = 50
+    assert percentile([3.0, 1.0, 2.0], 100) == 3.0
     assert percentile([5.0], 95) == 5.0
     assert percentile([], 95) == 0.0

@@ -167,3 +167,15 @@ def test_embedder_mismatch_is_a_clear_error_and_reindex_fixes_it(
     reopened = Memory.open(config, other)
     assert reopened.vectors.count() == 4
     reopened.close()
+
+
+def test_a_turn_after_a_long_answer_is_found_by_its_own_words(memory: Memory) -> None:
+    """The model reads 256 tokens: a long turn before a reply must not crowd the reply out
+    of its own vector."""
+    sid = memory.store.create_session().id
+    long_answer = " ".join(
+        f"Step {i}: run the migration tool against the staging database and check the logs."
+        for i in range(60)
+    )
+    ids = write(memory, sid, long_answer, "By the way, my sister moved to Lisbon last year")
+    assert semantic(memory, "where does my sister live now?", [sid])[0] == ids[1]

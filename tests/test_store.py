@@ -9,7 +9,7 @@ import pytest
 from nexusai.errors import Conflict, InvalidInput, NotFound, TooLarge
 from nexusai.memory import fts
 from nexusai.memory.migrations import MIGRATIONS
-from nexusai.memory.models import NewEpisode
+from nexusai.memory.models import CONTEXT_CHARS, NewEpisode
 from nexusai.memory.store import Store
 
 
@@ -116,6 +116,76 @@ def test_update_and_delete_keep_fts_in_sync(store: Store) -> None:
     store.delete_episode(ep.id)
     assert fts.search_episodes(store, "giraffe") == []
     assert fts.integrity_check(store.connection())
+
+
+def _contexts(store: Store, session_id: int) -> list[str]:
+    return [e.context_text for e in store.list_episodes(session_id)]
+
+
+def _pending(store: Store) -> set[int]:
+    return set(store.pending_vector_ids(1000))
+
+
+def test_a_turn_is_indexed_with_the_end_of_the_turn_before_it(store: Store) -> None:
+    session = store.create_session()
+    question = "Which port does the metrics exporter listen on?"
+    long_answer = "Some background on exporters. " * 40 + question
+    first, second = store.add_episodes(
+        session.id, [NewEpisode("assistant", long_answer), NewEpisode("user", "9464, thanks")]
+    )
+    assert first.context_text == ""
+    assert second.context_text.startswith("assistant: …")
+    assert second.context_text.endswith(question)
+    assert len(second.context_text) <= CONTEXT_CHARS + len("assistant: …")
+    assert "Some background" in second.context_text  # cut at a word, not mid-word
+    assert not second.context_text.removeprefix("assistant: …").startswith(("ome", "ackground"))
+
+
+def test_edits_deletes_and_late_inserts_refresh_the_next_turns_context(store: Store) -> None:
+    session = store.create_session()
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    a, b, c = store.add_episodes(
+        session.id,
+        [NewEpisode("u", t, start + timedelta(minutes=i)) for i, t in enumerate("abc")],
+    )
+    store.set_vector_state([a.id, b.id, c.id], "indexed")
+    store.update_episode(a.id, content="alpha")
+    assert _contexts(store, session.id) == ["", "u: alpha", "u: b"]
+    assert _pending(store) == {a.id, b.id}  # the edited turn and the one read with it
+    store.set_vector_state([a.id, b.id], "indexed")
+
+    store.delete_episode(b.id)
+    assert _contexts(store, session.id) == ["", "u: alpha"]
+    assert _pending(store) == {c.id}
+    store.set_vector_state([c.id], "indexed")
+
+    [late] = store.add_episodes(session.id, [NewEpisode("u", "between", start + timedelta(1))])
+    [early] = store.add_episodes(session.id, [NewEpisode("u", "zero", start - timedelta(1))])
+    assert [e.content for e in store.list_episodes(session.id)] == ["zero", "alpha", "c", "between"]
+    assert _contexts(store, session.id) == ["", "u: zero", "u: alpha", "u: c"]
+    assert _pending(store) == {late.id, early.id, a.id}
+    assert fts.integrity_check(store.connection())
+
+
+def test_m006_trims_old_contexts_and_rebuilds_every_vector(tmp_path: Path) -> None:
+    path = tmp_path / "n.db"
+    long_turn = "word " * 200
+    with Store(path) as s:
+        session = s.create_session()
+        eps = s.add_episodes(session.id, [NewEpisode("u", long_turn), NewEpisode("u", "ok")])
+        s.set_vector_state([e.id for e in eps], "indexed")
+        with s.atomic() as conn:  # as m003 left it: all of the turn before
+            conn.execute(
+                "UPDATE episodes SET context_text = ? WHERE id = ?", ("u: " + long_turn, eps[1].id)
+            )
+            conn.execute("DELETE FROM _migrations WHERE name = 'm006_context_tail'")
+    with Store(path) as s:
+        assert s.migrations_applied == ["m006_context_tail"]
+        assert _contexts(s, session.id) == ["", eps[1].context_text]
+        assert len(eps[1].context_text) < 320
+        assert _pending(s) == {e.id for e in eps}
+        assert [e.id for e in fts.search_episodes(s, "word")] == [eps[0].id, eps[1].id]
+        assert fts.integrity_check(s.connection())
 
 
 def test_deleting_a_project_cascades_to_episodes_and_index(store: Store) -> None:

@@ -31,27 +31,29 @@ def test_doctor_finds_and_repairs_drift(memory: Memory) -> None:
     sid = memory.store.create_session().id
     ids = [e.id for e in memory.add_episodes(sid, [NewEpisode("u", t) for t in FACTS])]
     assert upkeep.check(memory).healthy
-    memory.store.delete_episode(ids[0])  # row gone, vector left behind
+    # the last turn: deleting an earlier one would re-queue the vector of the turn after it
+    memory.store.delete_episode(ids[2])  # row gone, vector left behind
     memory.vectors.delete([ids[1]])  # vector lost, row still says indexed
     with memory.store.atomic() as conn:  # FTS index damaged behind the triggers' back
         conn.execute(
             "INSERT INTO episodes_fts(episodes_fts, rowid, search_text, context_text)"
             " VALUES ('delete', ?, ?, ?)",
             (
-                ids[2],
-                memory.store.get_episode(ids[2]).search_text,
-                memory.store.get_episode(ids[2]).context_text,
+                ids[0],
+                memory.store.get_episode(ids[0]).search_text,
+                memory.store.get_episode(ids[0]).context_text,
             ),
         )
     found = upkeep.check(memory)
     assert (found.vectors_without_rows, found.rows_without_vectors, found.fts_ok) == (
-        [ids[0]],
+        [ids[2]],
         [ids[1]],
         False,
     )
     upkeep.repair(memory, found)
     assert upkeep.check(memory).healthy
-    assert [e.id for e in fts.search_episodes(memory.store, "report Friday")] == [ids[2]]
+    # the turn itself, then the one after it (indexed with it)
+    assert [e.id for e in fts.search_episodes(memory.store, "puppy Biscuit")] == ids[:2]
 
 
 def test_backup_while_serving_then_restore_finds_everything(

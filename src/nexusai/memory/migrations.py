@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import Callable
 
 from nexusai.memory import fts
-from nexusai.memory.models import now_text
+from nexusai.memory.models import compose_context_text, now_text
 
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[Migration] = []
@@ -171,6 +171,22 @@ def m005_entities(conn: sqlite3.Connection) -> None:
         CREATE INDEX episodes_entity_pending ON episodes(id) WHERE entity_state = 'pending';
         """,
     )
+
+
+@migration
+def m006_context_tail(conn: sqlite3.Connection) -> None:
+    """Each episode is indexed with the end of the turn before it (`CONTEXT_CHARS`), no
+    longer all of it, and embedded episode first: every vector is rebuilt (in the
+    background; the old ones serve until then)."""
+    rows = conn.execute(
+        "SELECT id, context_text, lag(speaker) OVER turns, lag(content) OVER turns"
+        " FROM episodes WINDOW turns AS (PARTITION BY session_id ORDER BY occurred_at, id)"
+    ).fetchall()
+    for episode_id, current, speaker, content in rows:
+        context = "" if speaker is None else compose_context_text(speaker, content)
+        if context != current:
+            conn.execute("UPDATE episodes SET context_text = ? WHERE id = ?", (context, episode_id))
+    conn.execute("UPDATE episodes SET vector_state = 'pending'")
 
 
 def apply_migrations(conn: sqlite3.Connection) -> list[str]:

@@ -23,9 +23,9 @@ from nexusai.memory.models import (
     NewEpisode,
     Project,
     Session,
+    compose_context_text,
     compose_search_text,
     now_text,
-    said,
     to_utc_text,
 )
 
@@ -342,7 +342,7 @@ class Store:
         return rows
 
     def _insert(self, conn: sqlite3.Connection, session_id: int, row: _Row) -> int:
-        previous = _previous_content(conn, session_id, row.occurred_at, None)
+        previous = _context_before(conn, session_id, row.occurred_at, None)
         cursor = conn.execute(
             "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at,"
             " metadata, search_text, context_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -354,10 +354,12 @@ class Store:
                 now_text(),
                 json.dumps(row.metadata, ensure_ascii=False),
                 compose_search_text(row.speaker, row.content, row.metadata),
-                previous or "",
+                previous,
             ),
         )
-        return _lastrowid(cursor)
+        episode_id = _lastrowid(cursor)
+        _refresh_context_after(conn, session_id, row.occurred_at, episode_id)
+        return episode_id
 
     def _row(self, episode: NewEpisode) -> _Row:
         content = _required_text("content", episode.content, None)
@@ -421,9 +423,10 @@ class Store:
             metadata=current.metadata if metadata is None else metadata,
         )
         row = self._row(new)
+        search_text = compose_search_text(row.speaker, row.content, row.metadata)
         with self.atomic() as conn:
             self.get_episode(episode_id)
-            previous = _previous_content(conn, current.session_id, current.occurred_at, episode_id)
+            previous = _context_before(conn, current.session_id, current.occurred_at, episode_id)
             conn.execute(
                 "UPDATE episodes SET speaker = ?, content = ?, metadata = ?, search_text = ?,"
                 " context_text = ? WHERE id = ?",
@@ -431,19 +434,21 @@ class Store:
                     row.speaker,
                     row.content,
                     json.dumps(row.metadata, ensure_ascii=False),
-                    compose_search_text(row.speaker, row.content, row.metadata),
-                    previous or "",
+                    search_text,
+                    previous,
                     episode_id,
                 ),
             )
-            if row.content != current.content:  # new text needs a new vector
+            if search_text != current.search_text:  # new text needs a new vector
                 self.set_vector_state([episode_id], "pending")
+            _refresh_context_after(conn, current.session_id, current.occurred_at, episode_id)
         return self.get_episode(episode_id)
 
     def delete_episode(self, episode_id: int) -> None:
         with self.atomic() as conn:
-            self.get_episode(episode_id)
+            episode = self.get_episode(episode_id)
             conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
+            _refresh_context_after(conn, episode.session_id, episode.occurred_at, episode_id)
 
     # -- vector state -------------------------------------------------------------------
 
@@ -486,10 +491,11 @@ class _Row:
     metadata: dict[str, Any]
 
 
-def _previous_content(
+def _context_before(
     conn: sqlite3.Connection, session_id: int, occurred_at: str, episode_id: int | None
-) -> str | None:
-    """Who said what in the turn just before this one in its session, if any."""
+) -> str:
+    """The context text for a turn at this place in its session: the end of the turn just
+    before it (by time, then id), or "" for a session's first turn."""
     if episode_id is None:
         sql = "SELECT speaker, content FROM episodes WHERE session_id = ? AND occurred_at <= ?"
         params: tuple[object, ...] = (session_id, occurred_at)
@@ -500,7 +506,28 @@ def _previous_content(
         )
         params = (session_id, occurred_at, occurred_at, episode_id)
     row = conn.execute(sql + " ORDER BY occurred_at DESC, id DESC LIMIT 1", params).fetchone()
-    return said(row[0], row[1]) if row else None
+    return compose_context_text(row[0], row[1]) if row else ""
+
+
+def _refresh_context_after(
+    conn: sqlite3.Connection, session_id: int, occurred_at: str, episode_id: int
+) -> None:
+    """A turn inserted before, edited under, or deleted from under another changes what that
+    one is indexed with; it gets its new context and a new vector."""
+    row = conn.execute(
+        "SELECT id, occurred_at, context_text FROM episodes WHERE session_id = ?"
+        " AND (occurred_at > ? OR (occurred_at = ? AND id > ?))"
+        " ORDER BY occurred_at, id LIMIT 1",
+        (session_id, occurred_at, occurred_at, episode_id),
+    ).fetchone()
+    if row is None:
+        return
+    context = _context_before(conn, session_id, row[1], row[0])
+    if context != row[2]:
+        conn.execute(
+            "UPDATE episodes SET context_text = ?, vector_state = 'pending' WHERE id = ?",
+            (context, row[0]),
+        )
 
 
 def _required_text(name: str, value: str, max_chars: int | None) -> str:

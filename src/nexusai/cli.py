@@ -218,16 +218,28 @@ def eval_group() -> None:
 @click.option("--k", "ks", default="5,10,20", show_default=True, help="Cut-offs for recall/hit")
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None)
 @click.option("--plot", "plot_out", type=click.Path(path_type=Path), default=None)
+@click.option(
+    "--depth",
+    type=click.IntRange(1, 100),
+    default=None,
+    help="Score the top k of one turn at this semanticLimit (default: each k is a turn at"
+    " semanticLimit k)",
+)
 @clean_errors
 def eval_locomo(
-    data: Path, conversations: str | None, ks: str, json_out: Path | None, plot_out: Path | None
+    data: Path,
+    conversations: str | None,
+    ks: str,
+    json_out: Path | None,
+    plot_out: Path | None,
+    depth: int | None,
 ) -> None:
     """Evidence recall@k, hit@k and MRR per weight pair, through the real retrieval path."""
     from nexusai.evaluation.report import run_locomo
 
     cutoffs = sorted({int(k) for k in ks.split(",") if k.strip()})
     chosen = [c.strip() for c in conversations.split(",")] if conversations else None
-    run_locomo(data, cutoffs, chosen, json_out, plot_out)
+    run_locomo(data, cutoffs, chosen, json_out, plot_out, depth)
 
 
 cli.add_command(client_cli.settings)

@@ -4,6 +4,12 @@ Each conversation is imported into a fresh store; every question with evidence i
 through `get_fused_episodes` (the code `POST /context` runs), scoped to the conversation's
 project, with no recent-turn exclusion, once per weight pair. The question is embedded once
 and that vector serves every pair, as it serves both legs of a real turn.
+
+recall@k is what a turn that gets k memories finds: the question is asked at
+`semanticLimit` k (the semantic leg asks for k, the keyword leg for 2k, k are kept), as a
+user who gives the LLM k memories has it. With `depth`, it is instead the top k of a single
+turn at `semanticLimit` depth: how well that one list is ordered. MRR and latency are
+always of the deepest turn asked.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 
 from nexusai.config import Config
 from nexusai.embedders import Embedder
+from nexusai.errors import InvalidInput
 from nexusai.evaluation.metrics import hit_at, percentile, recall_at, reciprocal_rank
 from nexusai.importing import locomo_conversation
 from nexusai.memory.service import Memory
@@ -41,11 +48,11 @@ class Question:
 
 @dataclass
 class Run:
-    """What one weight pair retrieved for every question."""
+    """What one weight pair retrieved for every question, per `semanticLimit` asked."""
 
     weights: Weights
-    ranked: list[list[int]]
-    latency_ms: list[float]
+    ranked: dict[int, list[list[int]]]
+    latency_ms: list[float]  # at the deepest limit
 
 
 def weight_pairs(recommended: Weights) -> list[Weights]:
@@ -60,18 +67,22 @@ def evaluate(
     conversations: Sequence[str] | None = None,
     recommended: Weights = (1.0, 1.0),
     progress: Callable[[str], None] | None = None,
+    depth: int | None = None,
 ) -> dict[str, Any]:
     samples = json.loads(data.read_text(encoding="utf-8"))
     chosen = [s for s in samples if not conversations or s["sample_id"] in conversations]
     missing = set(conversations or []) - {s["sample_id"] for s in chosen}
     if missing:
-        raise ValueError(f"no such conversations in {data}: {', '.join(sorted(missing))}")
+        raise InvalidInput(f"no such conversations in {data}: {', '.join(sorted(missing))}")
+    if depth is not None and depth < max(ks):
+        raise InvalidInput(f"--depth {depth} is less than the largest k ({max(ks)})")
+    limits = [depth] if depth else sorted(set(ks))
     pairs = weight_pairs(recommended)
-    runs = {pair: Run(pair, [], []) for pair in pairs}
+    runs = {pair: Run(pair, {limit: [] for limit in limits}, []) for pair in pairs}
     questions: list[Question] = []
     dropped = 0
     for sample in chosen:
-        asked, lost = _evaluate_sample(sample, embedder, max(ks), runs)
+        asked, lost = _evaluate_sample(sample, embedder, runs)
         questions += asked
         dropped += lost
         if progress:
@@ -81,12 +92,13 @@ def evaluate(
         "conversations": [s["sample_id"] for s in chosen],
         "questions": len(questions),
         "droppedEvidenceRefs": dropped,
+        "semanticLimit": depth or "k",
         "results": [_summary(runs[pair], questions, ks) for pair in pairs],
     }
 
 
 def _evaluate_sample(
-    sample: dict[str, Any], embedder: Embedder, depth: int, runs: dict[Weights, Run]
+    sample: dict[str, Any], embedder: Embedder, runs: dict[Weights, Run]
 ) -> tuple[list[Question], int]:
     with tempfile.TemporaryDirectory() as tmp:
         memory = Memory.open(Config.from_env({}, data_dir=Path(tmp), extractor="none"), embedder)
@@ -98,7 +110,7 @@ def _evaluate_sample(
             questions, dropped = _questions(sample, ids)
             scope = [s.id for s in memory.store.list_sessions(project, limit=10_000)]
             for question in questions:
-                _ask(memory, embedder, question, scope, depth, runs)
+                _ask(memory, embedder, question, scope, runs)
         finally:
             memory.close()
     return questions, dropped
@@ -126,41 +138,50 @@ def _ask(
     embedder: Embedder,
     question: Question,
     scope: list[int],
-    depth: int,
     runs: dict[Weights, Run],
 ) -> None:
     vector = embedder.embed_one(question.text)
     for (semantic, keyword), run in runs.items():
-        settings = replace(
-            DEFAULTS, semantic_weight=semantic, keyword_weight=keyword, semantic_limit=depth
-        )
-        started = time.perf_counter()
-        fused = get_fused_episodes(memory, question.text, vector, scope, [], settings)
-        run.latency_ms.append((time.perf_counter() - started) * 1000)
-        run.ranked.append([f.episode.id for f in fused])
+        for limit, ranked in run.ranked.items():
+            settings = replace(
+                DEFAULTS, semantic_weight=semantic, keyword_weight=keyword, semantic_limit=limit
+            )
+            started = time.perf_counter()
+            fused = get_fused_episodes(memory, question.text, vector, scope, [], settings)
+            if limit == max(run.ranked):
+                run.latency_ms.append((time.perf_counter() - started) * 1000)
+            ranked.append([f.episode.id for f in fused])
 
 
 def _scores(
-    ranked: list[list[int]], questions: list[Question], ks: Sequence[int]
+    run: Run, chosen: list[int], questions: list[Question], ks: Sequence[int]
 ) -> dict[str, Any]:
-    n = max(len(questions), 1)
-    pairs = list(zip(ranked, questions, strict=True))
-    return {
-        "recall": {str(k): sum(recall_at(r, q.evidence, k) for r, q in pairs) / n for k in ks},
-        "hit": {str(k): sum(hit_at(r, q.evidence, k) for r, q in pairs) / n for k in ks},
-        "mrr": sum(reciprocal_rank(r, q.evidence) for r, q in pairs) / n,
-        "questions": len(questions),
-    }
+    """Scores over the questions at the indexes `chosen`; recall@k and hit@k from the turn
+    at `semanticLimit` k (or the one deep turn), MRR from the deepest."""
+
+    def ranked(limit: int) -> list[tuple[list[int], list[int]]]:
+        lists = run.ranked[limit if limit in run.ranked else max(run.ranked)]
+        return [(lists[i], questions[i].evidence) for i in chosen]
+
+    n = max(len(chosen), 1)
+    recall, hit = {}, {}
+    for k in ks:
+        pairs = ranked(k)
+        recall[str(k)] = sum(recall_at(r, evidence, k) for r, evidence in pairs) / n
+        hit[str(k)] = sum(hit_at(r, evidence, k) for r, evidence in pairs) / n
+    deepest = ranked(max(run.ranked))
+    mrr = sum(reciprocal_rank(r, evidence) for r, evidence in deepest) / n
+    return {"recall": recall, "hit": hit, "mrr": mrr, "questions": len(chosen)}
 
 
 def _summary(run: Run, questions: list[Question], ks: Sequence[int]) -> dict[str, Any]:
-    by_category = {}
-    for number, name in CATEGORIES.items():
-        chosen = [i for i, q in enumerate(questions) if q.category == number]
-        by_category[name] = _scores(
-            [run.ranked[i] for i in chosen], [questions[i] for i in chosen], ks
+    by_category = {
+        name: _scores(
+            run, [i for i, q in enumerate(questions) if q.category == number], questions, ks
         )
-    overall = _scores(run.ranked, questions, ks)
+        for number, name in CATEGORIES.items()
+    }
+    overall = _scores(run, list(range(len(questions))), questions, ks)
     return {
         "semanticWeight": run.weights[0],
         "keywordWeight": run.weights[1],

@@ -24,14 +24,16 @@ def run_locomo(
     conversations: Sequence[str] | None,
     json_out: Path | None,
     plot_out: Path | None,
+    depth: int | None = None,
 ) -> dict[str, Any]:
-    console = Console()
+    # Wide enough for every column: a narrow terminal wraps lines, it never elides numbers.
+    console = Console(width=max(Console().width, 120))
     embedder = create_embedder(Config.from_env())
     count = len(conversations) if conversations else 10
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("importing and asking", total=count)
         result = evaluate(
-            data, embedder, ks, conversations, RECOMMENDED, lambda _: bar.advance(task)
+            data, embedder, ks, conversations, RECOMMENDED, lambda _: bar.advance(task), depth
         )
     console.print(table(result, ks))
     console.print(
@@ -46,7 +48,11 @@ def run_locomo(
 
 
 def table(result: dict[str, Any], ks: Sequence[int]) -> Table:
-    grid = Table(title=f"LoCoMo retrieval ({', '.join(result['conversations'])})")
+    limit = result["semanticLimit"]
+    grid = Table(
+        title=f"LoCoMo retrieval ({', '.join(result['conversations'])})",
+        caption=f"R@k, H@k: a turn at semanticLimit {limit}; MRR and latency: the deepest turn",
+    )
     for column in ["semantic", "keyword", *(f"R@{k}" for k in ks), *(f"H@{k}" for k in ks)]:
         grid.add_column(column, justify="right")
     for column in ["MRR", "p50 ms", "p95 ms"]:

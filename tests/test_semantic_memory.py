@@ -179,3 +179,35 @@ def test_a_turn_after_a_long_answer_is_found_by_its_own_words(memory: Memory) ->
     )
     ids = write(memory, sid, long_answer, "By the way, my sister moved to Lisbon last year")
     assert semantic(memory, "where does my sister live now?", [sid])[0] == ids[1]
+
+
+LONG_ANSWER = " ".join(
+    [
+        f"Step {i}: run the migration tool against the staging database and check the logs."
+        for i in range(12)
+    ]
+    + ["Finally, the metrics exporter listens on port 9464 and Grafana reads it from there."]
+)
+
+
+def test_a_long_episode_is_found_by_words_far_into_it(any_memory: Memory) -> None:
+    """The model reads the first 256 tokens of a text; a long turn gets one vector per
+    window, and searches return the episode once, by its best window."""
+    sid = any_memory.store.create_session().id
+    ids = write(any_memory, sid, LONG_ANSWER, *FACTS)
+    assert any_memory.vectors.count() > len(ids)  # several windows for the long one
+    found = semantic(any_memory, "which port does Grafana scrape the exporter on?", [sid])
+    assert found[0] == ids[0]
+    assert sorted(found) == sorted(ids)  # each episode once
+    assert ids[0] not in semantic(any_memory, "Grafana exporter port", [sid], recent=[ids[0]])
+
+
+def test_every_window_goes_with_its_episode(any_memory: Memory) -> None:
+    sid = any_memory.store.create_session().id
+    [long_id, short_id] = write(any_memory, sid, LONG_ANSWER, FACTS[0])
+    any_memory.update_episode(long_id, content="Grafana is on port 3000")
+    assert any_memory.vectors.count() == 2  # the windows it no longer has are gone
+    any_memory.update_episode(long_id, content=LONG_ANSWER)
+    any_memory.delete_episode(long_id)
+    assert any_memory.vectors.count() == 1
+    assert any_memory.vectors.ids() == {short_id}

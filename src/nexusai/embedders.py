@@ -31,11 +31,15 @@ class EmbeddingError(NexusError):
 
 class Embedder(ABC):
     """Capabilities: `name` identifies the vectors it makes (stored with them), `dimension`
-    their size, `batch_size` how many texts one `embed_batch` call takes."""
+    their size, `batch_size` how many texts one `embed_batch` call takes, `window_chars` how
+    much text one vector covers (a longer episode gets one vector per window)."""
 
     name: str
     dimension: int
     batch_size: int = 32
+    # MiniLM reads 256 tokens: ~700 characters of prose or code, plus the 300 characters of
+    # the turn before that the first window carries.
+    window_chars: int = 700
 
     @abstractmethod
     def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
@@ -105,6 +109,7 @@ class OpenAIEmbedder(Embedder):
     """Any OpenAI-compatible `/v1/embeddings` endpoint: Ollama, vLLM, TEI, OpenAI."""
 
     retries = 3
+    window_chars = 1500  # most served embedding models read 512 tokens or more
 
     def __init__(
         self,

@@ -17,6 +17,7 @@ from nexusai.config import Config
 from nexusai.embedders import Embedder, Vector, create_embedder
 from nexusai.errors import ConfigError
 from nexusai.memory import fts
+from nexusai.memory.chunks import EpisodeVectors, windows
 from nexusai.memory.entities import (
     Entity,
     Extractor,
@@ -59,13 +60,12 @@ def record_embedder(store: Store, embedder: Embedder) -> None:
     store.set_meta("embedder_dimension", str(embedder.dimension))
 
 
-def embedding_text(episode: Episode) -> str:
-    """The episode, then the end of the turn before it: one vector for a reply and what it
-    answers. The episode comes first because the model reads only so far, and because it
-    measured better on LoCoMo (semantic recall@10 0.455 with the turn before first, 0.503
-    after)."""
-    parts = [episode.search_text or episode.content, episode.context_text]
-    return "\n".join(p for p in parts if p)
+def embedding_texts(episode: Episode, window_chars: int) -> list[str]:
+    """What is embedded for an episode: its text in windows, the first with the end of the
+    turn before it (one vector for a reply and what it answers). The episode comes before
+    that context because the model reads only so far, and because it measured better on
+    LoCoMo (semantic recall@10 0.455 with the turn before first, 0.503 after)."""
+    return windows(episode.search_text or episode.content, episode.context_text, window_chars)
 
 
 class Memory:
@@ -80,7 +80,7 @@ class Memory:
     ) -> None:
         self.store = store
         self.embedder = embedder
-        self.vectors = vectors
+        self.vectors = EpisodeVectors(vectors)
         self.batch_size = batch_size
         self.extractor = extractor
         self.entity_vectors = entity_vectors
@@ -179,9 +179,13 @@ class Memory:
         return True
 
     def _index_batch(self, batch: Sequence[Episode]) -> None:
-        vectors = self.embedder.embed([embedding_text(e) for e in batch])
+        texts = [embedding_texts(e, self.embedder.window_chars) for e in batch]
+        vectors = iter(self.embedder.embed([t for episode in texts for t in episode]))
         self.vectors.upsert(
-            [VectorPoint(e.id, v, e.session_id) for e, v in zip(batch, vectors, strict=True)]
+            [
+                (e.id, [next(vectors) for _ in episode], e.session_id)
+                for e, episode in zip(batch, texts, strict=True)
+            ]
         )
         self.store.set_vector_state([e.id for e in batch], "indexed")
 

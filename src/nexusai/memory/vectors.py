@@ -1,8 +1,9 @@
 """Vector indexes: one protocol, two engines (embedded Qdrant Edge, remote Qdrant).
 
 Vectors are derived data: SQLite holds the truth, and every vector can be rebuilt from it.
-Each point's id is the row id it was made from; its payload carries the `session_id` (one
-id, or for an entity the list of sessions it is visible to) that searches filter on.
+Each point's id is the row id it was made from (for a long episode's later windows, an id
+derived from it: see `chunks`); its payload carries the `session_id` (one id, or for an
+entity the list of sessions it is visible to) that searches filter on.
 """
 
 from __future__ import annotations

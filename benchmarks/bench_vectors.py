@@ -19,7 +19,8 @@ import numpy as np
 from benchmarks.common import LATENCY_COLUMNS, Report, sentences, time_ms
 from nexusai.config import Config
 from nexusai.embedders import LocalEmbedder
-from nexusai.memory.models import NewEpisode
+from nexusai.memory.chunks import windows
+from nexusai.memory.models import NewEpisode, compose_context_text, compose_search_text
 from nexusai.memory.service import Memory, record_embedder
 from nexusai.memory.store import Store
 from nexusai.memory.vectors import EdgeVectorIndex, VectorPoint
@@ -29,20 +30,26 @@ SESSIONS = 1000
 
 def ingest(embedder: LocalEmbedder, count: int, chunk: int = 500) -> tuple[Report, np.ndarray]:
     """Raw embedding and the write path take turns on the same chunks of text, so that
-    noise from the machine falls on both alike."""
+    noise from the machine falls on both alike. The write path embeds each message with the
+    end of the one before it; the raw rate is measured on those same texts (the fair
+    baseline for the path's own overhead) and on the bare messages (what the context costs).
+    """
     report = Report(
         f"Ingest of {count:,} short messages (MiniLM, ONNX on CPU)",
         ["path", "episodes/s", "vs raw"],
     )
     texts = list(sentences(count))
     raw: list[list[float]] = []
-    raw_seconds = path_seconds = 0.0
+    bare_seconds = raw_seconds = path_seconds = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         memory = Memory.open(Config.from_env({}, data_dir=Path(tmp), extractor="none"), embedder)
         for start in range(0, count, chunk):
             part = texts[start : start + chunk]
             began = time.perf_counter()
             raw.extend(embedder.embed(part))
+            bare_seconds += time.perf_counter() - began
+            began = time.perf_counter()
+            embedder.embed(_as_embedded(part))
             raw_seconds += time.perf_counter() - began
             session_id = memory.store.create_session().id
             began = time.perf_counter()
@@ -51,15 +58,25 @@ def ingest(embedder: LocalEmbedder, count: int, chunk: int = 500) -> tuple[Repor
             path_seconds += time.perf_counter() - began
         assert memory.store.count_pending_vectors() == 0
         memory.close()
-    raw_rate, path_rate = count / raw_seconds, count / path_seconds
-    report.add(f"embedder alone (batch {embedder.batch_size})", f"{raw_rate:,.0f}", "1.00")
+    bare_rate, raw_rate, path_rate = (count / t for t in (bare_seconds, raw_seconds, path_seconds))
+    report.add("embedder alone, bare messages", f"{bare_rate:,.0f}", f"{bare_rate / raw_rate:.2f}")
+    report.add("embedder alone, message + end of the one before", f"{raw_rate:,.0f}", "1.00")
     report.add(
         "write path (SQLite + FTS + embed + upsert)",
         f"{path_rate:,.0f}",
         f"{path_rate / raw_rate:.2f}",
     )
-    report.notes.append("Target: the write path keeps at least 80% of the embedder's rate.")
+    report.notes.append(
+        "Target: the write path keeps at least 80% of the embedder's rate on the texts it embeds."
+    )
     return report, np.array(raw, dtype=np.float32)
+
+
+def _as_embedded(messages: list[str]) -> list[str]:
+    """What the write path embeds for a run of messages in one session."""
+    turns = [compose_search_text("user", m, {}) for m in messages]
+    contexts = ["", *(compose_context_text("user", m) for m in messages[:-1])]
+    return [w for t, c in zip(turns, contexts, strict=True) for w in windows(t, c, 700)]
 
 
 def noisy_copies(base: np.ndarray, count: int, seed: int = 3) -> np.ndarray:

@@ -9,7 +9,9 @@ from nexusai.cli import cli
 from nexusai.config import Config
 from nexusai.memory.models import NewEpisode
 from nexusai.memory.service import Memory
+from nexusai.memory.store import Store
 from nexusai.orchestration.llm import OpenAIChat
+from nexusai.orchestration.settings import SettingsStore
 from tests.conftest import SwitchableEmbedder
 
 
@@ -93,7 +95,10 @@ def test_eval_locomo_smoke_on_one_conversation(tmp_path: Path) -> None:
     if not data.exists():
         pytest.skip("the LoCoMo data is not beside the checkout")
     out = tmp_path / "result.json"
-    result = CliRunner().invoke(
+    data_dir = tmp_path / "data"  # a store whose settings the user changed
+    with Store(Config.from_env({}, data_dir=data_dir).db_path) as store:
+        SettingsStore(store).update({"semanticWeight": 0.5, "keywordWeight": 2})
+    result = CliRunner(env={"NEXUS_DATA_DIR": str(data_dir)}).invoke(
         cli,
         [
             "eval",
@@ -114,7 +119,11 @@ def test_eval_locomo_smoke_on_one_conversation(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["conversations"] == ["conv-26"] and report["questions"] > 150
     pairs = {(r["semanticWeight"], r["keywordWeight"]): r for r in report["results"]}
-    assert {(1.0, 0.0), (0.0, 1.0)} <= set(pairs)
+    assert report["configured"] == {"semanticWeight": 0.5, "keywordWeight": 2.0}
+    assert report["recommended"] == {"semanticWeight": 1.0, "keywordWeight": 3.0}
+    assert {(1.0, 0.0), (0.0, 1.0), (0.5, 2.0), (1.0, 3.0)} <= set(pairs)
+    assert report["semanticLimit"] == "k"
+    assert "0.5+" in result.output and "1*" in result.output
     for row in pairs.values():
         assert 0.0 <= row["recall"]["5"] <= row["recall"]["10"] <= 1.0
         assert set(row["byCategory"]) == {
@@ -127,3 +136,20 @@ def test_eval_locomo_smoke_on_one_conversation(tmp_path: Path) -> None:
     # a sanity floor far below what it measures, so a broken retrieval path fails here
     assert pairs[(0.0, 1.0)]["recall"]["10"] > 0.4
     assert (tmp_path / "plot.png").stat().st_size > 10_000
+
+
+def test_configured_weights_are_the_defaults_without_a_store(tmp_path: Path) -> None:
+    from nexusai.evaluation.report import configured_weights
+
+    config = Config.from_env({}, data_dir=tmp_path / "nothing-here")
+    assert configured_weights(config) == (1.0, 0.0)
+    assert not (tmp_path / "nothing-here").exists()  # looking created nothing
+
+
+def test_eval_depth_below_the_largest_k_is_a_clean_error(tmp_path: Path) -> None:
+    data = tmp_path / "locomo.json"
+    data.write_text("[]")
+    result = CliRunner().invoke(cli, ["eval", "locomo", "--data", str(data), "--depth", "10"])
+    assert result.exit_code == 1
+    assert "--depth 10 is less than the largest k (20)" in result.output
+    assert "Traceback" not in result.output

@@ -55,8 +55,9 @@ class Run:
     latency_ms: list[float]  # at the deepest limit
 
 
-def weight_pairs(recommended: Weights) -> list[Weights]:
-    pairs = [(1.0, 0.0), (0.0, 1.0), recommended, *((1.0, w) for w in SWEEP)]
+def weight_pairs(extra: Sequence[Weights]) -> list[Weights]:
+    """Semantic only and keyword only first, then `extra`, then the sweep; each once."""
+    pairs = [(1.0, 0.0), (0.0, 1.0), *extra, *((1.0, w) for w in SWEEP)]
     return list(dict.fromkeys(pairs))
 
 
@@ -65,7 +66,7 @@ def evaluate(
     embedder: Embedder,
     ks: Sequence[int] = (5, 10, 20),
     conversations: Sequence[str] | None = None,
-    recommended: Weights = (1.0, 1.0),
+    extra: Sequence[Weights] = (),
     progress: Callable[[str], None] | None = None,
     depth: int | None = None,
 ) -> dict[str, Any]:
@@ -77,7 +78,7 @@ def evaluate(
     if depth is not None and depth < max(ks):
         raise InvalidInput(f"--depth {depth} is less than the largest k ({max(ks)})")
     limits = [depth] if depth else sorted(set(ks))
-    pairs = weight_pairs(recommended)
+    pairs = weight_pairs(extra)
     runs = {pair: Run(pair, {limit: [] for limit in limits}, []) for pair in pairs}
     questions: list[Question] = []
     dropped = 0

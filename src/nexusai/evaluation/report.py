@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,25 @@ from rich.table import Table
 from nexusai.config import Config
 from nexusai.embedders import create_embedder
 from nexusai.evaluation.locomo import evaluate, plot
+from nexusai.orchestration.settings import from_stored
 
-RECOMMENDED = (1.0, 3.0)  # see the README: keyword-leaning, semantic as a tie-breaker
+RECOMMENDED = (1.0, 3.0)  # see the README: the keyword leg proposes, the semantic promotes
+
+
+def configured_weights(config: Config) -> tuple[float, float]:
+    """The weights the store at NEXUS_DATA_DIR is set to now, read without opening it for
+    writing (the service may be running); the defaults when there is no store yet."""
+    stored: dict[str, str] = {}
+    if config.db_path.exists():
+        conn = sqlite3.connect(f"{config.db_path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            stored = dict(conn.execute("SELECT key, value FROM settings").fetchall())
+        except sqlite3.OperationalError:  # a store from before settings existed
+            pass
+        finally:
+            conn.close()
+    current = from_stored(stored)
+    return (current.semantic_weight, current.keyword_weight)
 
 
 def run_locomo(
@@ -28,13 +46,23 @@ def run_locomo(
 ) -> dict[str, Any]:
     # Wide enough for every column: a narrow terminal wraps lines, it never elides numbers.
     console = Console(width=max(Console().width, 120))
-    embedder = create_embedder(Config.from_env())
+    config = Config.from_env()
+    embedder = create_embedder(config)
+    configured = configured_weights(config)
     count = len(conversations) if conversations else 10
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task("importing and asking", total=count)
         result = evaluate(
-            data, embedder, ks, conversations, RECOMMENDED, lambda _: bar.advance(task), depth
+            data,
+            embedder,
+            ks,
+            conversations,
+            [RECOMMENDED, configured],
+            lambda _: bar.advance(task),
+            depth,
         )
+    result["recommended"] = _pair(RECOMMENDED)
+    result["configured"] = _pair(configured)
     console.print(table(result, ks))
     console.print(
         f"{result['questions']} questions; {result['droppedEvidenceRefs']} evidence refs "
@@ -47,18 +75,27 @@ def run_locomo(
     return result
 
 
+def _pair(weights: tuple[float, float]) -> dict[str, float]:
+    return {"semanticWeight": weights[0], "keywordWeight": weights[1]}
+
+
 def table(result: dict[str, Any], ks: Sequence[int]) -> Table:
     limit = result["semanticLimit"]
     grid = Table(
         title=f"LoCoMo retrieval ({', '.join(result['conversations'])})",
-        caption=f"R@k, H@k: a turn at semanticLimit {limit}; MRR and latency: the deepest turn",
+        caption=f"R@k, H@k: a turn at semanticLimit {limit}; MRR and latency: the deepest"
+        " turn; * recommended, + configured now (settings at NEXUS_DATA_DIR)",
     )
+    marks = {_key(result.get("recommended")): "*", _key(result.get("configured")): "+"}
+    if _key(result.get("recommended")) == _key(result.get("configured")):
+        marks[_key(result.get("recommended"))] = "*+"
     for column in ["semantic", "keyword", *(f"R@{k}" for k in ks), *(f"H@{k}" for k in ks)]:
         grid.add_column(column, justify="right")
     for column in ["MRR", "p50 ms", "p95 ms"]:
         grid.add_column(column, justify="right")
     for row in result["results"]:
-        cells = [f"{row['semanticWeight']:g}", f"{row['keywordWeight']:g}"]
+        mark = marks.get(_key(row), "")
+        cells = [f"{row['semanticWeight']:g}{mark}", f"{row['keywordWeight']:g}"]
         cells += [f"{row['recall'][str(k)]:.3f}" for k in ks]
         cells += [f"{row['hit'][str(k)]:.3f}" for k in ks]
         cells += [
@@ -68,3 +105,7 @@ def table(result: dict[str, Any], ks: Sequence[int]) -> Table:
         ]
         grid.add_row(*cells)
     return grid
+
+
+def _key(pair: dict[str, Any] | None) -> tuple[float, float] | None:
+    return (pair["semanticWeight"], pair["keywordWeight"]) if pair else None

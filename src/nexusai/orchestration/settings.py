@@ -120,18 +120,22 @@ def validate(name: str, value: object) -> float:
     return setting.kind(number)
 
 
+def from_stored(stored: Mapping[str, str]) -> RuntimeSettings:
+    """Settings as stored (name -> JSON text) over the defaults; unknown names are ignored."""
+    values = DEFAULTS.to_values()
+    for name, raw in stored.items():
+        if name in BY_NAME:
+            values[name] = json.loads(raw)
+    return RuntimeSettings.from_values(values)
+
+
 class SettingsStore:
     def __init__(self, backend: KeyValueStore) -> None:
         self._backend = backend
         self._lock = threading.Lock()
 
     def get(self) -> RuntimeSettings:
-        stored = self._backend.read_settings()
-        values = DEFAULTS.to_values()
-        for name, raw in stored.items():
-            if name in BY_NAME:
-                values[name] = json.loads(raw)
-        return RuntimeSettings.from_values(values)
+        return from_stored(self._backend.read_settings())
 
     def update(self, changes: Mapping[str, object]) -> RuntimeSettings:
         """Validates every change first: one bad value and nothing is written."""

@@ -160,3 +160,30 @@ def test_import_over_http_streams_the_body(client: TestClient) -> None:
     assert response.json()["episodes"] == 50
     bad = client.post("/import?format=jsonl", content=b"{oops")
     assert bad.status_code == 422 and "line 1" in bad.json()["detail"]
+
+
+def test_eval_can_store_several_turns_as_one_episode() -> None:
+    from nexusai.evaluation.locomo import merge_turns
+    from nexusai.importing import locomo_conversation
+
+    turns = [
+        {"speaker": "Ann", "dia_id": "D1:1", "text": "I got a puppy"},
+        {"speaker": "Bo", "dia_id": "D1:2", "text": "Cute!", "blip_caption": "a dog"},
+        {"speaker": "Ann", "dia_id": "D1:3", "text": "His name is Rex"},
+    ]
+    sample = {
+        "sample_id": "conv-x",
+        "conversation": {"session_1": turns, "session_1_date_time": "1:56 pm on 8 May, 2023"},
+    }
+    merged, keys = merge_turns(locomo_conversation(sample), 2)
+    [session] = merged.sessions
+    assert [e.key for e in session.episodes] == ["locomo:conv-x:D1:1", "locomo:conv-x:D1:3"]
+    first = session.episodes[0].episode
+    assert (first.speaker, first.content) == ("Ann", "I got a puppy\nBo: Cute! [image: a dog]")
+    assert keys == {
+        "locomo:conv-x:D1:1": "locomo:conv-x:D1:1",
+        "locomo:conv-x:D1:2": "locomo:conv-x:D1:1",
+        "locomo:conv-x:D1:3": "locomo:conv-x:D1:3",
+    }
+    same, _ = merge_turns(locomo_conversation(sample), 1)
+    assert same == locomo_conversation(sample)

@@ -225,6 +225,13 @@ def eval_group() -> None:
     help="Score the top k of one turn at this semanticLimit (default: each k is a turn at"
     " semanticLimit k)",
 )
+@click.option(
+    "--turns-per-episode",
+    type=click.IntRange(1, 50),
+    default=1,
+    show_default=True,
+    help="Store every N turns as one episode (long episodes, as in user-assistant chats)",
+)
 @clean_errors
 def eval_locomo(
     data: Path,
@@ -233,13 +240,14 @@ def eval_locomo(
     json_out: Path | None,
     plot_out: Path | None,
     depth: int | None,
+    turns_per_episode: int,
 ) -> None:
     """Evidence recall@k, hit@k and MRR per weight pair, through the real retrieval path."""
     from nexusai.evaluation.report import run_locomo
 
     cutoffs = sorted({int(k) for k in ks.split(",") if k.strip()})
     chosen = [c.strip() for c in conversations.split(",")] if conversations else None
-    run_locomo(data, cutoffs, chosen, json_out, plot_out, depth)
+    run_locomo(data, cutoffs, chosen, json_out, plot_out, depth, turns_per_episode)
 
 
 cli.add_command(client_cli.settings)

@@ -27,7 +27,13 @@ from nexusai.config import Config
 from nexusai.embedders import Embedder
 from nexusai.errors import InvalidInput
 from nexusai.evaluation.metrics import hit_at, percentile, recall_at, reciprocal_rank
-from nexusai.importing import locomo_conversation
+from nexusai.importing import (
+    SourceConversation,
+    SourceEpisode,
+    SourceSession,
+    locomo_conversation,
+)
+from nexusai.memory.models import CAPTION_KEY, NewEpisode, said
 from nexusai.memory.service import Memory
 from nexusai.orchestration.retrieval import get_fused_episodes
 from nexusai.orchestration.settings import DEFAULTS
@@ -69,6 +75,7 @@ def evaluate(
     extra: Sequence[Weights] = (),
     progress: Callable[[str], None] | None = None,
     depth: int | None = None,
+    turns_per_episode: int = 1,
 ) -> dict[str, Any]:
     samples = json.loads(data.read_text(encoding="utf-8"))
     chosen = [s for s in samples if not conversations or s["sample_id"] in conversations]
@@ -83,7 +90,7 @@ def evaluate(
     questions: list[Question] = []
     dropped = 0
     for sample in chosen:
-        asked, lost = _evaluate_sample(sample, embedder, runs)
+        asked, lost = _evaluate_sample(sample, embedder, runs, turns_per_episode)
         questions += asked
         dropped += lost
         if progress:
@@ -94,20 +101,22 @@ def evaluate(
         "questions": len(questions),
         "droppedEvidenceRefs": dropped,
         "semanticLimit": depth or "k",
+        "turnsPerEpisode": turns_per_episode,
         "results": [_summary(runs[pair], questions, ks) for pair in pairs],
     }
 
 
 def _evaluate_sample(
-    sample: dict[str, Any], embedder: Embedder, runs: dict[Weights, Run]
+    sample: dict[str, Any], embedder: Embedder, runs: dict[Weights, Run], turns_per_episode: int
 ) -> tuple[list[Question], int]:
     with tempfile.TemporaryDirectory() as tmp:
         memory = Memory.open(Config.from_env({}, data_dir=Path(tmp), extractor="none"), embedder)
         try:
-            conversation = locomo_conversation(sample)
+            conversation, keys = merge_turns(locomo_conversation(sample), turns_per_episode)
             project = memory.store.ensure_project(conversation.project or conversation.key)
             memory.import_conversation(conversation.sessions, project)
-            ids = memory.store.imported_episode_ids(f"locomo:{sample['sample_id']}:")
+            imported = memory.store.imported_episode_ids(f"locomo:{sample['sample_id']}:")
+            ids = {turn: imported[episode] for turn, episode in keys.items() if episode in imported}
             questions, dropped = _questions(sample, ids)
             scope = [s.id for s in memory.store.list_sessions(project, limit=10_000)]
             for question in questions:
@@ -115,6 +124,33 @@ def _evaluate_sample(
         finally:
             memory.close()
     return questions, dropped
+
+
+def merge_turns(
+    conversation: SourceConversation, n: int
+) -> tuple[SourceConversation, dict[str, str]]:
+    """Every n consecutive turns of a session as one episode, a transcript of who said what
+    (long episodes, as in user-assistant chats, from the same questions and evidence).
+    Returns the conversation and, for each turn's key, the key of the episode holding it."""
+    keys: dict[str, str] = {}
+    sessions = []
+    for session in conversation.sessions:
+        merged = SourceSession(session.key, session.title)
+        for start in range(0, len(session.episodes), n):
+            block = session.episodes[start : start + n]
+            first = block[0].episode
+            lines = [_line(s.episode, with_speaker=i > 0) for i, s in enumerate(block)]
+            episode = NewEpisode(first.speaker, "\n".join(lines), first.occurred_at)
+            merged.episodes.append(SourceEpisode(block[0].key, episode if n > 1 else first))
+            keys.update((s.key, block[0].key) for s in block)
+        sessions.append(merged)
+    return replace(conversation, sessions=sessions), keys
+
+
+def _line(episode: NewEpisode, with_speaker: bool) -> str:
+    caption = episode.metadata.get(CAPTION_KEY)
+    text = episode.content + (f" [image: {caption}]" if caption else "")
+    return said(episode.speaker, text) if with_speaker else text
 
 
 def _questions(sample: dict[str, Any], ids: dict[str, int]) -> tuple[list[Question], int]:

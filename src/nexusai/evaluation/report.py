@@ -43,6 +43,7 @@ def run_locomo(
     json_out: Path | None,
     plot_out: Path | None,
     depth: int | None = None,
+    turns_per_episode: int = 1,
 ) -> dict[str, Any]:
     # Wide enough for every column: a narrow terminal wraps lines, it never elides numbers.
     console = Console(width=max(Console().width, 120))
@@ -60,6 +61,7 @@ def run_locomo(
             [RECOMMENDED, configured],
             lambda _: bar.advance(task),
             depth,
+            turns_per_episode,
         )
     result["recommended"] = _pair(RECOMMENDED)
     result["configured"] = _pair(configured)

@@ -17,7 +17,7 @@ from nexusai.embedders import create_embedder
 from nexusai.evaluation.locomo import evaluate, plot
 from nexusai.orchestration.settings import from_stored
 
-RECOMMENDED = (1.0, 3.0)  # see the README: the keyword leg proposes, the semantic promotes
+RECOMMENDED = (0.25, 5.0)  # see the README: keyword ranks, semantic breaks near-ties
 
 
 def configured_weights(config: Config) -> tuple[float, float]:

@@ -132,6 +132,8 @@ def merge_turns(
     """Every n consecutive turns of a session as one episode, a transcript of who said what
     (long episodes, as in user-assistant chats, from the same questions and evidence).
     Returns the conversation and, for each turn's key, the key of the episode holding it."""
+    if n == 1:
+        return conversation, {e.key: e.key for s in conversation.sessions for e in s.episodes}
     keys: dict[str, str] = {}
     sessions = []
     for session in conversation.sessions:
@@ -141,7 +143,7 @@ def merge_turns(
             first = block[0].episode
             lines = [_line(s.episode, with_speaker=i > 0) for i, s in enumerate(block)]
             episode = NewEpisode(first.speaker, "\n".join(lines), first.occurred_at)
-            merged.episodes.append(SourceEpisode(block[0].key, episode if n > 1 else first))
+            merged.episodes.append(SourceEpisode(block[0].key, episode))
             keys.update((s.key, block[0].key) for s in block)
         sessions.append(merged)
     return replace(conversation, sessions=sessions), keys

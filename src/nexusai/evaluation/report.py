@@ -15,6 +15,7 @@ from rich.table import Table
 from nexusai.config import Config
 from nexusai.embedders import create_embedder
 from nexusai.evaluation.locomo import evaluate, plot
+from nexusai.memory.store import stored_settings
 from nexusai.orchestration.settings import from_stored
 
 RECOMMENDED = (0.25, 5.0)  # see the README: keyword ranks, semantic breaks near-ties
@@ -27,7 +28,7 @@ def configured_weights(config: Config) -> tuple[float, float]:
     if config.db_path.exists():
         conn = sqlite3.connect(f"{config.db_path.resolve().as_uri()}?mode=ro", uri=True)
         try:
-            stored = dict(conn.execute("SELECT key, value FROM settings").fetchall())
+            stored = stored_settings(conn)
         except sqlite3.OperationalError:  # a store from before settings existed
             pass
         finally:

@@ -149,7 +149,7 @@ class Store:
     # -- runtime settings (values as JSON text) ------------------------------------------
 
     def read_settings(self) -> dict[str, str]:
-        return {row["key"]: row["value"] for row in self.read("SELECT key, value FROM settings")}
+        return stored_settings(self.connection())
 
     def write_settings(self, values: Mapping[str, str]) -> None:
         with self.atomic() as conn:
@@ -481,6 +481,12 @@ class Store:
         values = dict(row)
         values["metadata"] = json.loads(values["metadata"])
         return Episode(**{k: values[k] for k in Episode.__dataclass_fields__})
+
+
+def stored_settings(conn: sqlite3.Connection) -> dict[str, str]:
+    """The runtime settings a store holds (name -> JSON text); any connection will do, a
+    read-only one included."""
+    return dict(conn.execute("SELECT key, value FROM settings").fetchall())
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from pathlib import Path
 from benchmarks.common import Report, sentences
 from nexusai.config import Config
 from nexusai.embedders import LocalEmbedder
-from nexusai.memory.entities import SpacyExtractor
-from nexusai.memory.models import NewEpisode
+from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.service import Memory
+from nexusai.models import NewEpisode
 
 PEOPLE = ["Maria Lopez", "John Smith", "Aiko Tanaka", "Google", "London", "Paris", "Microsoft"]
 
@@ -50,7 +50,7 @@ def run(quick: bool = False) -> None:
             chunk = texts[start : start + 500]
             plain_s += write(plain, chunk)
             with_s += write(extracting, chunk)
-        entities = extracting.store.read("SELECT count(*) FROM entities")[0][0]
+        entities = extracting.entities.count()
         plain.close()
         extracting.close()
     report = Report(

@@ -8,9 +8,8 @@ import time
 from pathlib import Path
 
 from benchmarks.common import LATENCY_COLUMNS, Report, sentences, time_ms
-from nexusai.memory.fts import search_episodes
-from nexusai.memory.models import NewEpisode
 from nexusai.memory.store import Store
+from nexusai.models import NewEpisode
 
 SESSIONS = 1000
 
@@ -31,10 +30,10 @@ def measure(report: Report, store: Store, session_ids: list[int], size: int) -> 
     queries = iter(list(sentences(300, seed=99)) * 10)
     rng = random.Random(1)
     scoped = time_ms(
-        lambda: search_episodes(store, next(queries), 20, rng.sample(session_ids, 5)), 200
+        lambda: store.search_keyword(next(queries), 20, rng.sample(session_ids, 5)), 200
     )
     report.add_latency(f"{size:,} eps, scope 5 of {SESSIONS} sessions", scoped)
-    unscoped = time_ms(lambda: search_episodes(store, next(queries), 20, None), 200)
+    unscoped = time_ms(lambda: store.search_keyword(next(queries), 20, None), 200)
     report.add_latency(f"{size:,} eps, all sessions", unscoped)
 
 

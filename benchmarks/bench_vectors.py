@@ -19,10 +19,12 @@ import numpy as np
 from benchmarks.common import LATENCY_COLUMNS, Report, sentences, time_ms
 from nexusai.config import Config
 from nexusai.embedders import LocalEmbedder
-from nexusai.memory.models import NewEpisode
+from nexusai.memory import vector_state
 from nexusai.memory.service import Memory, embedding_texts, record_embedder
 from nexusai.memory.store import Store
+from nexusai.memory.vector_state import VectorState
 from nexusai.memory.vectors import EdgeVectorIndex, VectorPoint
+from nexusai.models import NewEpisode
 
 SESSIONS = 1000
 
@@ -58,7 +60,7 @@ def ingest(embedder: LocalEmbedder, count: int, chunk: int = 500) -> tuple[Repor
             began = time.perf_counter()
             embedder.embed(as_embedded)
             raw_seconds += time.perf_counter() - began
-        assert memory.store.count_pending_vectors() == 0
+        assert memory.count_pending_vectors() == 0
         memory.close()
     bare_rate, raw_rate, path_rate = (count / t for t in (bare_seconds, raw_seconds, path_seconds))
     report.add("embedder alone, bare messages", f"{bare_rate:,.0f}", f"{bare_rate / raw_rate:.2f}")
@@ -151,7 +153,8 @@ def build_store(
             session_id = store.create_session(project).id
             batch = [NewEpisode("u", next(texts)) for _ in range(size // SESSIONS)]
             store.add_episodes(session_id, batch)
-        store.set_vector_state(list(range(1, size + 1)), "indexed")
+        with store.atomic() as conn:
+            vector_state.set_vectors(conn, list(range(1, size + 1)), VectorState.INDEXED)
         record_embedder(store, embedder)
     index = EdgeVectorIndex(data_dir / "vectors" / "episodes", base.shape[1])
     fill_index(index, noisy_copies(base, size))

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from nexusai.app import create_app
 from nexusai.config import Config
 from nexusai.embedders import Embedder, LocalEmbedder, Vector
-from nexusai.memory.entities import SpacyExtractor
+from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.service import Memory
 from nexusai.memory.store import Store
 

@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from nexusai.app import create_app
 from nexusai.config import Config
-from nexusai.orchestration.llm import OpenAIChat
+from nexusai.llm import OpenAIChat
 from tests.conftest import SwitchableEmbedder
 from tests.openai_stub import StubState, openai_stub
 

@@ -7,10 +7,9 @@ from click.testing import CliRunner
 
 from nexusai.cli import cli
 from nexusai.config import Config
-from nexusai.memory.models import NewEpisode
+from nexusai.llm import OpenAIChat
 from nexusai.memory.service import Memory
-from nexusai.memory.store import Store
-from nexusai.orchestration.llm import OpenAIChat
+from nexusai.models import NewEpisode
 from nexusai.orchestration.settings import SettingsStore
 from tests.conftest import SwitchableEmbedder
 
@@ -28,7 +27,7 @@ def test_reindex_rebuilds_every_vector(
     assert result.exit_code == 0, result.output
     assert "rebuilt 5 vectors" in result.output
     again = Memory.open(config, embedder)
-    assert again.vectors.count() == 5 and again.store.count_pending_vectors() == 0
+    assert again.vectors.count() == 5 and again.count_pending_vectors() == 0
     again.close()
 
 
@@ -96,8 +95,9 @@ def test_eval_locomo_smoke_on_one_conversation(tmp_path: Path) -> None:
         pytest.skip("the LoCoMo data is not beside the checkout")
     out = tmp_path / "result.json"
     data_dir = tmp_path / "data"  # a store whose settings the user changed
-    with Store(Config.from_env({}, data_dir=data_dir).db_path) as store:
-        SettingsStore(store).update({"semanticWeight": 0.5, "keywordWeight": 2})
+    settings = SettingsStore(Config.from_env({}, data_dir=data_dir).db_path)
+    settings.update({"semanticWeight": 0.5, "keywordWeight": 2})
+    settings.close()
     result = CliRunner(env={"NEXUS_DATA_DIR": str(data_dir)}).invoke(
         cli,
         [

@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 
 from nexusai.config import Config
-from nexusai.memory.models import NewEpisode
 from nexusai.memory.service import Memory
+from nexusai.models import NewEpisode
 from nexusai.orchestration.context import assemble_context
 from nexusai.orchestration.retrieval import get_fused_episodes
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
@@ -52,7 +52,9 @@ def test_semantic_weight_zero_skips_embedding_and_vectors(
     sid = memory.store.create_session().id
     write(memory, sid, "unrelated words", "the zebra crossing")
     calls = embedder.calls
-    settings = replace(DEFAULTS, semantic_weight=0.0, keyword_weight=1.0, recent_limit=0)
+    settings = replace(
+        DEFAULTS, semantic_weight=0.0, keyword_weight=1.0, recent_limit=0, entity_limit=0
+    )
     context = assemble_context(memory, embedder, settings, sid, "zebra")
     assert embedder.calls == calls
     assert [m.episode.content for m in context.memories] == ["the zebra crossing"]
@@ -63,7 +65,7 @@ def test_query_is_embedded_once_per_turn(memory: Memory, embedder: SwitchableEmb
     sid = memory.store.create_session().id
     write(memory, sid, "one", "two")
     calls = embedder.calls
-    assemble_context(memory, embedder, BOTH, sid, "a question", lambda v, s, n: [])
+    assemble_context(memory, embedder, BOTH, sid, "a question")
     assert embedder.calls == calls + 1
 
 

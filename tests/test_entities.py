@@ -8,10 +8,9 @@ from fastapi.testclient import TestClient
 
 from nexusai.app import create_app
 from nexusai.config import Config
-from nexusai.memory.entities import Extractor, Mention, SpacyExtractor, clean, normalize
-from nexusai.memory.fts import search_episodes
-from nexusai.memory.models import NewEpisode
+from nexusai.memory.extractors import Extractor, Mention, SpacyExtractor, clean, normalize
 from nexusai.memory.service import Memory
+from nexusai.models import NewEpisode
 from nexusai.orchestration.context import assemble_context
 from nexusai.orchestration.settings import DEFAULTS
 from tests.conftest import SwitchableEmbedder
@@ -32,7 +31,7 @@ def say(memory: Memory, session_id: int, *texts: str) -> list[int]:
 
 def names(memory: Memory, session_id: int) -> dict[str, tuple[str, int]]:
     scope = memory.scope_session_ids(session_id)
-    return {e.name: (e.type, e.mention_count) for e in memory.entities_by_prefix("", scope, 50)}
+    return {e.name: (e.type, e.mention_count) for e in memory.entities.by_prefix("", scope, 50)}
 
 
 def test_real_pipeline_finds_a_person_a_place_and_an_organization(
@@ -102,7 +101,6 @@ def test_a_turn_embeds_its_query_once_and_gets_entities(
         settings,
         sid,
         "Where did I walk the dog?",
-        entity_memory.search_entities,
     )
     assert embedder.calls == calls + 1
     assert {e.name for e in context.entities} >= {"New York"}
@@ -122,10 +120,10 @@ def test_a_failing_extractor_never_loses_the_episode(
     memory = Memory.open(config, embedder, extractor=Broken())
     sid = memory.store.create_session().id
     [eid] = say(memory, sid, "Maria Lopez flew to Lisbon")
-    assert [e.id for e in search_episodes(memory.store, "Lisbon")] == [eid]
-    assert memory.store.count_pending_vectors() == 0
-    memory.extractor = spacy_extractor  # the next pass catches up
-    assert memory.sync_entities() == 1
+    assert [e.id for e in memory.store.search_keyword("Lisbon")] == [eid]
+    assert memory.count_pending_vectors() == 0
+    memory.entities.extractor = spacy_extractor  # the next pass catches up
+    assert memory.entities.sync() == 1
     assert "Lisbon" in names(memory, sid)
     memory.close()
 
@@ -140,7 +138,7 @@ def test_deleting_episodes_updates_counts_and_drops_orphans(entity_memory: Memor
     assert names(entity_memory, sid)["Maria Lopez"] == ("person", 1)
     entity_memory.delete_episode(second)
     assert names(entity_memory, sid) == {}
-    assert entity_memory.store.read("SELECT count(*) FROM entities")[0][0] == 0
+    assert entity_memory.entities.count() == 0
 
 
 def test_entities_over_http_and_in_context(
@@ -148,7 +146,7 @@ def test_entities_over_http_and_in_context(
 ) -> None:
     app = create_app(config, embedder)
     with TestClient(app) as client:
-        app.state.memory.extractor = spacy_extractor
+        app.state.memory.entities.extractor = spacy_extractor
         sid = client.post("/sessions").json()["id"]
         client.post(
             f"/sessions/{sid}/episodes",
@@ -174,7 +172,7 @@ def test_entities_over_http_and_in_context(
 
 
 def test_chat_prompt_presents_entities() -> None:
-    from nexusai.memory.entities import Entity
+    from nexusai.models import Entity
     from nexusai.orchestration.chat import build_prompt
     from nexusai.orchestration.context import Context
 
@@ -189,7 +187,7 @@ def test_chat_prompt_presents_entities() -> None:
 
 
 def test_llm_extractor_validates_json_from_a_real_http_endpoint() -> None:
-    from nexusai.memory.entities import create_extractor
+    from nexusai.memory.extractors import create_extractor
     from tests.openai_stub import openai_stub
 
     with openai_stub() as (url, stub):
@@ -208,7 +206,7 @@ def test_llm_extractor_validates_json_from_a_real_http_endpoint() -> None:
 
 def test_llm_extractor_needs_an_llm() -> None:
     from nexusai.errors import ConfigError
-    from nexusai.memory.entities import create_extractor
+    from nexusai.memory.extractors import create_extractor
 
     with pytest.raises(ConfigError, match="NEXUS_LLM_BASE_URL"):
         create_extractor(Config.from_env({}, extractor="llm"))

@@ -6,8 +6,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nexusai.config import RETRIEVAL
-from nexusai.memory.models import Episode
-from nexusai.orchestration.fusion import fuse_episode_results, fuse_ranked
+from nexusai.models import Episode
+from nexusai.orchestration.fusion import fuse_ranked
+
+
+def fused_episodes(
+    semantic: list[Episode], keyword: list[Episode], ws: float, wk: float, limit: int
+) -> list[Episode]:
+    """The spec's fuseEpisodeResults: the fused episodes alone, best first."""
+    return [f.episode for f in fuse_ranked(semantic, keyword, ws, wk, limit)]
 
 
 def ep(i: int) -> Episode:
@@ -30,17 +37,17 @@ def test_spec_formula_and_sum_for_both_lists() -> None:
 
 
 def test_spec_guard_keyword_weight_zero_adds_no_fts_only_episode() -> None:
-    result = fuse_episode_results([ep(1)], [ep(2), ep(1)], 1.0, 0.0, 10)
+    result = fused_episodes([ep(1)], [ep(2), ep(1)], 1.0, 0.0, 10)
     assert [e.id for e in result] == [1]
 
 
 def test_semantic_weight_zero_is_guarded_too() -> None:
-    result = fuse_episode_results([ep(1), ep(2)], [ep(3)], 0.0, 1.0, 10)
+    result = fused_episodes([ep(1), ep(2)], [ep(3)], 0.0, 1.0, 10)
     assert [e.id for e in result] == [3]
 
 
 def test_limit() -> None:
-    assert len(fuse_episode_results([ep(i) for i in range(1, 30)], [], 1, 1, 5)) == 5
+    assert len(fused_episodes([ep(i) for i in range(1, 30)], [], 1, 1, 5)) == 5
 
 
 @given(ids, ids, weights, weights, st.integers(0, 30))
@@ -48,7 +55,7 @@ def test_output_is_a_duplicate_free_subset_within_limit(
     sem: list[int], kw: list[int], ws: float, wk: float, limit: int
 ) -> None:
     result = [
-        e.id for e in fuse_episode_results([ep(i) for i in sem], [ep(i) for i in kw], ws, wk, limit)
+        e.id for e in fused_episodes([ep(i) for i in sem], [ep(i) for i in kw], ws, wk, limit)
     ]
     assert len(result) == len(set(result)) <= limit
     assert set(result) <= set(sem) | set(kw)
@@ -56,13 +63,9 @@ def test_output_is_a_duplicate_free_subset_within_limit(
 
 @given(ids, ids, weights, weights)
 def test_weight_zero_brings_nothing_in(sem: list[int], kw: list[int], ws: float, wk: float) -> None:
-    result = {
-        e.id for e in fuse_episode_results([ep(i) for i in sem], [ep(i) for i in kw], ws, 0, 99)
-    }
+    result = {e.id for e in fused_episodes([ep(i) for i in sem], [ep(i) for i in kw], ws, 0, 99)}
     assert result <= set(sem)
-    result = {
-        e.id for e in fuse_episode_results([ep(i) for i in sem], [ep(i) for i in kw], 0, wk, 99)
-    }
+    result = {e.id for e in fused_episodes([ep(i) for i in sem], [ep(i) for i in kw], 0, wk, 99)}
     assert result <= set(kw)
 
 

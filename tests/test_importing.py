@@ -6,8 +6,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from nexusai.importing import ImportFormatError, import_stream
-from nexusai.memory.fts import search_episodes
+from nexusai.memory.importing import ImportFormatError, import_stream
 from nexusai.memory.service import Memory
 
 
@@ -41,8 +40,8 @@ def test_jsonl_import_groups_sessions_and_reimport_skips(memory: Memory) -> None
     assert memory.store.count_episodes() == 4
     project = memory.store.find_project("mine")
     assert project and len(memory.store.list_sessions(project.id)) == 2
-    assert search_episodes(memory.store, "Oslo")[0].content == "Book a flight to Oslo"
-    assert memory.store.count_pending_vectors() == 0
+    assert memory.store.search_keyword("Oslo")[0].content == "Book a flight to Oslo"
+    assert memory.count_pending_vectors() == 0
 
 
 def test_malformed_line_stops_and_leaves_its_conversation_unwritten(memory: Memory) -> None:
@@ -129,7 +128,7 @@ def test_locomo_import_maps_sessions_dates_speakers_and_captions(memory: Memory)
         "imageCaption": "a photo of a red kayak on a lake",
     }
     assert first[1].speaker == "Bo"
-    assert [e.id for e in search_episodes(memory.store, "lake")] == [first[1].id]
+    assert [e.id for e in memory.store.search_keyword("lake")] == [first[1].id]
 
 
 @pytest.mark.parametrize(
@@ -164,7 +163,7 @@ def test_import_over_http_streams_the_body(client: TestClient) -> None:
 
 def test_eval_can_store_several_turns_as_one_episode() -> None:
     from nexusai.evaluation.locomo import merge_turns
-    from nexusai.importing import locomo_conversation
+    from nexusai.memory.importing import locomo_conversation
 
     turns = [
         {"speaker": "Ann", "dia_id": "D1:1", "text": "I got a puppy"},

@@ -4,9 +4,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nexusai.memory.fts import search_episodes
-from nexusai.memory.models import NewEpisode
 from nexusai.memory.store import Store
+from nexusai.models import NewEpisode
 
 
 def add(store: Store, session_id: int, *texts: str) -> list[int]:
@@ -21,7 +20,7 @@ def add_apart(store: Store, *texts: str) -> list[int]:
 def test_none_query_never_touches_sqlite(store: Store) -> None:
     store.close()  # any SQL now would reopen a connection; count them instead
     before = len(store._connections)
-    assert search_episodes(store, "how do I do it?") == []
+    assert store.search_keyword("how do I do it?") == []
     assert len(store._connections) == before
 
 
@@ -32,7 +31,7 @@ def test_results_are_full_rows_best_first(store: Store) -> None:
         "Qdrant is a vector database",
         "nothing relevant here",
     )
-    results = search_episodes(store, "How do I configure the Qdrant collection?")
+    results = store.search_keyword("How do I configure the Qdrant collection?")
     assert [e.id for e in results] == ids[:2]
     assert results[0].content == "I configured the Qdrant collection yesterday"
     assert results[0].speaker == "u"
@@ -40,17 +39,17 @@ def test_results_are_full_rows_best_first(store: Store) -> None:
 
 def test_stemming_and_diacritics(store: Store) -> None:
     [running, cafe] = add_apart(store, "she was running fast", "meet at the cafe")
-    assert [e.id for e in search_episodes(store, "runs")] == [running]
-    assert [e.id for e in search_episodes(store, "café")] == [cafe]
+    assert [e.id for e in store.search_keyword("runs")] == [running]
+    assert [e.id for e in store.search_keyword("café")] == [cafe]
 
 
 def test_non_latin_text_matches(store: Store) -> None:
     ru, el, fr = add_apart(
         store, "Я люблю программирование", "Καλημέρα κόσμε", "Une crème brûlée délicieuse"
     )
-    assert [e.id for e in search_episodes(store, "люблю?")] == [ru]
-    assert [e.id for e in search_episodes(store, "κόσμε")] == [el]
-    assert [e.id for e in search_episodes(store, "creme brulee")] == [fr]
+    assert [e.id for e in store.search_keyword("люблю?")] == [ru]
+    assert [e.id for e in store.search_keyword("κόσμε")] == [el]
+    assert [e.id for e in store.search_keyword("creme brulee")] == [fr]
 
 
 def test_scoping_never_returns_other_sessions(store: Store) -> None:
@@ -60,14 +59,14 @@ def test_scoping_never_returns_other_sessions(store: Store) -> None:
     [in_a] = add(store, a, "secret llama plans")
     [in_b] = add(store, b, "secret llama plans")
     add(store, c, "secret llama plans")
-    assert {e.id for e in search_episodes(store, "llama", 20, [a, b])} == {in_a, in_b}
-    assert search_episodes(store, "llama", 20, []) == []
-    assert len(search_episodes(store, "llama", 20, None)) == 3
+    assert {e.id for e in store.search_keyword("llama", 20, [a, b])} == {in_a, in_b}
+    assert store.search_keyword("llama", 20, []) == []
+    assert len(store.search_keyword("llama", 20, None)) == 3
 
 
 def test_limit_and_tie_order_by_id(store: Store) -> None:
     ids = add_apart(store, *["same words here"] * 5)
-    assert [e.id for e in search_episodes(store, "words", 3)] == ids[:3]
+    assert [e.id for e in store.search_keyword("words", 3)] == ids[:3]
 
 
 @pytest.mark.parametrize(
@@ -93,7 +92,7 @@ def test_limit_and_tie_order_by_id(store: Store) -> None:
 )
 def test_fts_syntax_is_searched_for_never_parsed(store: Store, query: str) -> None:
     [stored] = add(store, store.create_session().id, "llama OR alpha NOT content")
-    found = [e.id for e in search_episodes(store, query)]
+    found = [e.id for e in store.search_keyword(query)]
     assert found in ([], [stored])
 
 
@@ -102,7 +101,7 @@ def test_fts_syntax_is_searched_for_never_parsed(store: Store, query: str) -> No
 def test_no_text_makes_search_raise(store: Store, text: str) -> None:
     if not store.count_episodes():
         add(store, store.create_session().id, "some stored text", "Привет мир", "日本語")
-    search_episodes(store, text, 10, [1])
+    store.search_keyword(text, 10, [1])
 
 
 def test_a_reply_is_found_by_the_turn_it_answers(store: Store) -> None:
@@ -113,7 +112,7 @@ def test_a_reply_is_found_by_the_turn_it_answers(store: Store) -> None:
         "Yes, last Sunday!",
         "Unrelated later remark",
     )
-    found = [e.id for e in search_episodes(store, "Berlin marathon")]
+    found = [e.id for e in store.search_keyword("Berlin marathon")]
     assert found == [question, reply]  # a match in the turn itself ranks first
     assert later not in found
 
@@ -126,5 +125,5 @@ def test_an_image_caption_is_searchable(store: Store) -> None:
             session, [NewEpisode("u", "Look at this!", metadata={"imageCaption": "a red kayak"})]
         )
     ]
-    assert [e.id for e in search_episodes(store, "kayak")] == [shared]
+    assert [e.id for e in store.search_keyword("kayak")] == [shared]
     assert store.get_episode(shared).content == "Look at this!"

@@ -6,9 +6,10 @@ import pytest
 from qdrant_client import QdrantClient
 
 from nexusai.config import Config
-from nexusai.memory.models import NewEpisode
 from nexusai.memory.service import EmbedderMismatch, Memory
 from nexusai.memory.vectors import QdrantVectorIndex
+from nexusai.models import NewEpisode
+from nexusai.orchestration.context import embed_query
 from nexusai.orchestration.retrieval import get_semantic_episodes
 from tests.conftest import SwitchableEmbedder
 
@@ -25,7 +26,7 @@ def write(memory: Memory, session_id: int, *texts: str) -> list[int]:
 
 
 def semantic(memory: Memory, query: str, scope: list[int], recent: list[int] = ()) -> list[int]:  # type: ignore[assignment]
-    vector = memory.embed_query(query)
+    vector = memory.embedder.embed_one(query)
     return [e.id for e in get_semantic_episodes(memory, vector, scope, list(recent), 10)]
 
 
@@ -89,12 +90,12 @@ def test_failing_embedder_keeps_episodes_pending_then_indexes_them(
     sid = memory.store.create_session().id
     embedder.failing = True
     stored = write(memory, sid, FACTS[0], FACTS[1])
-    assert memory.store.count_pending_vectors() == 2
+    assert memory.count_pending_vectors() == 2
     assert memory.vectors.count() == 0
-    assert memory.embed_query("dog") is None
+    assert embed_query(memory.embedder, "dog") is None
     embedder.failing = False
     write(memory, sid, FACTS[2])  # the next write retries what is pending
-    assert memory.store.count_pending_vectors() == 0
+    assert memory.count_pending_vectors() == 0
     assert memory.vectors.count() == 3
     assert semantic(memory, "what is my dog's name?", [sid])[0] == stored[0]
 
@@ -115,12 +116,12 @@ def test_pending_episodes_are_indexed_at_start_up(
     with TestClient(create_app(config, embedder)) as client:
         memory: Memory = client.app.state.memory  # type: ignore[attr-defined]
         for _ in range(200):
-            if memory.store.count_pending_vectors() == 0:
+            if memory.count_pending_vectors() == 0:
                 break
             import time
 
             time.sleep(0.05)
-        assert memory.store.count_pending_vectors() == 0
+        assert memory.count_pending_vectors() == 0
         assert memory.vectors.count() == 4
 
 
@@ -129,7 +130,7 @@ def test_edited_content_gets_a_new_vector(memory: Memory) -> None:
     [eid] = write(memory, sid, FACTS[1])
     memory.update_episode(eid, content=FACTS[0])
     assert semantic(memory, "what is my dog's name?", [sid]) == [eid]
-    assert memory.store.count_pending_vectors() == 0
+    assert memory.count_pending_vectors() == 0
 
 
 def test_vectors_survive_a_reopen(config: Config, embedder: SwitchableEmbedder) -> None:

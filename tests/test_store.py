@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 
 from nexusai.errors import Conflict, InvalidInput, NotFound, TooLarge
-from nexusai.memory import fts
+from nexusai.memory import fts, vector_state
 from nexusai.memory.migrations import MIGRATIONS
-from nexusai.memory.models import CONTEXT_CHARS, NewEpisode
 from nexusai.memory.store import Store
+from nexusai.memory.texts import CONTEXT_CHARS
+from nexusai.memory.vector_state import VectorState
+from nexusai.models import NewEpisode
 
 
 def test_opening_applies_named_migrations_once(tmp_path: Path) -> None:
@@ -109,12 +111,12 @@ def test_scope_is_project_sessions_or_just_the_session(store: Store) -> None:
 def test_update_and_delete_keep_fts_in_sync(store: Store) -> None:
     session = store.create_session()
     [ep] = store.add_episodes(session.id, [NewEpisode("u", "the zebra crossed")])
-    assert [e.id for e in fts.search_episodes(store, "zebra")] == [ep.id]
+    assert [e.id for e in store.search_keyword("zebra")] == [ep.id]
     store.update_episode(ep.id, content="the giraffe crossed")
-    assert fts.search_episodes(store, "zebra") == []
-    assert [e.id for e in fts.search_episodes(store, "giraffe")] == [ep.id]
+    assert store.search_keyword("zebra") == []
+    assert [e.id for e in store.search_keyword("giraffe")] == [ep.id]
     store.delete_episode(ep.id)
-    assert fts.search_episodes(store, "giraffe") == []
+    assert store.search_keyword("giraffe") == []
     assert fts.integrity_check(store.connection())
 
 
@@ -122,8 +124,13 @@ def _contexts(store: Store, session_id: int) -> list[str]:
     return [e.context_text for e in store.list_episodes(session_id)]
 
 
+def _indexed(store: Store, *ids: int) -> None:
+    with store.atomic() as conn:
+        vector_state.set_vectors(conn, ids, VectorState.INDEXED)
+
+
 def _pending(store: Store) -> set[int]:
-    return set(store.pending_vector_ids(1000))
+    return set(vector_state.pending_vectors(store.connection(), 1000))
 
 
 def test_a_turn_is_indexed_with_the_end_of_the_turn_before_it(store: Store) -> None:
@@ -148,16 +155,16 @@ def test_edits_deletes_and_late_inserts_refresh_the_next_turns_context(store: St
         session.id,
         [NewEpisode("u", t, start + timedelta(minutes=i)) for i, t in enumerate("abc")],
     )
-    store.set_vector_state([a.id, b.id, c.id], "indexed")
+    _indexed(store, a.id, b.id, c.id)
     store.update_episode(a.id, content="alpha")
     assert _contexts(store, session.id) == ["", "u: alpha", "u: b"]
     assert _pending(store) == {a.id, b.id}  # the edited turn and the one read with it
-    store.set_vector_state([a.id, b.id], "indexed")
+    _indexed(store, a.id, b.id)
 
     store.delete_episode(b.id)
     assert _contexts(store, session.id) == ["", "u: alpha"]
     assert _pending(store) == {c.id}
-    store.set_vector_state([c.id], "indexed")
+    _indexed(store, c.id)
 
     [late] = store.add_episodes(session.id, [NewEpisode("u", "between", start + timedelta(1))])
     [early] = store.add_episodes(session.id, [NewEpisode("u", "zero", start - timedelta(1))])
@@ -173,7 +180,7 @@ def test_m006_trims_old_contexts_and_rebuilds_every_vector(tmp_path: Path) -> No
     with Store(path) as s:
         session = s.create_session()
         eps = s.add_episodes(session.id, [NewEpisode("u", long_turn), NewEpisode("u", "ok")])
-        s.set_vector_state([e.id for e in eps], "indexed")
+        _indexed(s, *[e.id for e in eps])
         with s.atomic() as conn:  # as m003 left it: all of the turn before
             conn.execute(
                 "UPDATE episodes SET context_text = ? WHERE id = ?", ("u: " + long_turn, eps[1].id)
@@ -184,7 +191,7 @@ def test_m006_trims_old_contexts_and_rebuilds_every_vector(tmp_path: Path) -> No
         assert _contexts(s, session.id) == ["", eps[1].context_text]
         assert len(eps[1].context_text) < 320
         assert _pending(s) == {e.id for e in eps}
-        assert [e.id for e in fts.search_episodes(s, "word")] == [eps[0].id, eps[1].id]
+        assert [e.id for e in s.search_keyword("word")] == [eps[0].id, eps[1].id]
         assert fts.integrity_check(s.connection())
 
 
@@ -194,7 +201,7 @@ def test_deleting_a_project_cascades_to_episodes_and_index(store: Store) -> None
     eps = store.add_episodes(session.id, [NewEpisode("u", "walrus"), NewEpisode("u", "walrus")])
     assert store.delete_project(project.id) == [e.id for e in eps]
     assert store.count_episodes() == 0
-    assert fts.search_episodes(store, "walrus") == []
+    assert store.search_keyword("walrus") == []
     with pytest.raises(NotFound):
         store.get_session(session.id)
     assert fts.integrity_check(store.connection())
@@ -205,4 +212,4 @@ def test_data_survives_reopen(tmp_path: Path) -> None:
         session = s.create_session()
         s.add_episodes(session.id, [NewEpisode("u", "persistent penguin")])
     with Store(tmp_path / "n.db") as s:
-        assert [e.content for e in fts.search_episodes(s, "penguin")] == ["persistent penguin"]
+        assert [e.content for e in s.search_keyword("penguin")] == ["persistent penguin"]

@@ -13,9 +13,9 @@ from fastapi.testclient import TestClient
 from nexusai.app import create_app
 from nexusai.cli import cli
 from nexusai.config import Config
-from nexusai.memory import fts, upkeep
-from nexusai.memory.models import NewEpisode
+from nexusai.memory import upkeep
 from nexusai.memory.service import Memory
+from nexusai.models import NewEpisode
 from nexusai.orchestration.retrieval import get_semantic_episodes
 from tests.conftest import SwitchableEmbedder
 from tests.live_server import free_port, start_server
@@ -53,7 +53,7 @@ def test_doctor_finds_and_repairs_drift(memory: Memory) -> None:
     upkeep.repair(memory, found)
     assert upkeep.check(memory).healthy
     # the turn itself, then the one after it (indexed with it)
-    assert [e.id for e in fts.search_episodes(memory.store, "puppy Biscuit")] == ids[:2]
+    assert [e.id for e in memory.store.search_keyword("puppy Biscuit")] == ids[:2]
 
 
 def test_backup_while_serving_then_restore_finds_everything(
@@ -69,7 +69,7 @@ def test_backup_while_serving_then_restore_finds_everything(
     memory = Memory.open(restored, embedder)
     try:
         for text in FACTS:  # top two: a turn is also indexed with the turn before it
-            assert text in [h.content for h in fts.search_episodes(memory.store, text, 2)]
+            assert text in [h.content for h in memory.store.search_keyword(text, 2)]
             found = get_semantic_episodes(memory, embedder.embed_one(text), [sid], [], 2)
             assert text in [h.content for h in found]
     finally:
@@ -127,7 +127,7 @@ def test_sigkill_mid_stream_loses_no_acknowledged_episode(tmp_path: Path) -> Non
     assert "FTS5 index agrees with the episodes table: yes" in result.output, result.output
     memory = Memory.open(Config.from_env({}, data_dir=tmp_path, extractor="none"))
     try:
-        assert memory.store.count_pending_vectors() == 0
+        assert memory.count_pending_vectors() == 0
         assert memory.vectors.count() == memory.store.count_episodes()
     finally:
         memory.close()

@@ -18,13 +18,12 @@ from nexusai.embedders import Embedder, create_embedder
 from nexusai.errors import ConfigError
 from nexusai.guard import Guard
 from nexusai.http import install_error_handlers
+from nexusai.llm import OpenAIChat, create_llm
 from nexusai.memory import api as memory_api
 from nexusai.memory.service import Memory
-from nexusai.memory.store import Store
 from nexusai.observability import EPISODES, PENDING, RequestMetrics, render
 from nexusai.orchestration import api as orchestration_api
 from nexusai.orchestration.http_memory import HttpMemoryClient
-from nexusai.orchestration.llm import OpenAIChat, create_llm
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SettingsStore
 
@@ -81,7 +80,7 @@ def _metrics(request: Request) -> Response:
     memory: Memory | None = getattr(request.app.state, "memory", None)
     if memory is not None:
         EPISODES.set(memory.store.count_episodes())
-        PENDING.set(memory.store.count_pending_vectors())
+        PENDING.set(memory.count_pending_vectors())
     return Response(render(), media_type="text/plain; version=0.0.4")
 
 
@@ -95,14 +94,11 @@ async def _with_memory(
 ) -> AsyncIterator[None]:
     memory = Memory.open(config, embedder)
     app.state.memory = memory
-    app.state.store = memory.store
-    if role == "all":
+    # In one process, orchestration keeps its settings in the store's file, as always.
+    settings = SettingsStore(config.db_path) if role == "all" else None
+    if settings is not None:
         app.state.orchestration = Orchestration(
-            memory,
-            memory.embedder,
-            SettingsStore(memory.store),
-            llm or create_llm(config),
-            memory.search_entities,
+            memory, memory.embedder, settings, llm or create_llm(config)
         )
     # Episodes stored before a crash or an embedder outage get their vectors now, without
     # holding up start-up.
@@ -114,6 +110,8 @@ async def _with_memory(
         memory.stopping.set()
         repair.join()
         memory.close()
+        if settings is not None:
+            settings.close()
 
 
 @asynccontextmanager
@@ -125,24 +123,21 @@ async def _orchestration_only(
     key = config.memory_api_key or next(iter(config.api_keys), None)
     client = HttpMemoryClient(config.memory_url, key, config.memory_timeout)
     # Orchestration keeps only its settings (and the LLM): a small SQLite file of its own.
-    settings_store = Store(config.data_dir / "orchestration.db")
+    settings = SettingsStore(config.data_dir / "orchestration.db")
     app.state.orchestration = Orchestration(
-        client,
-        embedder or create_embedder(config),
-        SettingsStore(settings_store),
-        llm or create_llm(config),
+        client, embedder or create_embedder(config), settings, llm or create_llm(config)
     )
     try:
         yield
     finally:
         client.close()
-        settings_store.close()
+        settings.close()
 
 
 def _repair_vectors(memory: Memory) -> None:
     indexed = memory.sync_pending()
     if indexed:
         log.info("indexed %d episodes that were waiting for vectors", indexed)
-    extracted = memory.sync_entities()
+    extracted = memory.entities.sync()
     if extracted:
         log.info("extracted the entities of %d episodes that were waiting", extracted)

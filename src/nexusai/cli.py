@@ -12,7 +12,7 @@ import click
 
 from nexusai import client_cli
 from nexusai.errors import NexusError
-from nexusai.importing import ImportSummary
+from nexusai.memory.importing import ImportSummary
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -98,7 +98,7 @@ def reindex(data_dir: Path | None) -> None:
         with Progress(transient=False) as bar:
             task = bar.add_task(f"embedding with {memory.embedder.name}", total=total)
             done = memory.reindex(progress=lambda n: bar.advance(task, n))
-        left = memory.store.count_pending_vectors()
+        left = memory.count_pending_vectors()
         click.echo("building the HNSW search index...", err=True)
         # Blocks the whole process for a while, so it never runs inside the service.
         memory.vectors.optimize()
@@ -179,7 +179,7 @@ def import_command(file: Path, fmt: str, project: str | None, data_dir: Path | N
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
     from nexusai.config import Config
-    from nexusai.importing import import_stream
+    from nexusai.memory.importing import import_stream
     from nexusai.memory.service import Memory
 
     memory = Memory.open(Config.from_env(data_dir=data_dir))

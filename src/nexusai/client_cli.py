@@ -13,6 +13,8 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from nexusai.httpclient import bearer_client
+
 console = Console()
 
 URL = click.option(
@@ -27,8 +29,7 @@ class Service:
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
         key = os.environ.get("NEXUS_API_KEY", "").split(",")[0].strip()
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self.client = httpx.Client(base_url=self.url, headers=headers, timeout=120)
+        self.client = bearer_client(self.url, key or None, 120)
 
     def __enter__(self) -> Service:
         return self

@@ -17,6 +17,7 @@ import httpx
 
 from nexusai.config import Config
 from nexusai.errors import ConfigError, NexusError
+from nexusai.httpclient import bearer_client
 
 log = logging.getLogger("nexusai.embedders")
 
@@ -120,10 +121,7 @@ class OpenAIEmbedder(Embedder):
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(
-            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
-        )
+        self._client = bearer_client(base_url, api_key, timeout, transport)
         self.model = model
         self.name = f"openai:{model}"
         self.dimension = dimension or len(self.embed_one("dimension probe"))

@@ -12,36 +12,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
 
 from nexusai.errors import InvalidInput, NexusError
+from nexusai.schemas import ErrorOut
 
 log = logging.getLogger("nexusai.http")
-
-
-class CamelModel(BaseModel):
-    """Python names in snake_case, JSON names in camelCase (as the spec spells them)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, from_attributes=True)
-
-
-class StrictCamelModel(CamelModel):
-    """A request body: unknown keys are an error, not silently ignored."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class FieldError(BaseModel):
-    field: str
-    message: str
-
-
-class ErrorOut(BaseModel):
-    """Every error the service answers with: `detail` says what to fix."""
-
-    detail: str
-    errors: list[FieldError] | None = None
 
 
 def _error(description: str) -> dict[str, Any]:

@@ -27,14 +27,15 @@ from nexusai.config import Config
 from nexusai.embedders import Embedder
 from nexusai.errors import InvalidInput
 from nexusai.evaluation.metrics import hit_at, percentile, recall_at, reciprocal_rank
-from nexusai.importing import (
+from nexusai.memory.importing import (
     SourceConversation,
     SourceEpisode,
     SourceSession,
     locomo_conversation,
 )
-from nexusai.memory.models import CAPTION_KEY, NewEpisode, said
 from nexusai.memory.service import Memory
+from nexusai.memory.texts import CAPTION_KEY, said
+from nexusai.models import NewEpisode
 from nexusai.orchestration.retrieval import get_fused_episodes
 from nexusai.orchestration.settings import DEFAULTS
 

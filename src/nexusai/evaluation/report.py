@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,25 +14,14 @@ from rich.table import Table
 from nexusai.config import Config
 from nexusai.embedders import create_embedder
 from nexusai.evaluation.locomo import evaluate, plot
-from nexusai.memory.store import stored_settings
-from nexusai.orchestration.settings import from_stored
+from nexusai.orchestration.settings import read_settings_file
 
 RECOMMENDED = (0.25, 5.0)  # see the README: keyword ranks, semantic breaks near-ties
 
 
 def configured_weights(config: Config) -> tuple[float, float]:
-    """The weights the store at NEXUS_DATA_DIR is set to now, read without opening it for
-    writing (the service may be running); the defaults when there is no store yet."""
-    stored: dict[str, str] = {}
-    if config.db_path.exists():
-        conn = sqlite3.connect(f"{config.db_path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            stored = stored_settings(conn)
-        except sqlite3.OperationalError:  # a store from before settings existed
-            pass
-        finally:
-            conn.close()
-    current = from_stored(stored)
+    """The weights the store at NEXUS_DATA_DIR is set to now (read-only)."""
+    current = read_settings_file(config.db_path)
     return (current.semantic_weight, current.keyword_weight)
 
 

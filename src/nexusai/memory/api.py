@@ -11,13 +11,20 @@ from pydantic import Discriminator, Field, Tag
 from starlette.concurrency import run_in_threadpool
 
 from nexusai.errors import InvalidInput, NotFound, TooLarge
-from nexusai.http import ERROR_RESPONSES, CamelModel, StrictCamelModel, parse_id_list
-from nexusai.importing import import_stream
-from nexusai.memory import fts
-from nexusai.memory.entities import Entity
-from nexusai.memory.models import NewEpisode
+from nexusai.http import ERROR_RESPONSES, parse_id_list
+from nexusai.memory.importing import import_stream
 from nexusai.memory.service import Memory
-from nexusai.memory.store import UNSET, Store
+from nexusai.memory.store import UNSET
+from nexusai.models import NewEpisode
+from nexusai.schemas import (
+    CamelModel,
+    EntityOut,
+    EpisodeOut,
+    ProjectOut,
+    ScopeOut,
+    SessionOut,
+    StrictCamelModel,
+)
 
 router = APIRouter(responses=ERROR_RESPONSES)
 
@@ -25,9 +32,11 @@ Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
 Offset = Annotated[int, Query(ge=0, description="Rows to skip")]
 
 
-def store_of(request: Request) -> Store:
-    store: Store = request.app.state.store
-    return store
+def memory_of(request: Request) -> Memory:
+    """Every route reaches memory through this one object: writes that touch vectors go
+    through its methods, plain reads through its `store`."""
+    memory: Memory = request.app.state.memory
+    return memory
 
 
 # -- models ------------------------------------------------------------------------------
@@ -35,12 +44,6 @@ def store_of(request: Request) -> Store:
 
 class ProjectIn(StrictCamelModel):
     name: str = Field(min_length=1, max_length=200)
-
-
-class ProjectOut(CamelModel):
-    id: int
-    name: str
-    created_at: str
 
 
 class SessionIn(StrictCamelModel):
@@ -53,13 +56,6 @@ class SessionPatch(StrictCamelModel):
         default=None, description="Move into this project; null moves it out of any project"
     )
     title: str | None = Field(default=None, max_length=500)
-
-
-class SessionOut(CamelModel):
-    id: int
-    project_id: int | None
-    title: str | None
-    created_at: str
 
 
 class EpisodeIn(StrictCamelModel):
@@ -76,16 +72,6 @@ class EpisodeIn(StrictCamelModel):
 
 class EpisodeBatchIn(StrictCamelModel):
     episodes: list[EpisodeIn] = Field(min_length=1)
-
-
-class EpisodeOut(CamelModel):
-    id: int
-    session_id: int
-    speaker: str
-    content: str
-    occurred_at: str
-    created_at: str
-    metadata: dict[str, Any]
 
 
 class EpisodeBatchOut(CamelModel):
@@ -119,35 +105,35 @@ class Health(CamelModel):
 
 @router.get("/health", tags=["service"])
 def health(request: Request) -> Health:
-    return Health(status="ok", episodes=store_of(request).count_episodes())
+    return Health(status="ok", episodes=memory_of(request).store.count_episodes())
 
 
 @router.post("/projects", status_code=201, tags=["projects"])
 def create_project(request: Request, body: ProjectIn) -> ProjectOut:
-    return ProjectOut.model_validate(store_of(request).create_project(body.name))
+    return ProjectOut.model_validate(memory_of(request).store.create_project(body.name))
 
 
 @router.get("/projects", tags=["projects"])
 def list_projects(request: Request, limit: Limit = 100, offset: Offset = 0) -> list[ProjectOut]:
-    projects = store_of(request).list_projects(limit, offset)
+    projects = memory_of(request).store.list_projects(limit, offset)
     return [ProjectOut.model_validate(p) for p in projects]
 
 
 @router.get("/projects/{project_id}", tags=["projects"])
 def get_project(request: Request, project_id: int) -> ProjectOut:
-    return ProjectOut.model_validate(store_of(request).get_project(project_id))
+    return ProjectOut.model_validate(memory_of(request).store.get_project(project_id))
 
 
 @router.delete("/projects/{project_id}", status_code=204, tags=["projects"])
 def delete_project(request: Request, project_id: int) -> Response:
-    request.app.state.memory.delete_project(project_id)
+    memory_of(request).delete_project(project_id)
     return Response(status_code=204)
 
 
 @router.post("/sessions", status_code=201, tags=["sessions"])
 def create_session(request: Request, body: SessionIn | None = None) -> SessionOut:
     body = body or SessionIn()
-    session = store_of(request).create_session(body.project_id, body.title)
+    session = memory_of(request).store.create_session(body.project_id, body.title)
     return SessionOut.model_validate(session)
 
 
@@ -158,19 +144,19 @@ def list_sessions(
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> list[SessionOut]:
-    sessions = store_of(request).list_sessions(project_id, limit, offset)
+    sessions = memory_of(request).store.list_sessions(project_id, limit, offset)
     return [SessionOut.model_validate(s) for s in sessions]
 
 
 @router.get("/sessions/{session_id}", tags=["sessions"])
 def get_session(request: Request, session_id: int) -> SessionOut:
-    return SessionOut.model_validate(store_of(request).get_session(session_id))
+    return SessionOut.model_validate(memory_of(request).store.get_session(session_id))
 
 
 @router.patch("/sessions/{session_id}", tags=["sessions"])
 def update_session(request: Request, session_id: int, body: SessionPatch) -> SessionOut:
     given = body.model_fields_set
-    session = store_of(request).update_session(
+    session = memory_of(request).store.update_session(
         session_id,
         title=body.title if "title" in given else UNSET,
         project_id=body.project_id if "project_id" in given else UNSET,
@@ -180,7 +166,7 @@ def update_session(request: Request, session_id: int, body: SessionPatch) -> Ses
 
 @router.delete("/sessions/{session_id}", status_code=204, tags=["sessions"])
 def delete_session(request: Request, session_id: int) -> Response:
-    request.app.state.memory.delete_session(session_id)
+    memory_of(request).delete_session(session_id)
     return Response(status_code=204)
 
 
@@ -194,7 +180,7 @@ def add_episodes(
     limit = request.app.state.config.max_batch_size
     if len(items) > limit:
         raise TooLarge(f"a batch holds at most {limit} episodes (NEXUS_MAX_BATCH_SIZE)")
-    stored = request.app.state.memory.add_episodes(session_id, [i.to_new() for i in items])
+    stored = memory_of(request).add_episodes(session_id, [i.to_new() for i in items])
     out = [EpisodeOut.model_validate(e) for e in stored]
     return EpisodeBatchOut(episodes=out) if isinstance(body, EpisodeBatchIn) else out[0]
 
@@ -203,18 +189,14 @@ def add_episodes(
 def list_episodes(
     request: Request, session_id: int, limit: Limit = 100, offset: Offset = 0
 ) -> list[EpisodeOut]:
-    episodes = store_of(request).list_episodes(session_id, limit, offset)
+    episodes = memory_of(request).store.list_episodes(session_id, limit, offset)
     return [EpisodeOut.model_validate(e) for e in episodes]
-
-
-class ScopeOut(CamelModel):
-    session_ids: list[int]
 
 
 @router.get("/sessions/{session_id}/scope", tags=["retrieval"])
 def session_scope(request: Request, session_id: int) -> ScopeOut:
     """The sessions a search from this session sees: its project's, or just itself."""
-    return ScopeOut(session_ids=store_of(request).scope_session_ids(session_id))
+    return ScopeOut(session_ids=memory_of(request).store.scope_session_ids(session_id))
 
 
 @router.get("/sessions/{session_id}/recent", tags=["retrieval"])
@@ -222,7 +204,7 @@ def recent_episodes(
     request: Request, session_id: int, limit: Annotated[int, Query(ge=0, le=1000)] = 10
 ) -> list[EpisodeOut]:
     """The session's last `limit` episodes, oldest first (what a prompt holds as recent)."""
-    store = store_of(request)
+    store = memory_of(request).store
     store.get_session(session_id)
     return [EpisodeOut.model_validate(e) for e in store.recent_episodes(session_id, limit)]
 
@@ -236,7 +218,7 @@ def episodes_by_id(
     wanted = parse_id_list("ids", ids) or []
     if len(wanted) > 1000:
         raise InvalidInput(f"ids holds {len(wanted)} ids; the limit is 1000")
-    return [EpisodeOut.model_validate(e) for e in store_of(request).get_episodes(wanted)]
+    return [EpisodeOut.model_validate(e) for e in memory_of(request).store.get_episodes(wanted)]
 
 
 class VectorSearchIn(StrictCamelModel):
@@ -269,27 +251,15 @@ def vector_search_episodes(request: Request, body: VectorSearchIn) -> list[Episo
 
 def _checked_vector(request: Request, body: VectorSearchIn) -> Memory:
     _check_dimension(request, body.vector)
-    memory: Memory = request.app.state.memory
-    return memory
+    return memory_of(request)
 
 
 def _check_dimension(request: Request, vector: list[float]) -> None:
-    dimension = request.app.state.memory.embedder.dimension
+    dimension = memory_of(request).embedder.dimension
     if len(vector) != dimension:
         raise InvalidInput(
             f"vector has {len(vector)} dimensions; this store's embedder makes {dimension}"
         )
-
-
-class EntityOut(CamelModel):
-    id: int
-    name: str
-    type: str
-    first_seen: str
-    last_seen: str
-    mention_count: int
-    summary: str | None
-    latest_mention_ids: list[int]
 
 
 class EntityDetail(EntityOut):
@@ -302,17 +272,14 @@ class EntitySearchIn(StrictCamelModel):
     limit: int = Field(default=10, ge=1, le=200)
 
 
-def entity_out(entity: Entity) -> EntityOut:
-    return EntityOut.model_validate(entity)
-
-
 @router.post("/entities/search", tags=["entities"])
 def entity_search(request: Request, body: EntitySearchIn) -> list[EntityOut]:
     """The entity leg of a turn: nearest entities of the scope to the turn's query vector."""
     _check_dimension(request, body.vector)
-    memory: Memory = request.app.state.memory
+    memory = memory_of(request)
     return [
-        entity_out(e) for e in memory.search_entities(body.vector, body.session_ids, body.limit)
+        EntityOut.model_validate(e)
+        for e in memory.search_entities(body.vector, body.session_ids, body.limit)
     ]
 
 
@@ -325,13 +292,13 @@ def list_entities(
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
 ) -> list[EntityOut]:
     """Entities a session can see: by meaning (`q`), by name (`prefix`), or most mentioned."""
-    memory: Memory = request.app.state.memory
+    memory = memory_of(request)
     scope = memory.scope_session_ids(session_id)
     if q:
         found = memory.search_entities(memory.embedder.embed_one(q), scope, limit)
     else:
-        found = memory.entities_by_prefix(prefix or "", scope, limit)
-    return [entity_out(e) for e in found]
+        found = memory.entities.by_prefix(prefix or "", scope, limit)
+    return [EntityOut.model_validate(e) for e in found]
 
 
 @router.get("/entities/{entity_id}", tags=["entities"])
@@ -339,13 +306,13 @@ def get_entity(
     request: Request, entity_id: int, limit: Limit = 20, offset: Offset = 0
 ) -> EntityDetail:
     """One entity with the episodes that mention it, newest first (paged)."""
-    memory: Memory = request.app.state.memory
-    found = memory.get_entities([entity_id])
+    memory = memory_of(request)
+    found = memory.entities.get([entity_id])
     if not found:
         raise NotFound(f"entity {entity_id} does not exist")
-    mentions = memory.entity_mentions(entity_id, limit, offset)
+    mentions = memory.entities.mentions(entity_id, limit, offset)
     return EntityDetail(
-        **entity_out(found[0]).model_dump(),
+        **EntityOut.model_validate(found[0]).model_dump(),
         mentions=[EpisodeOut.model_validate(e) for e in mentions],
     )
 
@@ -363,7 +330,7 @@ def search_episodes(
     if len(q) > max_chars:
         raise InvalidInput(f"q is {len(q)} characters; the limit is {max_chars}")
     scope = parse_id_list("sessionIds", session_ids)
-    episodes = fts.search_episodes(store_of(request), q, limit, scope)
+    episodes = memory_of(request).search_keyword(q, limit, scope)
     return [EpisodeOut.model_validate(e) for e in episodes]
 
 
@@ -401,19 +368,19 @@ async def import_file(
         async for chunk in request.stream():
             spool.write(chunk)
         spool.seek(0)
-        memory = request.app.state.memory
+        memory = memory_of(request)
         summary = await run_in_threadpool(import_stream, memory, spool, format, project)
     return ImportOut.model_validate(summary)
 
 
 @router.get("/episodes/{episode_id}", tags=["episodes"])
 def get_episode(request: Request, episode_id: int) -> EpisodeOut:
-    return EpisodeOut.model_validate(store_of(request).get_episode(episode_id))
+    return EpisodeOut.model_validate(memory_of(request).store.get_episode(episode_id))
 
 
 @router.patch("/episodes/{episode_id}", tags=["episodes"])
 def update_episode(request: Request, episode_id: int, body: EpisodePatch) -> EpisodeOut:
-    episode = request.app.state.memory.update_episode(
+    episode = memory_of(request).update_episode(
         episode_id, content=body.content, speaker=body.speaker, metadata=body.metadata
     )
     return EpisodeOut.model_validate(episode)
@@ -421,5 +388,5 @@ def update_episode(request: Request, episode_id: int, body: EpisodePatch) -> Epi
 
 @router.delete("/episodes/{episode_id}", status_code=204, tags=["episodes"])
 def delete_episode(request: Request, episode_id: int) -> Response:
-    request.app.state.memory.delete_episode(episode_id)
+    memory_of(request).delete_episode(episode_id)
     return Response(status_code=204)

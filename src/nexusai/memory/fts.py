@@ -10,15 +10,9 @@ from __future__ import annotations
 import json
 import sqlite3
 import unicodedata
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 import regex
-
-from nexusai.memory.models import Episode
-
-if TYPE_CHECKING:
-    from nexusai.memory.store import Store
 
 # unicode61 folds diacritics so "café" finds "cafe"; porter makes "configure" find
 # "configuring". Measured against the alternatives on LoCoMo: see README.
@@ -115,12 +109,23 @@ def rebuild_index(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO episodes_fts(episodes_fts) VALUES ('rebuild')")
 
 
-def search_episodes(
-    store: Store, query: str, limit: int = 20, session_ids: Sequence[int] | None = None
-) -> list[Episode]:
+def drop_index(conn: sqlite3.Connection) -> None:
+    """Removes the FTS table and its triggers (a migration then makes them anew)."""
+    for name in ("insert", "delete", "update"):
+        conn.execute(f"DROP TRIGGER IF EXISTS episodes_fts_{name}")
+    conn.execute("DROP TABLE IF EXISTS episodes_fts")
+
+
+def search(
+    connect: Callable[[], sqlite3.Connection],
+    query: str,
+    limit: int = 20,
+    session_ids: Sequence[int] | None = None,
+) -> list[sqlite3.Row]:
     """Full episode rows matching `query`, best BM25 first, optionally scoped to sessions.
 
     An empty `session_ids` is an empty scope and finds nothing; None searches everywhere.
+    `connect` is called only when there is something to search.
     """
     match = build_fts_query(query)
     if match is None or limit <= 0 or (session_ids is not None and not session_ids):
@@ -135,5 +140,4 @@ def search_episodes(
     # Tied bm25 scores come back in different orders on different SQLite versions.
     sql += " ORDER BY fts.rank, e.id LIMIT ?"
     params.append(limit)
-    rows = store.read(sql, params)
-    return [store.episode_from_row(row) for row in rows]
+    return connect().execute(sql, params).fetchall()

@@ -9,7 +9,8 @@ import sqlite3
 from collections.abc import Callable
 
 from nexusai.memory import fts
-from nexusai.memory.models import compose_context_text, now_text
+from nexusai.memory.texts import compose_context_text
+from nexusai.models import now_text
 
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[Migration] = []
@@ -86,9 +87,7 @@ def m003_search_text(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE episodes ADD COLUMN search_text TEXT NOT NULL DEFAULT ''")
     conn.execute("ALTER TABLE episodes ADD COLUMN context_text TEXT NOT NULL DEFAULT ''")
     conn.execute("UPDATE episodes SET search_text = content")
-    for name in ("insert", "delete", "update"):
-        conn.execute(f"DROP TRIGGER episodes_fts_{name}")
-    conn.execute("DROP TABLE episodes_fts")
+    fts.drop_index(conn)
     run_script(conn, fts.INDEX_DDL)
     fts.rebuild_index(conn)
     conn.execute("UPDATE episodes SET vector_state = 'pending'")

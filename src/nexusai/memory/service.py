@@ -7,30 +7,22 @@ nothing: pending episodes are retried on the next write, at start-up and by `nex
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from nexusai.config import Config
-from nexusai.embedders import Embedder, Vector, create_embedder
+from nexusai.embedders import Embedder, create_embedder
 from nexusai.errors import ConfigError
-from nexusai.memory import fts
+from nexusai.memory import vector_state
 from nexusai.memory.chunks import EpisodeVectors, windows
-from nexusai.memory.entities import (
-    Entity,
-    Extractor,
-    create_extractor,
-    entity_from_row,
-    entity_sessions,
-    entity_text,
-    normalize,
-    record_mentions,
-)
-from nexusai.memory.models import Episode, NewEpisode
+from nexusai.memory.entities import EntityMemory
+from nexusai.memory.extractors import Extractor, create_extractor
 from nexusai.memory.store import ImportedSession, Store
-from nexusai.memory.vectors import VectorIndex, VectorPoint, open_vector_index
+from nexusai.memory.vector_state import VectorState
+from nexusai.memory.vectors import VectorIndex, open_vector_index
+from nexusai.models import Entity, Episode, NewEpisode
 
 log = logging.getLogger("nexusai.memory")
 
@@ -82,9 +74,10 @@ class Memory:
         self.embedder = embedder
         self.vectors = EpisodeVectors(vectors)
         self.batch_size = batch_size
-        self.extractor = extractor
-        self.entity_vectors = entity_vectors
         self.stopping = threading.Event()
+        self.entities = EntityMemory(
+            store, embedder, entity_vectors, extractor, self.stopping, batch_size
+        )
 
     @classmethod
     def open(
@@ -113,8 +106,7 @@ class Memory:
 
     def close(self) -> None:
         self.stopping.set()
-        if self.entity_vectors:
-            self.entity_vectors.close()
+        self.entities.close()
         self.vectors.close()
         self.store.close()
 
@@ -124,7 +116,7 @@ class Memory:
         stored = self.store.add_episodes(session_id, episodes)
         if self.index(stored):
             self.sync_pending(max_batches=1)
-        self.extract(stored)
+        self.entities.extract(stored)
         return stored
 
     def import_conversation(
@@ -136,7 +128,7 @@ class Memory:
         for start in range(0, len(ids), self.batch_size):
             batch = self.store.get_episodes(ids[start : start + self.batch_size])
             self.index(batch)
-            self.extract(batch)
+            self.entities.extract(batch)
         return new_sessions, len(ids), skipped
 
     def update_episode(self, episode_id: int, **changes: Any) -> Episode:
@@ -187,13 +179,14 @@ class Memory:
                 for e, episode in zip(batch, texts, strict=True)
             ]
         )
-        self.store.set_vector_state([e.id for e in batch], "indexed")
+        with self.store.atomic() as conn:
+            vector_state.set_vectors(conn, [e.id for e in batch], VectorState.INDEXED)
 
     def sync_pending(self, max_batches: int | None = None, progress: Progress | None = None) -> int:
         """Indexes pending episodes, oldest first; returns how many were indexed."""
         done = batches = 0
         while (max_batches is None or batches < max_batches) and not self.stopping.is_set():
-            ids = self.store.pending_vector_ids(self.batch_size)
+            ids = vector_state.pending_vectors(self.store.connection(), self.batch_size)
             if not ids or not self.index(self.store.get_episodes(ids)):
                 break
             done += len(ids)
@@ -206,134 +199,13 @@ class Memory:
         """Rebuilds every vector from SQLite with the configured embedder, and extracts the
         entities of episodes that have not been through extraction."""
         self.vectors.reset(self.embedder.dimension)
-        if self.entity_vectors:
-            self.entity_vectors.reset(self.embedder.dimension)
-            with self.store.atomic() as conn:
-                conn.execute("UPDATE entities SET vector_state = 'pending'")
-        self.store.mark_all_vectors_pending()
+        self.entities.reset()
+        with self.store.atomic() as conn:
+            vector_state.mark_all_vectors_pending(conn)
         record_embedder(self.store, self.embedder)
         done = self.sync_pending(progress=progress)
-        self.sync_entities()
+        self.entities.sync()
         return done
-
-    # -- entities -----------------------------------------------------------------------
-
-    def extract(self, episodes: Sequence[Episode]) -> bool:
-        """Finds the entities the episodes mention and indexes them. A failure is logged and
-        leaves the episodes pending for extraction; it never undoes their write."""
-        if self.extractor is None or not episodes:
-            return True
-        try:
-            found = self.extractor.extract([e.content for e in episodes])
-            touched: set[int] = set()
-            with self.store.atomic() as conn:
-                for episode, mentions in zip(episodes, found, strict=True):
-                    touched.update(record_mentions(conn, episode, mentions))
-            self._index_entities(self._needing_vectors(sorted(touched)))
-        except Exception as exc:
-            log.warning(
-                "entity extraction for %d episodes failed, will retry: %s", len(episodes), exc
-            )
-            return False
-        return True
-
-    def _needing_vectors(self, ids: Sequence[int]) -> list[int]:
-        rows = self.store.read(
-            "SELECT id FROM entities WHERE vector_state = 'pending'"
-            " AND id IN (SELECT value FROM json_each(?))",
-            [json.dumps(list(ids))],
-        )
-        return [int(row[0]) for row in rows]
-
-    def _index_entities(self, ids: Sequence[int]) -> None:
-        if not ids or self.entity_vectors is None:
-            return
-        conn = self.store.connection()
-        entities = self.get_entities(ids)
-        vectors = self.embedder.embed([entity_text(conn, e) for e in entities])
-        points = [
-            VectorPoint(e.id, v, entity_sessions(conn, e.id))
-            for e, v in zip(entities, vectors, strict=True)
-        ]
-        self.entity_vectors.upsert(points)
-        with self.store.atomic() as write:
-            write.executemany(
-                "UPDATE entities SET vector_state = 'indexed' WHERE id = ?",
-                [(e.id,) for e in entities],
-            )
-
-    def sync_entities(self, max_batches: int | None = None) -> int:
-        """Extraction for episodes still pending it, and vectors for entities without one."""
-        done = batches = 0
-        while (max_batches is None or batches < max_batches) and not self.stopping.is_set():
-            rows = self.store.read(
-                "SELECT id FROM episodes WHERE entity_state = 'pending' ORDER BY id LIMIT ?",
-                [self.batch_size],
-            )
-            if (
-                self.extractor is None
-                or not rows
-                or not self.extract(self.store.get_episodes([r[0] for r in rows]))
-            ):
-                break
-            done += len(rows)
-            batches += 1
-        stale = self.store.read("SELECT id FROM entities WHERE vector_state = 'pending'")
-        for start in range(0, len(stale), self.batch_size):
-            self._index_entities([r[0] for r in stale[start : start + self.batch_size]])
-        return done
-
-    def get_entities(self, ids: Sequence[int]) -> list[Entity]:
-        """Entities in the order of `ids`; an id with no row is skipped."""
-        conn = self.store.connection()
-        rows = {
-            row["id"]: row
-            for row in conn.execute(
-                "SELECT * FROM entities WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps([int(i) for i in ids]),),
-            )
-        }
-        return [entity_from_row(conn, rows[i]) for i in ids if i in rows]
-
-    def search_entities(
-        self, vector: Sequence[float] | None, session_ids: Sequence[int], limit: int
-    ) -> list[Entity]:
-        """One filtered vector query: the entities of the scope nearest the query."""
-        if vector is None or limit <= 0 or self.entity_vectors is None:
-            return []
-        hits = self.entity_vectors.search(vector, session_ids, [], limit)
-        return self.get_entities([entity_id for entity_id, _ in hits])
-
-    def entities_by_prefix(
-        self, prefix: str, session_ids: Sequence[int], limit: int
-    ) -> list[Entity]:
-        """Entities of the scope whose name starts with `prefix`, most mentioned first."""
-        rows = self.store.read(
-            "SELECT DISTINCT n.id, n.mention_count FROM entities n"
-            " JOIN entity_mentions m ON m.entity_id = n.id JOIN episodes e ON e.id = m.episode_id"
-            " WHERE n.normalized LIKE ? ESCAPE '\\'"
-            " AND e.session_id IN (SELECT value FROM json_each(?))"
-            " ORDER BY n.mention_count DESC, n.id LIMIT ?",
-            [_like_prefix(normalize(prefix)), json.dumps(list(session_ids)), limit],
-        )
-        return self.get_entities([row[0] for row in rows])
-
-    def entity_mentions(self, entity_id: int, limit: int, offset: int) -> list[Episode]:
-        """The episodes that mention an entity, newest first."""
-        rows = self.store.read(
-            "SELECT e.* FROM entity_mentions m JOIN episodes e ON e.id = m.episode_id"
-            " WHERE m.entity_id = ? ORDER BY e.occurred_at DESC, e.id DESC LIMIT ? OFFSET ?",
-            [entity_id, limit, offset],
-        )
-        return [self.store.episode_from_row(row) for row in rows]
-
-    def embed_query(self, text: str) -> Vector | None:
-        """The query vector, or None when the embedder fails (the turn goes on without it)."""
-        try:
-            return self.embedder.embed_one(text)
-        except Exception as exc:
-            log.warning("embedding the query failed: %s", exc)
-            return None
 
     def search_vectors(
         self,
@@ -365,8 +237,12 @@ class Memory:
     def search_keyword(
         self, query: str, limit: int, session_ids: Sequence[int] | None
     ) -> list[Episode]:
-        return fts.search_episodes(self.store, query, limit, session_ids)
+        return self.store.search_keyword(query, limit, session_ids)
 
+    def count_pending_vectors(self) -> int:
+        return vector_state.count_pending_vectors(self.store.connection())
 
-def _like_prefix(prefix: str) -> str:
-    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    def search_entities(
+        self, vector: Sequence[float] | None, session_ids: Sequence[int], limit: int
+    ) -> list[Entity]:
+        return self.entities.search(vector, session_ids, limit)

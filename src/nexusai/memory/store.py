@@ -10,24 +10,18 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 
 from nexusai.errors import Conflict, InvalidInput, NexusError, NotFound, TooLarge
+from nexusai.memory import fts, vector_state
 from nexusai.memory.migrations import apply_migrations
-from nexusai.memory.models import (
-    Episode,
-    NewEpisode,
-    Project,
-    Session,
-    compose_context_text,
-    compose_search_text,
-    now_text,
-    to_utc_text,
-)
+from nexusai.memory.texts import compose_context_text, compose_search_text
+from nexusai.memory.vector_state import VectorState
+from nexusai.models import Episode, NewEpisode, Project, Session, now_text, to_utc_text
 
 
 class ImportedEpisode(Protocol):
@@ -116,7 +110,7 @@ class Store:
                 raise
             conn.execute("COMMIT")
 
-    def read(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
+    def _rows(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
         return self.connection().execute(sql, params).fetchall()
 
     def close(self) -> None:
@@ -135,7 +129,7 @@ class Store:
     # -- meta ---------------------------------------------------------------------------
 
     def get_meta(self, key: str) -> str | None:
-        rows = self.read("SELECT value FROM meta WHERE key = ?", [key])
+        rows = self._rows("SELECT value FROM meta WHERE key = ?", [key])
         return rows[0]["value"] if rows else None
 
     def set_meta(self, key: str, value: str) -> None:
@@ -144,19 +138,6 @@ class Store:
                 "INSERT INTO meta (key, value) VALUES (?, ?)"
                 " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (key, value),
-            )
-
-    # -- runtime settings (values as JSON text) ------------------------------------------
-
-    def read_settings(self) -> dict[str, str]:
-        return stored_settings(self.connection())
-
-    def write_settings(self, values: Mapping[str, str]) -> None:
-        with self.atomic() as conn:
-            conn.executemany(
-                "INSERT INTO settings (key, value) VALUES (?, ?)"
-                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                list(values.items()),
             )
 
     # -- projects -----------------------------------------------------------------------
@@ -177,17 +158,17 @@ class Store:
             return found.id if found else self.create_project(name).id
 
     def get_project(self, project_id: int) -> Project:
-        rows = self.read("SELECT * FROM projects WHERE id = ?", [project_id])
+        rows = self._rows("SELECT * FROM projects WHERE id = ?", [project_id])
         if not rows:
             raise NotFound(f"project {project_id} does not exist")
         return Project(**dict(rows[0]))
 
     def find_project(self, name: str) -> Project | None:
-        rows = self.read("SELECT * FROM projects WHERE name = ?", [name])
+        rows = self._rows("SELECT * FROM projects WHERE name = ?", [name])
         return Project(**dict(rows[0])) if rows else None
 
     def list_projects(self, limit: int = 100, offset: int = 0) -> list[Project]:
-        rows = self.read("SELECT * FROM projects ORDER BY id LIMIT ? OFFSET ?", [limit, offset])
+        rows = self._rows("SELECT * FROM projects ORDER BY id LIMIT ? OFFSET ?", [limit, offset])
         return [Project(**dict(row)) for row in rows]
 
     def delete_project(self, project_id: int) -> list[int]:
@@ -217,7 +198,7 @@ class Store:
         return self.get_session(_lastrowid(cur))
 
     def get_session(self, session_id: int) -> Session:
-        rows = self.read("SELECT * FROM sessions WHERE id = ?", [session_id])
+        rows = self._rows("SELECT * FROM sessions WHERE id = ?", [session_id])
         if not rows:
             raise NotFound(f"session {session_id} does not exist")
         return Session(**dict(rows[0]))
@@ -228,7 +209,7 @@ class Store:
         where, params = (
             ("WHERE project_id = ?", [project_id]) if project_id is not None else ("", [])
         )
-        rows = self.read(
+        rows = self._rows(
             f"SELECT * FROM sessions {where} ORDER BY id LIMIT ? OFFSET ?", [*params, limit, offset]
         )
         return [Session(**dict(row)) for row in rows]
@@ -302,7 +283,7 @@ class Store:
 
     def imported_episode_ids(self, prefix: str) -> dict[str, int]:
         """Source key -> episode id for everything imported under keys starting with prefix."""
-        rows = self.read(
+        rows = self._rows(
             "SELECT key, episode_id FROM import_episodes WHERE key >= ? AND key < ?",
             [prefix, prefix + "\U0010ffff"],
         )
@@ -374,39 +355,39 @@ class Store:
         return _Row(speaker, content, occurred, dict(episode.metadata or {}))
 
     def get_episode(self, episode_id: int) -> Episode:
-        rows = self.read("SELECT * FROM episodes WHERE id = ?", [episode_id])
+        rows = self._rows("SELECT * FROM episodes WHERE id = ?", [episode_id])
         if not rows:
             raise NotFound(f"episode {episode_id} does not exist")
-        return self.episode_from_row(rows[0])
+        return self._episode_from_row(rows[0])
 
     def get_episodes(self, ids: Sequence[int]) -> list[Episode]:
         """Episodes in the order of `ids`; an id with no row is skipped."""
         if not ids:
             return []
-        rows = self.read(
+        rows = self._rows(
             "SELECT * FROM episodes WHERE id IN (SELECT value FROM json_each(?))",
             [json.dumps([int(i) for i in ids])],
         )
-        by_id = {row["id"]: self.episode_from_row(row) for row in rows}
+        by_id = {row["id"]: self._episode_from_row(row) for row in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     def list_episodes(self, session_id: int, limit: int = 100, offset: int = 0) -> list[Episode]:
         """A session's episodes in time order (ties in insertion order)."""
         self.get_session(session_id)
-        rows = self.read(
+        rows = self._rows(
             "SELECT * FROM episodes WHERE session_id = ? ORDER BY occurred_at, id LIMIT ? OFFSET ?",
             [session_id, limit, offset],
         )
-        return [self.episode_from_row(row) for row in rows]
+        return [self._episode_from_row(row) for row in rows]
 
     def recent_episodes(self, session_id: int, limit: int) -> list[Episode]:
         """The last `limit` episodes of a session, oldest first."""
-        rows = self.read(
+        rows = self._rows(
             "SELECT * FROM episodes WHERE session_id = ?"
             " ORDER BY occurred_at DESC, id DESC LIMIT ?",
             [session_id, limit],
         )
-        return [self.episode_from_row(row) for row in reversed(rows)]
+        return [self._episode_from_row(row) for row in reversed(rows)]
 
     def update_episode(
         self,
@@ -440,7 +421,7 @@ class Store:
                 ),
             )
             if search_text != current.search_text:  # new text needs a new vector
-                self.set_vector_state([episode_id], "pending")
+                vector_state.set_vectors(conn, [episode_id], VectorState.PENDING)
             _refresh_context_after(conn, current.session_id, current.occurred_at, episode_id)
         return self.get_episode(episode_id)
 
@@ -450,43 +431,27 @@ class Store:
             conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
             _refresh_context_after(conn, episode.session_id, episode.occurred_at, episode_id)
 
-    # -- vector state -------------------------------------------------------------------
+    # -- keyword search -----------------------------------------------------------------
 
-    def pending_vector_ids(self, limit: int) -> list[int]:
-        """Episodes whose vector is not (yet) in the index, oldest first."""
-        rows = self.read(
-            "SELECT id FROM episodes WHERE vector_state = 'pending' ORDER BY id LIMIT ?", [limit]
-        )
-        return _ids(rows)
+    def search_keyword(
+        self, query: str, limit: int = 20, session_ids: Sequence[int] | None = None
+    ) -> list[Episode]:
+        """Episodes matching the words of `query`, best BM25 first, within the sessions given
+        (all when None; none when empty). FTS5 syntax in `query` is searched for."""
+        rows = fts.search(self.connection, query, limit, session_ids)
+        return [self._episode_from_row(row) for row in rows]
 
-    def count_pending_vectors(self) -> int:
-        return int(self.read("SELECT count(*) FROM episodes WHERE vector_state = 'pending'")[0][0])
-
-    def set_vector_state(self, ids: Sequence[int], state: str) -> None:
-        with self.atomic() as conn:
-            conn.execute(
-                "UPDATE episodes SET vector_state = ? WHERE id IN (SELECT value FROM json_each(?))",
-                (state, json.dumps([int(i) for i in ids])),
-            )
-
-    def mark_all_vectors_pending(self) -> None:
-        with self.atomic() as conn:
-            conn.execute("UPDATE episodes SET vector_state = 'pending'")
+    def episode_ids(self) -> list[int]:
+        return _ids(self._rows("SELECT id FROM episodes ORDER BY id"))
 
     def count_episodes(self) -> int:
-        return int(self.read("SELECT count(*) FROM episodes")[0][0])
+        return int(self._rows("SELECT count(*) FROM episodes")[0][0])
 
     @staticmethod
-    def episode_from_row(row: sqlite3.Row) -> Episode:
+    def _episode_from_row(row: sqlite3.Row) -> Episode:
         values = dict(row)
         values["metadata"] = json.loads(values["metadata"])
         return Episode(**{k: values[k] for k in Episode.__dataclass_fields__})
-
-
-def stored_settings(conn: sqlite3.Connection) -> dict[str, str]:
-    """The runtime settings a store holds (name -> JSON text); any connection will do, a
-    read-only one included."""
-    return dict(conn.execute("SELECT key, value FROM settings").fetchall())
 
 
 @dataclass(frozen=True)
@@ -530,10 +495,8 @@ def _refresh_context_after(
         return
     context = _context_before(conn, session_id, row[1], row[0])
     if context != row[2]:
-        conn.execute(
-            "UPDATE episodes SET context_text = ?, vector_state = 'pending' WHERE id = ?",
-            (context, row[0]),
-        )
+        conn.execute("UPDATE episodes SET context_text = ? WHERE id = ?", (context, row[0]))
+        vector_state.set_vectors(conn, [row[0]], VectorState.PENDING)
 
 
 def _required_text(name: str, value: str, max_chars: int | None) -> str:

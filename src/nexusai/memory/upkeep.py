@@ -15,8 +15,9 @@ from pathlib import Path
 
 from nexusai.config import Config
 from nexusai.errors import Conflict, InvalidInput
-from nexusai.memory import fts
+from nexusai.memory import fts, vector_state
 from nexusai.memory.service import Memory, Progress
+from nexusai.memory.vector_state import VectorState
 
 
 @dataclass
@@ -48,20 +49,16 @@ class Checkup:
 
 
 def check(memory: Memory) -> Checkup:
-    store = memory.store
-    indexed = {
-        int(row[0]) for row in store.read("SELECT id FROM episodes WHERE vector_state = 'indexed'")
-    }
-    every = {int(row[0]) for row in store.read("SELECT id FROM episodes")}
+    conn = memory.store.connection()
+    indexed = vector_state.indexed_episodes(conn)
+    every = set(memory.store.episode_ids())
     points = memory.vectors.ids()
     return Checkup(
-        fts_ok=fts.integrity_check(store.connection()),
-        pending_vectors=store.count_pending_vectors(),
+        fts_ok=fts.integrity_check(conn),
+        pending_vectors=vector_state.count_pending_vectors(conn),
         vectors_without_rows=sorted(points - every),
         rows_without_vectors=sorted(indexed - points),
-        pending_entities=int(
-            store.read("SELECT count(*) FROM episodes WHERE entity_state = 'pending'")[0][0]
-        ),
+        pending_entities=vector_state.count_pending_extraction(conn),
     )
 
 
@@ -70,9 +67,10 @@ def repair(memory: Memory, found: Checkup, progress: Progress | None = None) -> 
         with memory.store.atomic() as conn:
             fts.rebuild_index(conn)
     memory.vectors.delete(found.vectors_without_rows)
-    memory.store.set_vector_state(found.rows_without_vectors, "pending")
+    with memory.store.atomic() as conn:
+        vector_state.set_vectors(conn, found.rows_without_vectors, VectorState.PENDING)
     memory.sync_pending(progress=progress)
-    memory.sync_entities()
+    memory.entities.sync()
 
 
 def backup(config: Config, destination: Path) -> int:

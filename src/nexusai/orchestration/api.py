@@ -11,12 +11,12 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field, create_model
 
 from nexusai.errors import InvalidInput
-from nexusai.http import ERROR_RESPONSES, CamelModel, StrictCamelModel
-from nexusai.memory.api import EntityOut, EpisodeOut
+from nexusai.http import ERROR_RESPONSES
 from nexusai.orchestration.chat import ChatFailed, chat_events, chat_turn
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SETTINGS
+from nexusai.schemas import CamelModel, EntityOut, EpisodeOut, StrictCamelModel
 
 router = APIRouter(responses=ERROR_RESPONSES)
 

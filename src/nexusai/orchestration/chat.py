@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from nexusai.memory.models import Episode, NewEpisode
+from nexusai.llm import LLMError, Message, OpenAIChat
+from nexusai.models import Episode, NewEpisode
 from nexusai.orchestration.context import Context
-from nexusai.orchestration.llm import LLMError, Message, OpenAIChat
 from nexusai.orchestration.memory_client import MemoryClient
 
 USER, ASSISTANT = "user", "assistant"
@@ -37,7 +37,7 @@ def build_prompt(context: Context) -> list[Message]:
         lines = [f"- [{m.episode.occurred_at[:10]}] {_said(m.episode)}" for m in context.memories]
         parts.append("Memories from earlier conversations:\n" + "\n".join(lines))
     if context.entities:
-        parts.append("Known entities:\n" + "\n".join(f"- {_entity(e)}" for e in context.entities))
+        parts.append("Known entities:\n" + "\n".join(f"- {e.describe()}" for e in context.entities))
     messages: list[Message] = [{"role": "system", "content": "\n\n".join(parts)}]
     for episode in context.recent:
         role = ASSISTANT if episode.speaker == ASSISTANT else USER
@@ -49,11 +49,6 @@ def build_prompt(context: Context) -> list[Message]:
 
 def _said(episode: Episode) -> str:
     return f"{episode.speaker}: {episode.content}"
-
-
-def _entity(entity: Any) -> str:
-    describe = getattr(entity, "describe", None)
-    return str(describe()) if callable(describe) else str(entity)
 
 
 @dataclass(frozen=True)

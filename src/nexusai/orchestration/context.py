@@ -4,12 +4,10 @@ that one vector serves both fused episode search and entity search."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from nexusai.embedders import Embedder, Vector
-from nexusai.memory.models import Episode
+from nexusai.models import Entity, Episode
 from nexusai.observability import EMBED_SECONDS, timed
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.memory_client import MemoryClient
@@ -18,9 +16,6 @@ from nexusai.orchestration.settings import RuntimeSettings
 
 log = logging.getLogger("nexusai.context")
 
-# (query vector, scope session ids, limit) -> entities; arrives with entity memory.
-EntitySearch = Callable[[Sequence[float] | None, Sequence[int], int], list[Any]]
-
 
 @dataclass(frozen=True)
 class Context:
@@ -28,7 +23,7 @@ class Context:
     message: str
     recent: list[Episode]
     memories: list[FusedEpisode]
-    entities: list[Any] = field(default_factory=list)
+    entities: list[Entity] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -48,7 +43,6 @@ def assemble_context(
     settings: RuntimeSettings,
     session_id: int,
     message: str,
-    entity_search: EntitySearch | None = None,
 ) -> Context:
     # The scope and the recent turns are fetched while the message is embedded.
     scope_call = POOL.submit(memory.scope_session_ids, session_id)
@@ -57,7 +51,7 @@ def assemble_context(
         if settings.recent_limit
         else None
     )
-    wants_entities = entity_search is not None and settings.entity_limit > 0
+    wants_entities = settings.entity_limit > 0
     vector = None
     warnings = []
     if settings.semantic_weight > 0 or wants_entities:
@@ -69,8 +63,6 @@ def assemble_context(
     recent_ids = [episode.id for episode in recent]
     memories = get_fused_episodes(memory, message, vector, scope, recent_ids, settings)
     entities = (
-        entity_search(vector, scope, settings.entity_limit)
-        if entity_search and wants_entities
-        else []
+        memory.search_entities(vector, scope, settings.entity_limit) if wants_entities else []
     )
     return Context(session_id, message, recent, memories, entities, warnings)

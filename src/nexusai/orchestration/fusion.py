@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nexusai.config import RETRIEVAL
-from nexusai.memory.models import Episode
+from nexusai.models import Episode
 
 
 @dataclass(frozen=True)
@@ -57,17 +57,4 @@ def fuse_ranked(
     return [
         FusedEpisode(episodes[i], scores[i], ranks["semantic"].get(i), ranks["keyword"].get(i))
         for i in sorted(scores, key=order)[: max(limit, 0)]
-    ]
-
-
-def fuse_episode_results(
-    semantic: Sequence[Episode],
-    keyword: Sequence[Episode],
-    semantic_weight: float,
-    keyword_weight: float,
-    limit: int,
-) -> list[Episode]:
-    """The spec's fuseEpisodeResults: the fused episodes alone, best first."""
-    return [
-        f.episode for f in fuse_ranked(semantic, keyword, semantic_weight, keyword_weight, limit)
     ]

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 
 from nexusai.errors import InvalidInput, NexusError, NotFound
-from nexusai.memory.api import EntityOut
-from nexusai.memory.entities import Entity
-from nexusai.memory.models import Episode, NewEpisode
+from nexusai.httpclient import bearer_client
+from nexusai.models import Entity, Episode, NewEpisode
+from nexusai.schemas import EntityOut, EpisodeOut, ScopeOut
 
 
 class MemoryUnavailable(NexusError):
@@ -30,11 +30,8 @@ class HttpMemoryClient:
         timeout: float = 5.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.url = base_url.rstrip("/")
-        self._client = httpx.Client(
-            base_url=self.url, headers=headers, timeout=timeout, transport=transport
-        )
+        self._client = bearer_client(self.url, api_key, timeout, transport)
 
     def close(self) -> None:
         self._client.close()
@@ -55,7 +52,9 @@ class HttpMemoryClient:
         return response.json()
 
     def scope_session_ids(self, session_id: int) -> list[int]:
-        return [int(i) for i in self._call("GET", f"/sessions/{session_id}/scope")["sessionIds"]]
+        return ScopeOut.model_validate(
+            self._call("GET", f"/sessions/{session_id}/scope")
+        ).session_ids
 
     def recent_episodes(self, session_id: int, limit: int) -> list[Episode]:
         rows = self._call("GET", f"/sessions/{session_id}/recent", params={"limit": limit})
@@ -93,7 +92,7 @@ class HttpMemoryClient:
             return []
         body = {"vector": list(vector), "sessionIds": list(session_ids), "limit": limit}
         rows = self._call("POST", "/entities/search", json=body)
-        return [Entity(**EntityOut.model_validate(row).model_dump()) for row in rows]
+        return [EntityOut.model_validate(row).to_entity() for row in rows]
 
     def add_episodes(self, session_id: int, episodes: Sequence[NewEpisode]) -> list[Episode]:
         batch = [
@@ -110,15 +109,7 @@ class HttpMemoryClient:
 
 
 def _episode(row: dict[str, Any]) -> Episode:
-    return Episode(
-        id=row["id"],
-        session_id=row["sessionId"],
-        speaker=row["speaker"],
-        content=row["content"],
-        occurred_at=row["occurredAt"],
-        created_at=row["createdAt"],
-        metadata=row["metadata"],
-    )
+    return EpisodeOut.model_validate(row).to_episode()
 
 
 def _error(response: httpx.Response, url: str) -> NexusError:

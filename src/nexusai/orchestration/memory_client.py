@@ -1,7 +1,9 @@
-"""The one narrow interface through which orchestration reaches the memory service.
+"""The whole interface orchestration has to the memory service: nothing else of memory is
+imported by orchestration (a lint contract checks it; see docs/ARCHITECTURE.md).
 
-`nexusai.memory.service.Memory` implements it in-process; an HTTP implementation lets the
-two services run as separate processes.
+`nexusai.memory.service.Memory` implements it in-process; `HttpMemoryClient` over the
+memory service's public API, so that the two services can run as separate processes. Both
+pass one contract test suite (tests/test_memory_client.py).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from nexusai.memory.models import Episode, NewEpisode
+from nexusai.models import Entity, Episode, NewEpisode
 
 
 class MemoryClient(Protocol):
@@ -35,3 +37,9 @@ class MemoryClient(Protocol):
     ) -> list[Episode]: ...
 
     def add_episodes(self, session_id: int, episodes: Sequence[NewEpisode]) -> list[Episode]: ...
+
+    def search_entities(
+        self, vector: Sequence[float] | None, session_ids: Sequence[int], limit: int
+    ) -> list[Entity]:
+        """The entities of the scope nearest the query vector; [] without a vector."""
+        ...

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from nexusai.memory.models import Episode
+from nexusai.models import Episode
 from nexusai.observability import RETRIEVAL_SECONDS, timed
 from nexusai.orchestration.fusion import FusedEpisode, fuse_ranked
 from nexusai.orchestration.memory_client import MemoryClient

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nexusai.embedders import Embedder
-from nexusai.orchestration.context import Context, EntitySearch, assemble_context
-from nexusai.orchestration.llm import OpenAIChat
+from nexusai.llm import OpenAIChat
+from nexusai.orchestration.context import Context, assemble_context
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.settings import SettingsStore
 
@@ -17,7 +17,6 @@ class Orchestration:
     embedder: Embedder
     settings: SettingsStore
     llm: OpenAIChat | None
-    entity_search: EntitySearch | None = None
 
     def context(self, session_id: int, message: str) -> Context:
         """Settings are read fresh, so a PATCH takes effect on the very next turn."""
@@ -27,5 +26,4 @@ class Orchestration:
             self.settings.get(),
             session_id,
             message,
-            self.entity_search,
         )

@@ -1,4 +1,4 @@
-"""Runtime settings: validated, persisted in SQLite, read fresh on every request.
+"""Runtime settings: validated, persisted in a small SQLite file, read fresh on every request.
 
 Every setting is declared once, in `SETTINGS`, with its range and default; the HTTP models,
 validation messages and the CLI all read that table.
@@ -7,10 +7,11 @@ validation messages and the CLI all read that table.
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
 
 from nexusai.config import RETRIEVAL
 from nexusai.errors import InvalidInput
@@ -95,12 +96,6 @@ class RuntimeSettings:
 DEFAULTS = RuntimeSettings.from_values({s.name: s.default for s in SETTINGS})
 
 
-class KeyValueStore(Protocol):
-    def read_settings(self) -> dict[str, str]: ...
-
-    def write_settings(self, values: Mapping[str, str]) -> None: ...
-
-
 def validate(name: str, value: object) -> float:
     """The value as the setting's type, or InvalidInput naming the field and its range."""
     setting = BY_NAME.get(name)
@@ -130,16 +125,48 @@ def from_stored(stored: Mapping[str, str]) -> RuntimeSettings:
 
 
 class SettingsStore:
-    def __init__(self, backend: KeyValueStore) -> None:
-        self._backend = backend
+    """Orchestration's own small SQLite file of settings (name -> JSON text). In one process
+    with the memory service it shares the store's file; alone it keeps a file of its own, so
+    orchestration never opens the episode store."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
         self._lock = threading.Lock()
+        with self._lock, self._conn:
+            self._conn.execute(_TABLE)
 
     def get(self) -> RuntimeSettings:
-        return from_stored(self._backend.read_settings())
+        with self._lock:
+            return from_stored(dict(self._conn.execute("SELECT key, value FROM settings")))
 
     def update(self, changes: Mapping[str, object]) -> RuntimeSettings:
         """Validates every change first: one bad value and nothing is written."""
-        checked = {name: validate(name, value) for name, value in changes.items()}
-        with self._lock:
-            self._backend.write_settings({k: json.dumps(v) for k, v in checked.items()})
-            return self.get()
+        checked = {name: json.dumps(validate(name, value)) for name, value in changes.items()}
+        with self._lock, self._conn:
+            self._conn.executemany(
+                "INSERT INTO settings (key, value) VALUES (?, ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                list(checked.items()),
+            )
+        return self.get()
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+_TABLE = "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+
+
+def read_settings_file(path: Path) -> RuntimeSettings:
+    """The settings a file holds, read without opening it for writing (the service may be
+    running); the defaults when there is no file or no settings in it yet."""
+    if not path.exists():
+        return DEFAULTS
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return from_stored(dict(conn.execute("SELECT key, value FROM settings")))
+    except sqlite3.OperationalError:  # a file from before settings existed
+        return DEFAULTS
+    finally:
+        conn.close()

@@ -11,6 +11,7 @@ import httpx
 
 from nexusai.config import Config
 from nexusai.errors import NexusError
+from nexusai.httpclient import bearer_client
 
 Message = dict[str, str]
 
@@ -28,11 +29,8 @@ class OpenAIChat:
         timeout: float = 60.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.model = model
-        self._client = httpx.Client(
-            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
-        )
+        self._client = bearer_client(base_url, api_key, timeout, transport)
 
     def complete(self, messages: Sequence[Message]) -> str:
         with self._errors():

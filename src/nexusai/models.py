@@ -1,4 +1,8 @@
-"""The rows the memory service stores, as plain dataclasses."""
+"""The domain's rows as plain dataclasses, shared by both services and every face.
+
+This module imports nothing of nexusai's: the memory service stores these, orchestration
+receives them (in-process or over HTTP), and `schemas` maps them to JSON.
+"""
 
 from __future__ import annotations
 
@@ -58,34 +62,18 @@ class Episode:
     context_text: str = ""
 
 
-CAPTION_KEY = "imageCaption"
+@dataclass(frozen=True)
+class Entity:
+    id: int
+    name: str
+    type: str  # person | place | organization | product | event | work
+    first_seen: str
+    last_seen: str
+    mention_count: int
+    summary: str | None
+    latest_mention_ids: list[int]
 
-
-def said(speaker: str, content: str) -> str:
-    return f"{speaker}: {content}"
-
-
-# How much of the turn before an episode is indexed and embedded with it. Its end is what a
-# reply answers ("Yes, last Tuesday!"); all of a long answer would crowd the episode's own
-# words out of its vector (the model reads 256 tokens) and index that answer twice.
-CONTEXT_CHARS = 300
-
-
-def compose_context_text(speaker: str, content: str) -> str:
-    """The end of the previous turn, as said, cut at a word where one is near."""
-    text = said(speaker, content)
-    if len(text) <= CONTEXT_CHARS:
-        return text
-    tail = text[-CONTEXT_CHARS:]
-    space = tail.find(" ")
-    return f"{speaker}: …{tail[space + 1 :] if 0 <= space < 40 else tail}"
-
-
-def compose_search_text(speaker: str, content: str, metadata: dict[str, Any]) -> str:
-    """The episode as the indexes see it: who said what, and the caption of an image it
-    shared. (The turn before it is indexed beside it, as `context_text`.)"""
-    text = said(speaker, content)
-    caption = metadata.get(CAPTION_KEY)
-    if isinstance(caption, str) and caption.strip():
-        text += f" [image: {caption.strip()}]"
-    return text
+    def describe(self) -> str:
+        """How the chat prompt presents it."""
+        seen = f"mentioned {self.mention_count}x, last on {self.last_seen[:10]}"
+        return f"{self.name} ({self.type}; {seen})"

@@ -22,8 +22,9 @@ from typing import IO, Any
 import ijson
 
 from nexusai.errors import InvalidInput
-from nexusai.memory.models import CAPTION_KEY, NewEpisode
 from nexusai.memory.service import Memory
+from nexusai.memory.texts import CAPTION_KEY
+from nexusai.models import NewEpisode
 
 
 class ImportFormatError(InvalidInput):

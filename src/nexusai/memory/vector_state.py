@@ -1,0 +1,71 @@
+"""Whether each episode's derived data has been made: its vectors (`vector_state`) and its
+entities (`entity_state`). SQLite records both, so a crash or an outage between the write
+and the derivation loses nothing: pending rows are found here and retried.
+
+Every read and write of these two columns lives in this module; a write takes the
+connection of the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from enum import StrEnum
+
+
+class VectorState(StrEnum):
+    PENDING = "pending"
+    INDEXED = "indexed"
+
+
+class EntityState(StrEnum):
+    PENDING = "pending"
+    DONE = "done"
+
+
+def pending_vectors(conn: sqlite3.Connection, limit: int) -> list[int]:
+    """Episodes whose vectors are not (yet) in the index, oldest first."""
+    sql = "SELECT id FROM episodes WHERE vector_state = ? ORDER BY id LIMIT ?"
+    return _ids(conn.execute(sql, (VectorState.PENDING.value, limit)))
+
+
+def count_pending_vectors(conn: sqlite3.Connection) -> int:
+    sql = "SELECT count(*) FROM episodes WHERE vector_state = ?"
+    return int(conn.execute(sql, (VectorState.PENDING.value,)).fetchone()[0])
+
+
+def indexed_episodes(conn: sqlite3.Connection) -> set[int]:
+    sql = "SELECT id FROM episodes WHERE vector_state = ?"
+    return set(_ids(conn.execute(sql, (VectorState.INDEXED.value,))))
+
+
+def set_vectors(conn: sqlite3.Connection, ids: Sequence[int], state: VectorState) -> None:
+    conn.execute(
+        "UPDATE episodes SET vector_state = ? WHERE id IN (SELECT value FROM json_each(?))",
+        (state.value, json.dumps([int(i) for i in ids])),
+    )
+
+
+def mark_all_vectors_pending(conn: sqlite3.Connection) -> None:
+    conn.execute("UPDATE episodes SET vector_state = ?", (VectorState.PENDING.value,))
+
+
+def pending_extraction(conn: sqlite3.Connection, limit: int) -> list[int]:
+    """Episodes not yet through entity extraction, oldest first."""
+    sql = "SELECT id FROM episodes WHERE entity_state = ? ORDER BY id LIMIT ?"
+    return _ids(conn.execute(sql, (EntityState.PENDING.value, limit)))
+
+
+def count_pending_extraction(conn: sqlite3.Connection) -> int:
+    sql = "SELECT count(*) FROM episodes WHERE entity_state = ?"
+    return int(conn.execute(sql, (EntityState.PENDING.value,)).fetchone()[0])
+
+
+def set_extracted(conn: sqlite3.Connection, episode_id: int) -> None:
+    sql = "UPDATE episodes SET entity_state = ? WHERE id = ?"
+    conn.execute(sql, (EntityState.DONE.value, episode_id))
+
+
+def _ids(rows: sqlite3.Cursor) -> list[int]:
+    return [int(row[0]) for row in rows]

@@ -1,0 +1,83 @@
+"""The JSON both services speak: camelCase models for requests, answers and errors.
+
+Shared by the memory service's API, the orchestration service's API and the HTTP memory
+client, so this module imports neither service: only the domain rows in `models`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from nexusai.models import Entity, Episode
+
+
+class CamelModel(BaseModel):
+    """Python names in snake_case, JSON names in camelCase (as the spec spells them)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, from_attributes=True)
+
+
+class StrictCamelModel(CamelModel):
+    """A request body: unknown keys are an error, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    """Every error the service answers with: `detail` says what to fix."""
+
+    detail: str
+    errors: list[FieldError] | None = None
+
+
+class ProjectOut(CamelModel):
+    id: int
+    name: str
+    created_at: str
+
+
+class SessionOut(CamelModel):
+    id: int
+    project_id: int | None
+    title: str | None
+    created_at: str
+
+
+class EpisodeOut(CamelModel):
+    id: int
+    session_id: int
+    speaker: str
+    content: str
+    occurred_at: str
+    created_at: str
+    metadata: dict[str, Any]
+
+    def to_episode(self) -> Episode:
+        """The domain row back from JSON (what the indexes saw is not sent out)."""
+        return Episode(**self.model_dump())
+
+
+class EntityOut(CamelModel):
+    id: int
+    name: str
+    type: str
+    first_seen: str
+    last_seen: str
+    mention_count: int
+    summary: str | None
+    latest_mention_ids: list[int]
+
+    def to_entity(self) -> Entity:
+        return Entity(**self.model_dump())
+
+
+class ScopeOut(CamelModel):
+    session_ids: list[int]

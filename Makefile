@@ -24,6 +24,7 @@ lint: install
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 format: install
 	$(BIN)/ruff check --fix src tests benchmarks

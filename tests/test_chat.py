@@ -113,7 +113,8 @@ def test_streamed_failure_is_an_error_event(
 def test_without_llm_chat_stores_and_says_so(client: TestClient) -> None:
     sid = seed(client)
     body = client.post("/chat", json={"sessionId": sid, "message": "What is my dog's name?"}).json()
-    assert body["reply"] is None and body["assistantEpisodeId"] is None
+    assert body["reply"] is None
+    assert body["assistantEpisodeId"] is None
     assert "no LLM is configured" in body["notice"]
     assert body["context"]["memories"][0]["content"] == "I adopted a puppy called Biscuit"
     assert client.get(f"/episodes/{body['userEpisodeId']}").status_code == 200

@@ -27,7 +27,8 @@ def test_reindex_rebuilds_every_vector(
     assert result.exit_code == 0, result.output
     assert "rebuilt 5 vectors" in result.output
     again = Memory.open(config, embedder)
-    assert again.vectors.count() == 5 and again.count_pending_vectors() == 0
+    assert again.vectors.count() == 5
+    assert again.count_pending_vectors() == 0
     again.close()
 
 
@@ -64,7 +65,8 @@ def test_settings_context_and_chat_against_a_running_service(
         assert result.exit_code == 0, result.output
         assert "keywordWeight = 1" in result.output
         result = runner.invoke(cli, ["settings", "set", "keywordWeight=9", "--url", url])
-        assert result.exit_code == 1 and "keywordWeight must be from 0 to 5" in result.output
+        assert result.exit_code == 1
+        assert "keywordWeight must be from 0 to 5" in result.output
         result = runner.invoke(
             cli, ["context", "--session", str(sid), "--explain", "Biscuit?", "--url", url]
         )
@@ -72,7 +74,8 @@ def test_settings_context_and_chat_against_a_running_service(
         assert "puppy" in result.output
         assert "0.0328" in result.output  # 1/61 + 1/61
         result = runner.invoke(cli, ["entities", "--session", str(sid), "--url", url])
-        assert result.exit_code == 0 and "entities seen by session" in result.output, result.output
+        assert result.exit_code == 0, result.output
+        assert "entities seen by session" in result.output
         result = runner.invoke(
             cli, ["chat", "--session", str(sid), "--url", url], input="dog name?\n\n"
         )
@@ -117,13 +120,15 @@ def test_eval_locomo_smoke_on_one_conversation(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
-    assert report["conversations"] == ["conv-26"] and report["questions"] > 150
+    assert report["conversations"] == ["conv-26"]
+    assert report["questions"] > 150
     pairs = {(r["semanticWeight"], r["keywordWeight"]): r for r in report["results"]}
     assert report["configured"] == {"semanticWeight": 0.5, "keywordWeight": 2.0}
     assert report["recommended"] == {"semanticWeight": 0.25, "keywordWeight": 5.0}
     assert {(1.0, 0.0), (0.0, 1.0), (0.5, 2.0), (0.25, 5.0)} <= set(pairs)
     assert report["semanticLimit"] == "k"
-    assert "0.5+" in result.output and "0.25*" in result.output
+    assert "0.5+" in result.output
+    assert "0.25*" in result.output
     for row in pairs.values():
         assert 0.0 <= row["recall"]["5"] <= row["recall"]["10"] <= 1.0
         assert set(row["byCategory"]) == {

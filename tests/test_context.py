@@ -105,7 +105,8 @@ def test_failing_embedder_still_gives_keyword_memories(
     embedder.failing = True
     context = assemble_context(memory, embedder, NO_RECENT, sid, "zebra")
     assert [m.episode.content for m in context.memories] == ["the zebra crossing"]
-    assert context.warnings and "embedder" in context.warnings[0]
+    assert context.warnings
+    assert "embedder" in context.warnings[0]
 
 
 def test_fused_result_has_at_most_semantic_limit(

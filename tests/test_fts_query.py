@@ -64,4 +64,6 @@ def test_query_is_none_or_well_formed(text: str) -> None:
     if query is None:
         return
     for part in query.split(" OR "):
-        assert part.startswith('"') and part.endswith('"') and len(part) > 3
+        assert part.startswith('"')
+        assert part.endswith('"')
+        assert len(part) > 3

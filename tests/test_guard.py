@@ -55,7 +55,8 @@ def test_each_configured_key_opens(locked: TestClient) -> None:
 
 def test_config_never_shows_keys() -> None:
     config = Config.from_env({"NEXUS_API_KEY": "hush-hush", "NEXUS_LLM_API_KEY": "sk-llm"})
-    assert "hush" not in repr(config) and "sk-llm" not in repr(config)
+    assert "hush" not in repr(config)
+    assert "sk-llm" not in repr(config)
 
 
 def test_oversized_body_is_413_with_the_limit(config: Config, embedder: SwitchableEmbedder) -> None:

@@ -6,6 +6,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
+from nexusai.errors import InvalidInput
 from nexusai.memory.importing import ImportFormatError, import_stream
 from nexusai.memory.service import Memory
 
@@ -39,7 +40,8 @@ def test_jsonl_import_groups_sessions_and_reimport_skips(memory: Memory) -> None
     assert (again.sessions, again.episodes, again.skipped) == (0, 0, 4)
     assert memory.store.count_episodes() == 4
     project = memory.store.find_project("mine")
-    assert project and len(memory.store.list_sessions(project.id)) == 2
+    assert project
+    assert len(memory.store.list_sessions(project.id)) == 2
     assert memory.store.search_keyword("Oslo")[0].content == "Book a flight to Oslo"
     assert memory.count_pending_vectors() == 0
 
@@ -144,7 +146,7 @@ def test_locomo_import_maps_sessions_dates_speakers_and_captions(memory: Memory)
 def test_bad_files_name_what_is_wrong(
     memory: Memory, fmt: str, payload: bytes, fragment: str
 ) -> None:
-    with pytest.raises(Exception, match=fragment):
+    with pytest.raises(InvalidInput, match=fragment):
         import_stream(memory, io.BytesIO(payload), fmt)
     assert memory.store.count_episodes() == 0
 
@@ -158,7 +160,8 @@ def test_import_over_http_streams_the_body(client: TestClient) -> None:
     assert response.status_code == 200, response.text
     assert response.json()["episodes"] == 50
     bad = client.post("/import?format=jsonl", content=b"{oops")
-    assert bad.status_code == 422 and "line 1" in bad.json()["detail"]
+    assert bad.status_code == 422
+    assert "line 1" in bad.json()["detail"]
 
 
 def test_eval_can_store_several_turns_as_one_episode() -> None:

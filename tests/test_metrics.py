@@ -10,7 +10,8 @@ def test_recall_hit_and_mrr_on_known_rankings() -> None:
     assert recall_at(ranked, {3, 4, 8}, 2) == pytest.approx(1 / 3)
     assert recall_at(ranked, {3, 4, 8}, 5) == pytest.approx(2 / 3)
     assert hit_at(ranked, {8}, 5) == 0.0
-    assert hit_at(ranked, {9}, 3) == 1.0 and hit_at(ranked, {9}, 2) == 0.0
+    assert hit_at(ranked, {9}, 3) == 1.0
+    assert hit_at(ranked, {9}, 2) == 0.0
     assert reciprocal_rank(ranked, {9, 4}) == pytest.approx(1 / 3)
     assert reciprocal_rank(ranked, {42}) == 0.0
     assert recall_at([], {1}, 10) == 0.0

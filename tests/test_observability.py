@@ -45,10 +45,12 @@ def test_json_logs_carry_the_request_id(capsys: pytest.CaptureFixture[str]) -> N
         logging.getLogger("nexusai").propagate = True
     line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
     assert line["requestId"] == "abc123"
-    assert line["message"] == "embedding failed for a turn" and line["level"] == "WARNING"
+    assert line["message"] == "embedding failed for a turn"
+    assert line["level"] == "WARNING"
 
 
 def test_formatters_are_wired() -> None:
     record = logging.LogRecord("nexusai.x", logging.INFO, __file__, 1, "hello", None, None)
-    assert RequestIdFilter().filter(record) and record.__dict__["request_id"] == "-"
+    assert RequestIdFilter().filter(record)
+    assert record.__dict__["request_id"] == "-"
     assert json.loads(JsonFormatter().format(record))["requestId"] == "-"

@@ -81,7 +81,8 @@ def test_vector_without_row_is_skipped(memory: Memory) -> None:
     memory.store.delete_episode(ids[0])  # row gone, vector left behind
     assert memory.vectors.count() == 4
     found = semantic(memory, "what is my dog's name?", [sid])
-    assert ids[0] not in found and len(found) == 3
+    assert ids[0] not in found
+    assert len(found) == 3
 
 
 def test_failing_embedder_keeps_episodes_pending_then_indexes_them(

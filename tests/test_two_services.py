@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from nexusai.app import create_app
 from nexusai.config import Config
 from nexusai.errors import ConfigError
+from nexusai.memory.extractors import SpacyExtractor
 from tests.conftest import SwitchableEmbedder
 from tests.live_server import live_server
 
@@ -40,8 +41,11 @@ def seed(base: Callable[..., Any]) -> int:
 
 
 @pytest.fixture
-def counted_memory(tmp_path: Path, embedder: SwitchableEmbedder) -> Iterator[tuple[str, list[str]]]:
-    """The memory service on loopback, recording every path it is asked for."""
+def counted_memory(
+    tmp_path: Path, embedder: SwitchableEmbedder, spacy_extractor: SpacyExtractor
+) -> Iterator[tuple[str, list[str]]]:
+    """The memory service on loopback with real entity extraction, recording every path it
+    is asked for."""
     paths: list[str] = []
     config = Config.from_env({}, data_dir=tmp_path / "memory", extractor="none")
     app = create_app(config, embedder, role="memory")
@@ -54,6 +58,7 @@ def counted_memory(tmp_path: Path, embedder: SwitchableEmbedder) -> Iterator[tup
         return await call_next(request)
 
     with live_server(app) as url:
+        app.state.memory.entities.extractor = spacy_extractor
         yield url, paths
 
 
@@ -70,7 +75,8 @@ def split(
 
 
 @pytest.fixture
-def single(client: TestClient) -> tuple[TestClient, int]:
+def single(client: TestClient, spacy_extractor: SpacyExtractor) -> tuple[TestClient, int]:
+    client.app.state.memory.entities.extractor = spacy_extractor  # type: ignore[attr-defined]
     return client, seed(client.request)
 
 
@@ -88,6 +94,9 @@ def without_times(context: Any) -> Any:
     for memory in context["memories"] + context["recent"]:
         memory.pop("createdAt")
         memory.pop("occurredAt")
+    for entity in context["entities"]:
+        entity.pop("firstSeen")
+        entity.pop("lastSeen")
     return context
 
 
@@ -97,6 +106,8 @@ def test_same_context_in_both_modes(
     two = [without_times(c) for c in contexts(split[0], split[2])]
     one = [without_times(c) for c in contexts(single[0], single[1])]
     assert two == one
+    # Entities reach a turn in split mode too (they once came only in one process).
+    assert {"Biscuit", "Lisbon"} <= {e["name"] for c in two for e in c["entities"]}
     top_two = {m["content"] for m in two[0]["memories"][:2]}
     assert "I adopted a puppy called Biscuit" in top_two
 
@@ -111,7 +122,8 @@ def test_keyword_weight_zero_sends_no_keyword_request(
         orchestration.post("/context", json={"sessionId": session, "message": "dog?"}).status_code
         == 200
     )
-    assert "/episodes/search" not in paths and "/vectors/search/episodes" in paths
+    assert "/episodes/search" not in paths
+    assert "/vectors/search/episodes" in paths
     orchestration.patch("/settings", json={"keywordWeight": 1})
     orchestration.post("/context", json={"sessionId": session, "message": "dog?"})
     assert paths.count("/episodes/search") == 1
@@ -131,7 +143,8 @@ def test_chat_through_two_services_stores_in_memory(
 
 def test_unknown_session_is_404_across_the_wire(split: tuple[TestClient, list[str], int]) -> None:
     response = split[0].post("/context", json={"sessionId": 999, "message": "hi"})
-    assert response.status_code == 404 and "session 999" in response.json()["detail"]
+    assert response.status_code == 404
+    assert "session 999" in response.json()["detail"]
 
 
 def test_memory_down_is_503_naming_it(tmp_path: Path, embedder: SwitchableEmbedder) -> None:

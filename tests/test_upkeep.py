@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from nexusai.app import create_app
 from nexusai.cli import cli
 from nexusai.config import Config
+from nexusai.errors import Conflict
 from nexusai.memory import upkeep
 from nexusai.memory.service import Memory
 from nexusai.models import NewEpisode
@@ -74,7 +75,7 @@ def test_backup_while_serving_then_restore_finds_everything(
             assert text in [h.content for h in found]
     finally:
         memory.close()
-    with pytest.raises(Exception, match="exists"):
+    with pytest.raises(Conflict, match="exists"):
         upkeep.restore(restored, tmp_path / "backup.db")
 
 
@@ -82,7 +83,8 @@ def test_restore_refuses_a_file_that_is_not_a_backup(tmp_path: Path) -> None:
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"not sqlite at all" * 100)
     result = CliRunner().invoke(cli, ["restore", str(junk), "--data-dir", str(tmp_path / "d")])
-    assert result.exit_code == 1 and "not a readable nexusai backup" in result.output
+    assert result.exit_code == 1
+    assert "not a readable nexusai backup" in result.output
 
 
 def test_sigkill_mid_stream_loses_no_acknowledged_episode(tmp_path: Path) -> None:

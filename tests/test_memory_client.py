@@ -1,0 +1,127 @@
+"""One contract for `MemoryClient`, run against both implementations: the memory service
+in-process (`Memory`) and over HTTP (`HttpMemoryClient` against a live memory service on
+loopback). Entity extraction is on (spaCy's real pipeline) in both."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from nexusai.app import create_app
+from nexusai.config import Config
+from nexusai.errors import NotFound
+from nexusai.memory.extractors import SpacyExtractor
+from nexusai.memory.service import Memory
+from nexusai.models import Entity, Episode, NewEpisode
+from nexusai.orchestration.http_memory import HttpMemoryClient
+from nexusai.orchestration.memory_client import MemoryClient
+from tests.conftest import SwitchableEmbedder
+from tests.live_server import live_server
+
+
+@dataclass
+class Contract:
+    client: MemoryClient
+    new_session: Callable[[int | None], int]
+    new_project: Callable[[str], int]
+    embed: Callable[[str], list[float]]
+
+
+@pytest.fixture(params=["in-process", "http"])
+def contract(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    embedder: SwitchableEmbedder,
+    spacy_extractor: SpacyExtractor,
+) -> Iterator[Contract]:
+    config = Config.from_env({}, data_dir=tmp_path / "data", extractor="none")
+    if request.param == "in-process":
+        memory = Memory.open(config, embedder, extractor=spacy_extractor)
+        store = memory.store
+        yield Contract(
+            memory,
+            lambda project: store.create_session(project).id,
+            lambda name: store.create_project(name).id,
+            embedder.embed_one,
+        )
+        memory.close()
+        return
+    app = create_app(config, embedder, role="memory")
+    with live_server(app) as url, httpx.Client(base_url=url) as raw:
+        app.state.memory.entities.extractor = spacy_extractor
+        client = HttpMemoryClient(url)
+        yield Contract(
+            client,
+            lambda project: int(raw.post("/sessions", json={"projectId": project}).json()["id"]),
+            lambda name: int(raw.post("/projects", json={"name": name}).json()["id"]),
+            embedder.embed_one,
+        )
+        client.close()
+
+
+def add(c: Contract, session_id: int, *texts: str) -> list[Episode]:
+    return c.client.add_episodes(session_id, [NewEpisode("user", t) for t in texts])
+
+
+def test_add_then_recent_oldest_first(contract: Contract) -> None:
+    sid = contract.new_session(None)
+    stored = add(contract, sid, "one", "two", "three")
+    assert [e.content for e in stored] == ["one", "two", "three"]
+    assert all(e.session_id == sid for e in stored)
+    recent = contract.client.recent_episodes(sid, 2)
+    assert [e.id for e in recent] == [stored[1].id, stored[2].id]
+
+
+def test_scope_is_the_project_or_the_lone_session(contract: Contract) -> None:
+    project = contract.new_project("home")
+    a, b = contract.new_session(project), contract.new_session(project)
+    lone = contract.new_session(None)
+    assert contract.client.scope_session_ids(a) == [a, b]
+    assert contract.client.scope_session_ids(lone) == [lone]
+    with pytest.raises(NotFound, match="session 999"):
+        contract.client.scope_session_ids(999)
+
+
+def test_vector_leg_finds_by_meaning_in_scope_and_excludes(contract: Contract) -> None:
+    a, b = contract.new_session(None), contract.new_session(None)
+    dog, _ = add(contract, a, "I adopted a puppy called Biscuit", "The invoice is overdue")
+    [other] = add(contract, b, "My puppy Rex chews shoes")
+    vector = contract.embed("what is my dog called?")
+    found = contract.client.vector_episodes(vector, [a], [], 5)
+    assert found[0].id == dog.id
+    assert other.id not in {e.id for e in found}
+    assert dog.id not in {e.id for e in contract.client.vector_episodes(vector, [a], [dog.id], 5)}
+    assert contract.client.vector_episodes(vector, [], [], 5) == []
+
+
+def test_keyword_leg_searches_words_never_syntax(contract: Contract) -> None:
+    a, b = contract.new_session(None), contract.new_session(None)
+    [hit] = add(contract, a, 'the "quarterly" report OR NEAR(budget) -draft*')
+    add(contract, b, "the quarterly report for b")
+    assert [e.id for e in contract.client.search_keyword("quarterly report", 10, [a])] == [hit.id]
+    assert [e.id for e in contract.client.search_keyword('NEAR( "budget', 10, [a])] == [hit.id]
+    assert contract.client.search_keyword("quarterly", 10, []) == []
+
+
+def test_entity_search_is_typed_and_scoped(contract: Contract) -> None:
+    project = contract.new_project("work")
+    a, b = contract.new_session(project), contract.new_session(project)
+    outside = contract.new_session(None)
+    add(contract, a, "Maria Lopez moved to Lisbon in March.")
+    vector = contract.embed("a city in Portugal")
+    found = contract.client.search_entities(vector, [a, b], 5)
+    assert all(isinstance(e, Entity) for e in found)
+    assert "Lisbon" in {e.name for e in found}
+    lisbon = next(e for e in found if e.name == "Lisbon")
+    assert (lisbon.type, lisbon.mention_count) == ("place", 1)
+    assert contract.client.search_entities(vector, [outside], 5) == []
+    assert contract.client.search_entities(None, [a], 5) == []
+
+
+def test_writing_to_an_unknown_session_is_not_found(contract: Contract) -> None:
+    with pytest.raises(NotFound, match="session 999"):
+        add(contract, 999, "hello")

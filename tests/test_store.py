@@ -8,7 +8,7 @@ import pytest
 
 from nexusai.errors import Conflict, InvalidInput, NotFound, TooLarge
 from nexusai.memory import fts, vector_state
-from nexusai.memory.migrations import MIGRATIONS
+from nexusai.memory.migrations import MIGRATIONS, apply_migrations
 from nexusai.memory.store import Store
 from nexusai.memory.texts import CONTEXT_CHARS
 from nexusai.memory.vector_state import VectorState
@@ -213,3 +213,56 @@ def test_data_survives_reopen(tmp_path: Path) -> None:
         s.add_episodes(session.id, [NewEpisode("u", "persistent penguin")])
     with Store(tmp_path / "n.db") as s:
         assert [e.content for e in s.search_keyword("penguin")] == ["persistent penguin"]
+
+
+def test_deleted_ids_are_never_handed_out_again(store: Store) -> None:
+    project = store.create_project("p")
+    session = store.create_session(project.id)
+    a, b = store.add_episodes(session.id, [NewEpisode("u", "a"), NewEpisode("u", "b")])
+    store.delete_episode(b.id)
+    [c] = store.add_episodes(session.id, [NewEpisode("u", "c")])
+    assert c.id > b.id
+    other = store.create_session()
+    store.delete_session(other.id)
+    assert store.create_session().id > other.id
+    store.delete_project(project.id)
+    assert store.create_project("p").id > project.id
+    assert a.id < b.id
+
+
+def test_m007_keeps_rows_ids_and_links_of_an_existing_store(tmp_path: Path) -> None:
+    """A store made before m007 (ids reusable) keeps every row, id, link and index entry."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    apply_migrations(conn, MIGRATIONS[:6])
+    conn.execute("INSERT INTO projects (id, name, created_at) VALUES (7, 'p', 't')")
+    conn.execute("INSERT INTO sessions (id, project_id, created_at) VALUES (3, 7, 't')")
+    conn.execute(
+        "INSERT INTO episodes (id, session_id, speaker, content, occurred_at, created_at,"
+        " search_text) VALUES (5, 3, 'u', 'zebra crossing', 't', 't', 'u: zebra crossing')"
+    )
+    conn.execute(
+        "INSERT INTO entities (id, scope, name, normalized, type, first_seen, last_seen)"
+        " VALUES (2, 'p:7', 'Zed', 'zed', 'person', 't', 't')"
+    )
+    conn.execute("INSERT INTO entity_mentions VALUES (2, 5)")
+    conn.execute("INSERT INTO import_episodes VALUES ('k', 5)")
+    conn.execute("COMMIT")
+    conn.close()
+    with Store(path) as s:
+        assert "m007_ids_never_reused" in s.migrations_applied
+        assert [e.id for e in s.search_keyword("zebra")] == [5]
+        assert s.get_session(3).project_id == 7
+        assert s.imported_episode_ids("k") == {"k": 5}
+        assert s.create_project("q").id == 8
+        [new] = s.add_episodes(3, [NewEpisode("u", "later")])
+        assert new.id == 6
+        s.delete_episode(5)  # cascades to its mention and import key, as before
+        with s.atomic() as c:
+            assert c.execute("SELECT count(*) FROM entity_mentions").fetchone()[0] == 0
+            assert c.execute("SELECT count(*) FROM entities").fetchone()[0] == 0
+            with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+                c.execute("UPDATE episodes SET entity_state = 'maybe'")
+        assert s.imported_episode_ids("k") == {}
+        assert fts.integrity_check(s.connection())

@@ -71,13 +71,15 @@ def build_fts_query(text: str) -> str | None:
 
 # The external-content FTS5 table over episodes and the triggers that keep it in sync, so
 # that an episode and its index entry commit in the same transaction.
-INDEX_DDL = f"""
+TABLE_DDL = f"""
         CREATE VIRTUAL TABLE episodes_fts USING fts5(
             search_text, context_text, content='episodes', content_rowid='id',
             tokenize='{TOKENIZER}'
         );
         INSERT INTO episodes_fts(episodes_fts, rank)
             VALUES ('rank', 'bm25({TURN_WEIGHT}, {CONTEXT_WEIGHT})');
+"""
+TRIGGERS_DDL = """
         CREATE TRIGGER episodes_fts_insert AFTER INSERT ON episodes BEGIN
             INSERT INTO episodes_fts(rowid, search_text, context_text)
                 VALUES (new.id, new.search_text, new.context_text);
@@ -94,6 +96,7 @@ INDEX_DDL = f"""
                 VALUES (new.id, new.search_text, new.context_text);
         END;
 """
+INDEX_DDL = TABLE_DDL + TRIGGERS_DDL
 
 
 def integrity_check(conn: sqlite3.Connection) -> bool:

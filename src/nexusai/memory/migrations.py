@@ -6,7 +6,7 @@ A migration is never edited once it has shipped: add a new one instead.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from nexusai.memory import fts
 from nexusai.memory.texts import compose_context_text
@@ -57,14 +57,8 @@ def m001_initial(conn: sqlite3.Connection) -> None:
 
 def run_script(conn: sqlite3.Connection, script: str) -> None:
     """Run statements one by one: executescript() would COMMIT the caller's transaction."""
-    statement = ""
-    for line in script.splitlines(keepends=True):
-        statement += line
-        if sqlite3.complete_statement(statement):
-            conn.execute(statement)
-            statement = ""
-    if statement.strip():
-        raise ValueError(f"incomplete SQL statement in migration: {statement.strip()[:80]}")
+    for statement in _statements(script):
+        conn.execute(statement)
 
 
 @migration
@@ -188,15 +182,119 @@ def m006_context_tail(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE episodes SET vector_state = 'pending'")
 
 
-def apply_migrations(conn: sqlite3.Connection) -> list[str]:
-    """Apply every migration not yet recorded; returns the names applied. Caller holds a
-    write transaction, so a failed migration leaves the database as it was."""
+@migration
+def m007_ids_never_reused(conn: sqlite3.Connection) -> None:
+    """Ids of projects, sessions, episodes and entities are never handed out again after a
+    delete (AUTOINCREMENT), so a client holding an old id cannot reach someone else's rows;
+    the state columns accept only their states. SQLite adds neither to a table in place:
+    each table is rebuilt, rows and ids kept. Runs with foreign keys off (see Store)."""
+    _rebuild(
+        conn,
+        "projects",
+        """CREATE TABLE projects (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            name TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL
+        )""",
+        [],
+    )
+    _rebuild(
+        conn,
+        "sessions",
+        """CREATE TABLE sessions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            project_id INTEGER REFERENCES projects(id) ON DELETE CASCADE,
+            title TEXT,
+            created_at TEXT NOT NULL
+        )""",
+        ["CREATE INDEX sessions_project ON sessions(project_id)"],
+    )
+    _rebuild(
+        conn,
+        "episodes",
+        """CREATE TABLE episodes (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            speaker TEXT NOT NULL,
+            content TEXT NOT NULL,
+            occurred_at TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            vector_state TEXT NOT NULL DEFAULT 'pending'
+                CHECK (vector_state IN ('pending', 'indexed')),
+            search_text TEXT NOT NULL DEFAULT '',
+            context_text TEXT NOT NULL DEFAULT '',
+            entity_state TEXT NOT NULL DEFAULT 'pending'
+                CHECK (entity_state IN ('pending', 'done'))
+        )""",
+        [
+            "CREATE INDEX episodes_session_time ON episodes(session_id, occurred_at, id)",
+            "CREATE INDEX episodes_vector_pending ON episodes(id) WHERE vector_state = 'pending'",
+            "CREATE INDEX episodes_entity_pending ON episodes(id) WHERE entity_state = 'pending'",
+            *_statements(fts.TRIGGERS_DDL),
+        ],
+    )
+    _rebuild(
+        conn,
+        "entities",
+        """CREATE TABLE entities (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            scope TEXT NOT NULL,
+            name TEXT NOT NULL,
+            normalized TEXT NOT NULL,
+            type TEXT NOT NULL,
+            first_seen TEXT NOT NULL,
+            last_seen TEXT NOT NULL,
+            mention_count INTEGER NOT NULL DEFAULT 0,
+            summary TEXT,
+            vector_state TEXT NOT NULL DEFAULT 'pending'
+                CHECK (vector_state IN ('pending', 'indexed')),
+            UNIQUE (scope, normalized, type)
+        )""",
+        [],
+    )
+
+
+def _rebuild(conn: sqlite3.Connection, table: str, create: str, after: list[str]) -> None:
+    """SQLite's way to change a table's definition: a new table, the rows copied with their
+    ids, the old one dropped, the new one renamed; then its indexes and triggers again.
+    Triggers of other tables that name this one are kept as they are (legacy rename)."""
+    columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+    names = ", ".join(columns)
+    conn.execute(create.replace(f"CREATE TABLE {table} (", f"CREATE TABLE {table}_new (", 1))
+    conn.execute(f"INSERT INTO {table}_new ({names}) SELECT {names} FROM {table}")
+    conn.execute(f"DROP TABLE {table}")
+    conn.execute("PRAGMA legacy_alter_table = ON")
+    try:
+        conn.execute(f"ALTER TABLE {table}_new RENAME TO {table}")
+    finally:
+        conn.execute("PRAGMA legacy_alter_table = OFF")
+    for statement in after:
+        conn.execute(statement)
+
+
+def _statements(script: str) -> list[str]:
+    statements, statement = [], ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            statements.append(statement)
+            statement = ""
+    return statements
+
+
+def apply_migrations(
+    conn: sqlite3.Connection, migrations: Sequence[Migration] | None = None
+) -> list[str]:
+    """Apply every migration not yet recorded (of `migrations`, all by default); returns the
+    names applied. Caller holds a write transaction, so a failed migration leaves the
+    database as it was."""
     conn.execute(
         "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
     )
     done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
     applied = []
-    for step in MIGRATIONS:
+    for step in MIGRATIONS if migrations is None else migrations:
         if step.__name__ in done:
             continue
         step(conn)

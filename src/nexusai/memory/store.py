@@ -68,9 +68,24 @@ class Store:
         self._write_lock = threading.RLock()
         # Called with every SQL statement any connection runs, when set before it opens.
         self.trace: Callable[[str], None] | None = None
-        self.connection().execute("PRAGMA journal_mode=WAL")
-        with self.atomic() as conn:
-            self.migrations_applied = apply_migrations(conn)
+        self.migrations_applied = self._migrate()
+
+    def _migrate(self) -> list[str]:
+        """Applies what migrations are new. Foreign keys are off meanwhile, since a migration
+        may rebuild a table others reference (SQLite would cascade the old table's drop), and
+        checked before the migrations commit."""
+        conn = self.connection()
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA foreign_keys=OFF")
+        try:
+            with self.atomic():
+                applied = apply_migrations(conn)
+                broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise RuntimeError(f"a migration broke {len(broken)} foreign keys")
+        finally:
+            conn.execute("PRAGMA foreign_keys=ON")
+        return applied
 
     # -- connections and transactions ------------------------------------------------
 

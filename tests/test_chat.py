@@ -110,14 +110,17 @@ def test_streamed_failure_is_an_error_event(
     assert "event: error" in response.text
 
 
-def test_without_llm_chat_stores_and_says_so(client: TestClient) -> None:
+@pytest.mark.parametrize("stream", [False, True])
+def test_without_llm_chat_is_503_and_stores_nothing(client: TestClient, stream: bool) -> None:
     sid = seed(client)
-    body = client.post("/chat", json={"sessionId": sid, "message": "What is my dog's name?"}).json()
-    assert body["reply"] is None
-    assert body["assistantEpisodeId"] is None
-    assert "no LLM is configured" in body["notice"]
-    assert body["context"]["memories"][0]["content"] == "I adopted a puppy called Biscuit"
-    assert client.get(f"/episodes/{body['userEpisodeId']}").status_code == 200
+    before = client.get(f"/sessions/{sid}/episodes").json()
+    response = client.post(
+        "/chat", json={"sessionId": sid, "message": "What is my dog's name?", "stream": stream}
+    )
+    assert response.status_code == 503
+    assert "no LLM is configured" in response.json()["detail"]
+    assert "POST /context" in response.json()["detail"]
+    assert client.get(f"/sessions/{sid}/episodes").json() == before
 
 
 @pytest.mark.parametrize(

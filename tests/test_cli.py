@@ -12,6 +12,7 @@ from nexusai.memory.service import Memory
 from nexusai.models import NewEpisode
 from nexusai.orchestration.settings import SettingsStore
 from tests.conftest import SwitchableEmbedder
+from tests.live_server import free_port
 
 
 def test_reindex_rebuilds_every_vector(
@@ -32,12 +33,53 @@ def test_reindex_rebuilds_every_vector(
     again.close()
 
 
-def test_bad_config_is_one_clean_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NEXUS_PORT", "eighty")
-    result = CliRunner().invoke(cli, ["serve", "--data-dir", str(tmp_path)])
-    assert result.exit_code == 1
-    assert "NEXUS_PORT must be a number" in result.output
-    assert "Traceback" not in result.output
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"NEXUS_PORT": "eighty"}, "NEXUS_PORT must be a number"),
+        ({"NEXUS_EMBEDDER": "foo"}, "NEXUS_EMBEDDER must be one of"),
+        ({"NEXUS_EMBEDDER": "openai"}, "needs NEXUS_EMBEDDER_BASE_URL"),
+        ({"NEXUS_EXTRACTOR": "foo"}, "NEXUS_EXTRACTOR must be one of"),
+        ({"NEXUS_EXTRACTOR": "llm"}, "needs NEXUS_LLM_BASE_URL"),
+        ({"NEXUS_QDRANT_URL": "http://127.0.0.1:{closed}"}, "cannot use the Qdrant server"),
+        ({"NEXUS_LOG_FORMAT": "xml"}, "NEXUS_LOG_FORMAT must be text or json"),
+        ({"NEXUS_MAX_BODY_BYTES": "1"}, "NEXUS_MAX_BODY_BYTES must be between"),
+        ({"NEXUS_LLM_TIMEOUT": "0"}, "NEXUS_LLM_TIMEOUT must be a positive"),
+        ({"NEXUS_ROLE_UNDER_TEST": "orchestration"}, "needs NEXUS_MEMORY_URL"),
+    ],
+)
+def test_a_bad_setting_at_start_is_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], says: str
+) -> None:
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: pytest.fail("it should not start"))
+    role = env.pop("NEXUS_ROLE_UNDER_TEST", "all")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value.format(closed=free_port()))
+    monkeypatch.setenv("NEXUS_EXTRACTOR", env.get("NEXUS_EXTRACTOR", "none"))
+    args = ["serve", "--data-dir", str(tmp_path), "--port", str(free_port()), "--role", role]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert says in result.output
+    assert result.output.count("\n") == 1, result.output  # one line, no traceback
+    assert result.output.startswith("Error: ")
+
+
+def test_a_busy_port_fails_before_anything_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    monkeypatch.setenv("NEXUS_EMBEDDER", "foo")  # would fail later; the port is checked first
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = str(holder.getsockname()[1])
+        result = CliRunner().invoke(cli, ["serve", "--data-dir", str(tmp_path), "--port", port])
+    assert result.exit_code == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.output
+    assert "NEXUS_EMBEDDER" not in result.output
 
 
 def test_settings_context_and_chat_against_a_running_service(
@@ -158,3 +200,40 @@ def test_eval_depth_below_the_largest_k_is_a_clean_error(tmp_path: Path) -> None
     assert result.exit_code == 1
     assert "--depth 10 is less than the largest k (20)" in result.output
     assert "Traceback" not in result.output
+
+
+def test_projects_sessions_and_add_from_the_cli_with_a_key(
+    tmp_path: Path, embedder: SwitchableEmbedder
+) -> None:
+    """A new user's first session without curl: project, session, a message, then context."""
+    import json
+
+    from nexusai.app import create_app
+    from tests.live_server import live_server
+
+    config = Config.from_env({}, data_dir=tmp_path / "d", extractor="none", api_key="k-1")
+    runner = CliRunner()
+    with live_server(create_app(config, embedder)) as url:
+        base = ["--url", url, "--api-key", "k-1"]
+        assert "401" in runner.invoke(cli, ["projects", "list", "--url", url]).output
+        created = runner.invoke(cli, ["projects", "create", "home", "--json", *base])
+        assert created.exit_code == 0, created.output
+        project = json.loads(created.output)["id"]
+        made = runner.invoke(cli, ["sessions", "create", "--project", str(project), *base])
+        assert made.output.startswith("session ")
+        sid = made.output.split()[1]
+        added = runner.invoke(cli, ["add", "--session", sid, "My dog is Biscuit", "--json", *base])
+        assert json.loads(added.output)["content"] == "My dog is Biscuit"
+        listed = runner.invoke(cli, ["sessions", "list", "--project", str(project), *base])
+        assert listed.output.startswith(f"{sid}\tproject {project}")
+        env = {"NEXUS_API_KEY": "k-1"}  # the documented variable works as well as the flag
+        shown = runner.invoke(cli, ["context", "--session", sid, "dog?", "--url", url], env=env)
+        assert "1 recent turns" in shown.output  # the message just added
+        missing = runner.invoke(cli, ["chat", "--session", "999", *base], input="hello\n")
+        assert missing.exit_code == 1
+        assert "session 999 does not exist" in missing.output
+        assert "assistant>" not in missing.output
+        bad = runner.invoke(cli, ["settings", "set", "keywordWeight", *base])
+        assert "write NAME=VALUE, e.g. keywordWeight=1" in bad.output
+    gone = runner.invoke(cli, ["projects", "list", "--url", url])
+    assert "no nexusai service answers at" in gone.output

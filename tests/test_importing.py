@@ -125,10 +125,8 @@ def test_locomo_import_maps_sessions_dates_speakers_and_captions(memory: Memory)
     assert project is not None
     first = memory.store.list_episodes(memory.store.list_sessions(project.id)[0].id)
     assert first[0].occurred_at == "2023-05-08T13:56:00.000000Z"
-    assert first[1].metadata == {
-        "diaId": "D1:2",
-        "imageCaption": "a photo of a red kayak on a lake",
-    }
+    assert first[1].metadata == {"diaId": "D1:2"}
+    assert first[1].image_caption == "a photo of a red kayak on a lake"
     assert first[1].speaker == "Bo"
     assert [e.id for e in memory.store.search_keyword("lake")] == [first[1].id]
 

@@ -39,6 +39,7 @@ def test_episode_json_is_camel_case(client: TestClient) -> None:
         "occurredAt",
         "createdAt",
         "metadata",
+        "imageCaption",
     }
     assert ep["occurredAt"] == "2023-05-08T13:56:00.000000Z"
     assert client.get(f"/episodes/{ep['id']}").json() == ep
@@ -129,7 +130,17 @@ def test_bad_requests_get_clear_4xx(
     [
         ({"speaker": "u", "content": ""}, 422, "content"),
         ({"speaker": "u", "content": "  \n "}, 422, "content"),
-        ({"speaker": "u", "content": "x" * (64 * 1024 + 1)}, 413, "65536"),
+        ({"speaker": "u", "content": "x" * (1024 * 1024 + 1)}, 413, "1048576"),
+        (
+            {
+                "episodes": [
+                    {"speaker": "u", "content": "ok"},
+                    {"speaker": "u", "content": "x" * (1024 * 1024 + 1)},
+                ]
+            },
+            413,
+            "episodes[1]: content is 1048577 bytes",
+        ),
         ({"speaker": "u"}, 422, "content"),
         ({"speaker": "u", "content": "ok", "colour": "red"}, 422, "colour"),
         ({"speaker": "u", "content": "ok", "occurredAt": "yesterday"}, 422, "occurredAt"),

@@ -125,7 +125,7 @@ def test_an_image_caption_is_searchable(store: Store) -> None:
     [shared] = [
         e.id
         for e in store.add_episodes(
-            session, [NewEpisode("u", "Look at this!", metadata={"imageCaption": "a red kayak"})]
+            session, [NewEpisode("u", "Look at this!", image_caption="a red kayak")]
         )
     ]
     assert [e.id for e in store.search_keyword("kayak")] == [shared]

@@ -69,8 +69,8 @@ def test_bad_content_is_rejected_and_nothing_is_stored(store: Store) -> None:
     good = NewEpisode("u", "fine")
     with pytest.raises(InvalidInput, match="content"):
         store.add_episodes(session.id, [good, NewEpisode("u", "  \n\t")])
-    with pytest.raises(TooLarge, match="65536"):
-        store.add_episodes(session.id, [good, NewEpisode("u", "x" * 65537)])
+    with pytest.raises(TooLarge, match=r"episodes\[1\]: .*the limit is 1048576"):
+        store.add_episodes(session.id, [good, NewEpisode("u", "x" * (1024 * 1024 + 1))])
     assert store.count_episodes() == 0
 
 

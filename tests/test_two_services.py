@@ -17,9 +17,11 @@ from fastapi.testclient import TestClient
 from nexusai.app import create_app
 from nexusai.config import Config
 from nexusai.errors import ConfigError
+from nexusai.llm import OpenAIChat
 from nexusai.memory.extractors import SpacyExtractor
 from tests.conftest import SwitchableEmbedder
 from tests.live_server import live_server
+from tests.openai_stub import openai_stub
 
 TURNS = [
     ("user", "I adopted a puppy called Biscuit"),
@@ -130,15 +132,22 @@ def test_keyword_weight_zero_sends_no_keyword_request(
 
 
 def test_chat_through_two_services_stores_in_memory(
-    split: tuple[TestClient, list[str], int],
+    counted_memory: tuple[str, list[str]], tmp_path: Path, embedder: SwitchableEmbedder
 ) -> None:
-    orchestration, _, session = split
-    body = orchestration.post("/chat", json={"sessionId": session, "message": "hello there"}).json()
-    assert "no LLM" in body["notice"]
-    recent = orchestration.post("/context", json={"sessionId": session, "message": "x"}).json()[
-        "recent"
-    ]
-    assert recent[-1]["id"] == body["userEpisodeId"]
+    url, _ = counted_memory
+    with httpx.Client(base_url=url) as memory:
+        session = seed(memory.request)
+    config = Config.from_env({}, data_dir=tmp_path / "orchestration", memory_url=url)
+    with openai_stub() as (llm_url, _):
+        app = create_app(config, embedder, OpenAIChat(llm_url, "m"), role="orchestration")
+        with TestClient(app) as orchestration:
+            body = orchestration.post("/chat", json={"sessionId": session, "message": "hi"})
+            assert body.status_code == 200, body.text
+            recent = orchestration.post(
+                "/context", json={"sessionId": session, "message": "x"}
+            ).json()["recent"]
+    ids = [e["id"] for e in recent[-2:]]
+    assert ids == [body.json()["userEpisodeId"], body.json()["assistantEpisodeId"]]
 
 
 def test_unknown_session_is_404_across_the_wire(split: tuple[TestClient, list[str], int]) -> None:

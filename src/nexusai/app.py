@@ -11,13 +11,14 @@ from contextlib import asynccontextmanager
 from typing import Literal
 
 from fastapi import FastAPI, Request, Response
+from pydantic import Field
 
 from nexusai import __version__
 from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
 from nexusai.errors import ConfigError
 from nexusai.guard import Guard
-from nexusai.http import install_error_handlers
+from nexusai.http import errors, install_error_handlers, install_offline_docs
 from nexusai.llm import OpenAIChat, create_llm
 from nexusai.memory import api as memory_api
 from nexusai.memory.service import Memory
@@ -26,6 +27,7 @@ from nexusai.orchestration import api as orchestration_api
 from nexusai.orchestration.http_memory import HttpMemoryClient
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SettingsStore
+from nexusai.schemas import CamelModel
 
 log = logging.getLogger("nexusai.app")
 
@@ -38,9 +40,11 @@ def create_app(
     embedder: Embedder | None = None,
     llm: OpenAIChat | None = None,
     role: Role = "all",
+    memory: Memory | None = None,
 ) -> FastAPI:
     """The app. `embedder` lets callers share one loaded model between apps (tests do);
-    `llm` overrides the one NEXUS_LLM_* configures."""
+    `llm` overrides the one NEXUS_LLM_* configures; `memory`, opened already (`nexus serve`
+    opens it before it binds, to fail early), is owned and closed by the app."""
     config = config or Config.from_env()
     if role == "orchestration" and not config.memory_url:
         raise ConfigError("--role orchestration needs NEXUS_MEMORY_URL (the memory service)")
@@ -51,7 +55,7 @@ def create_app(
             async with _orchestration_only(app, config, embedder, llm):
                 yield
             return
-        async with _with_memory(app, config, embedder, llm, role):
+        async with _with_memory(app, config, memory or Memory.open(config, embedder), llm, role):
             yield
 
     app = FastAPI(
@@ -59,18 +63,24 @@ def create_app(
         version=__version__,
         description="Long-term memory for chat assistants: episodes, hybrid retrieval, chat.",
         lifespan=lifespan,
+        docs_url=None,  # served from local assets below, never from a CDN
+        redoc_url=None,
     )
     app.state.config = config
     app.add_middleware(Guard, api_keys=config.api_keys, max_body_bytes=config.max_body_bytes)
     app.add_middleware(RequestMetrics)  # outermost: refused requests count too
     install_error_handlers(app)
-    app.add_api_route("/metrics", _metrics, tags=["service"], include_in_schema=True)
+    install_offline_docs(app)
+    app.add_api_route("/metrics", _metrics, tags=["service"], responses=errors())
+    app.add_api_route("/ready", _ready, tags=["service"], responses=errors(503, open_route=True))
     if role in ("all", "memory"):
         app.include_router(memory_api.router)
     if role in ("all", "orchestration"):
         app.include_router(orchestration_api.router)
     if role == "orchestration":
-        app.add_api_route("/health", _orchestration_health, tags=["service"])
+        app.add_api_route(
+            "/health", _orchestration_health, tags=["service"], responses=errors(open_route=True)
+        )
     return app
 
 
@@ -85,14 +95,45 @@ def _metrics(request: Request) -> Response:
 
 
 def _orchestration_health() -> dict[str, str]:
+    """Liveness: this process answers. Whether it can serve a turn is `/ready`."""
     return {"status": "ok", "role": "orchestration"}
+
+
+class Readiness(CamelModel):
+    status: Literal["ready"]
+    embedder: str
+    memory: str = Field(description="in-process, or the memory service's URL")
+    pending_vectors: int | None = Field(description="Episodes waiting for vectors (memory)")
+
+
+def _ready(request: Request) -> Readiness:
+    """Readiness: the embedder is loaded and memory answers (503 naming what is not)."""
+    state = request.app.state
+    memory: Memory | None = getattr(state, "memory", None)
+    if memory is not None:
+        pending = memory.count_pending_vectors()
+        return Readiness(
+            status="ready",
+            embedder=memory.embedder.name,
+            memory="in-process",
+            pending_vectors=pending,
+        )
+    orchestration: Orchestration = state.orchestration
+    client = orchestration.memory
+    assert isinstance(client, HttpMemoryClient)
+    client.ping()  # MemoryUnavailable (503) when it does not answer
+    return Readiness(
+        status="ready",
+        embedder=orchestration.embedder.name,
+        memory=client.url,
+        pending_vectors=None,
+    )
 
 
 @asynccontextmanager
 async def _with_memory(
-    app: FastAPI, config: Config, embedder: Embedder | None, llm: OpenAIChat | None, role: Role
+    app: FastAPI, config: Config, memory: Memory, llm: OpenAIChat | None, role: Role
 ) -> AsyncIterator[None]:
-    memory = Memory.open(config, embedder)
     app.state.memory = memory
     # In one process, orchestration keeps its settings in the store's file, as always.
     settings = SettingsStore(config.db_path) if role == "all" else None

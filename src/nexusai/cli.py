@@ -6,13 +6,18 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
 from nexusai import client_cli
-from nexusai.errors import NexusError
+from nexusai.errors import ConfigError, NexusError
 from nexusai.memory.importing import ImportSummary
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from nexusai.config import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -41,6 +46,12 @@ def cli() -> None:
     """nexusai: long-term memory for chat assistants."""
 
 
+class StartError(click.ClickException):
+    """A configuration or connection problem found at start: one line, exit status 2."""
+
+    exit_code = 2
+
+
 @cli.command()
 @click.option("--host", default=None, help="Address to bind (default 127.0.0.1, NEXUS_HOST)")
 @click.option("--port", type=int, default=None, help="Port (default 4000, NEXUS_PORT)")
@@ -52,17 +63,31 @@ def cli() -> None:
     show_default=True,
     help="Both services in one process, or one of them (orchestration needs NEXUS_MEMORY_URL)",
 )
-@clean_errors
 def serve(host: str | None, port: int | None, data_dir: Path | None, role: str) -> None:
-    """Start the HTTP service (OpenAPI docs at /docs)."""
+    """Start the HTTP service (OpenAPI docs at /docs).
+
+    Everything that can be wrong at start (a setting, the port, the embedder, a server it
+    needs) is checked before it binds, and said in one line with exit status 2.
+    """
     import uvicorn
 
-    from nexusai.app import Role, create_app
     from nexusai.config import Config
     from nexusai.observability import configure_logging
 
-    config = Config.from_env(host=host, port=port, data_dir=data_dir)
-    configure_logging(config.log_format)
+    try:
+        config = Config.from_env(host=host, port=port, data_dir=data_dir)
+        _warn_if_open(config)
+        _check_port_free(config.host, config.port)
+        configure_logging(config.log_format)
+        app = _prepared_app(config, role)
+    except NexusError as exc:
+        raise StartError(str(exc)) from None
+    where = f"http://{config.host}:{config.port}"
+    click.echo(f"nexusai ({role}) on {where} (docs at /docs), data in {config.data_dir}", err=True)
+    uvicorn.run(app, host=config.host, port=config.port, log_level="info")
+
+
+def _warn_if_open(config: Config) -> None:
     if config.host not in ("127.0.0.1", "localhost", "::1") and not config.api_keys:
         click.secho(
             f"WARNING: listening on {config.host} with no NEXUS_API_KEY: anyone who can reach "
@@ -71,10 +96,34 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, role: str) 
             bold=True,
             err=True,
         )
-    where = f"http://{config.host}:{config.port}"
-    click.echo(f"nexusai ({role}) on {where} (docs at /docs), data in {config.data_dir}", err=True)
-    app = create_app(config, role=cast("Role", role))  # click.Choice checked it
-    uvicorn.run(app, host=config.host, port=config.port, log_level="info")
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Before the models load: a busy port should fail at once, not after."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen on {host}:{port} ({exc.strerror}): another program holds it;"
+                " stop it or choose another port (--port or NEXUS_PORT)"
+            ) from None
+
+
+def _prepared_app(config: Config, role: str) -> FastAPI:
+    """The app with its embedder and memory opened now, so their errors come before the
+    banner, not from inside the server's start-up."""
+    from nexusai.app import Role, create_app
+    from nexusai.embedders import create_embedder
+    from nexusai.memory.service import Memory
+
+    embedder = create_embedder(config)
+    memory = None if role == "orchestration" else Memory.open(config, embedder)
+    return create_app(config, embedder, role=cast("Role", role), memory=memory)
 
 
 @cli.command()
@@ -254,6 +303,9 @@ cli.add_command(client_cli.settings)
 cli.add_command(client_cli.context)
 cli.add_command(client_cli.chat)
 cli.add_command(client_cli.entities)
+cli.add_command(client_cli.projects)
+cli.add_command(client_cli.sessions)
+cli.add_command(client_cli.add)
 
 
 def main() -> None:

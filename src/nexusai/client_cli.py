@@ -4,9 +4,9 @@ to one process, the service's, so these never open the data directory themselves
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
-from typing import Any
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import click
 import httpx
@@ -17,19 +17,39 @@ from nexusai.httpclient import bearer_client
 
 console = Console()
 
-URL = click.option(
-    "--url",
-    default=lambda: os.environ.get("NEXUS_URL", "http://127.0.0.1:4000"),
-    show_default="NEXUS_URL or http://127.0.0.1:4000",
-    help="Where the nexusai service listens",
-)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def service_options(fn: F) -> F:
+    """--url and --api-key, read from NEXUS_URL and NEXUS_API_KEY when not given."""
+    fn = click.option(
+        "--api-key",
+        envvar="NEXUS_API_KEY",
+        default=None,
+        show_envvar=True,
+        help="The service's API key, when it has one (the first, if the variable lists several)",
+    )(fn)
+    return click.option(
+        "--url",
+        envvar="NEXUS_URL",
+        default="http://127.0.0.1:4000",
+        show_default=True,
+        show_envvar=True,
+        help="Where the nexusai service listens",
+    )(fn)
 
 
 class Service:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, api_key: str | None = None) -> None:
         self.url = url.rstrip("/")
-        key = os.environ.get("NEXUS_API_KEY", "").split(",")[0].strip()
+        key = (api_key or "").split(",")[0].strip()
         self.client = bearer_client(self.url, key or None, 120)
+
+    def unreachable(self) -> click.ClickException:
+        return click.ClickException(
+            f"no nexusai service answers at {self.url}; start one with `nexus serve`,"
+            " or point --url (NEXUS_URL) at it"
+        )
 
     def __enter__(self) -> Service:
         return self
@@ -41,12 +61,10 @@ class Service:
         try:
             response = self.client.request(method, path, json=body, params=params)
         except httpx.TransportError:
-            raise click.ClickException(
-                f"no nexusai service answers at {self.url}; start one with `nexus serve`"
-            ) from None
+            raise self.unreachable() from None
         if response.status_code >= 400:
             raise click.ClickException(_detail(response))
-        return response.json()
+        return response.json() if response.content else None
 
     def events(self, path: str, body: Any) -> Iterator[tuple[str, Any]]:
         try:
@@ -61,7 +79,7 @@ class Service:
                     elif line.startswith("data: "):
                         yield event, json.loads(line[6:])
         except httpx.TransportError:
-            raise click.ClickException(f"lost the nexusai service at {self.url}") from None
+            raise self.unreachable() from None
 
 
 def _detail(response: httpx.Response) -> str:
@@ -77,10 +95,10 @@ def settings() -> None:
 
 
 @settings.command("get")
-@URL
-def settings_get(url: str) -> None:
+@service_options
+def settings_get(url: str, api_key: str | None) -> None:
     """Print the settings."""
-    with Service(url) as service:
+    with Service(url, api_key) as service:
         values = service.call("GET", "/settings")
     for name, value in values.items():
         click.echo(f"{name} = {value:g}")
@@ -88,17 +106,19 @@ def settings_get(url: str) -> None:
 
 @settings.command("set")
 @click.argument("assignments", nargs=-1, required=True, metavar="NAME=VALUE...")
-@URL
-def settings_set(assignments: tuple[str, ...], url: str) -> None:
+@service_options
+def settings_set(assignments: tuple[str, ...], url: str, api_key: str | None) -> None:
     """Change settings, e.g. `nexus settings set keywordWeight=1 semanticWeight=0.5`."""
     changes: dict[str, float] = {}
     for item in assignments:
-        name, _, raw = item.partition("=")
+        name, equals, raw = item.partition("=")
+        if not equals or not name.strip():
+            raise click.BadParameter(f"{item!r}: write NAME=VALUE, e.g. keywordWeight=1")
         try:
             changes[name.strip()] = json.loads(raw)
         except ValueError:
             raise click.BadParameter(f"{item!r}: the value must be a number") from None
-    with Service(url) as service:
+    with Service(url, api_key) as service:
         values = service.call("PATCH", "/settings", changes)
     for name, value in values.items():
         click.echo(f"{name} = {value:g}")
@@ -108,11 +128,11 @@ def settings_set(assignments: tuple[str, ...], url: str) -> None:
 @click.option("--session", "session_id", type=int, required=True, help="Session id")
 @click.option("--explain", is_flag=True, help="Show fused score and both ranks")
 @click.argument("message")
-@URL
-def context(session_id: int, explain: bool, message: str, url: str) -> None:
+@service_options
+def context(session_id: int, explain: bool, message: str, url: str, api_key: str | None) -> None:
     """Show the memories a message would bring into the prompt."""
     body = {"sessionId": session_id, "message": message, "explain": explain}
-    with Service(url) as service:
+    with Service(url, api_key) as service:
         result = service.call("POST", "/context", body)
     table = Table(title=f"memories for: {message}", title_justify="left")
     for column in (
@@ -138,10 +158,11 @@ def _rank(rank: int | None) -> str:
 
 @click.command()
 @click.option("--session", "session_id", type=int, required=True, help="Session id")
-@URL
-def chat(session_id: int, url: str) -> None:
+@service_options
+def chat(session_id: int, url: str, api_key: str | None) -> None:
     """Chat in the terminal; an empty line or Ctrl-D ends it."""
-    with Service(url) as service:
+    with Service(url, api_key) as service:
+        service.call("GET", f"/sessions/{session_id}")  # an unknown session fails before input
         _chat_loop(service, session_id)
 
 
@@ -161,8 +182,6 @@ def _chat_loop(service: Service, session_id: int) -> None:
                 click.echo(data["text"], nl=False)
             elif event == "error":
                 click.echo(f"\n[error] {data['detail']}", err=True)
-            elif event == "done" and data.get("notice"):
-                click.echo(data["notice"], nl=False)
         click.echo()
 
 
@@ -171,15 +190,22 @@ def _chat_loop(service: Service, session_id: int) -> None:
 @click.option("--q", "query", default=None, help="Search by meaning")
 @click.option("--prefix", default=None, help="Names starting with this")
 @click.option("--limit", type=int, default=20, show_default=True)
-@URL
-def entities(session_id: int, query: str | None, prefix: str | None, limit: int, url: str) -> None:
+@service_options
+def entities(
+    session_id: int,
+    query: str | None,
+    prefix: str | None,
+    limit: int,
+    url: str,
+    api_key: str | None,
+) -> None:
     """The people, places and things a session's memory knows, most mentioned first."""
     params: dict[str, Any] = {"sessionId": session_id, "limit": limit}
     if query:
         params["q"] = query
     if prefix:
         params["prefix"] = prefix
-    with Service(url) as service:
+    with Service(url, api_key) as service:
         found = service.call("GET", "/entities", params=params)
     table = Table(title=f"entities seen by session {session_id}", title_justify="left")
     for column in ["id", "name", "type", "mentions", "first seen", "last seen"]:
@@ -194,3 +220,89 @@ def entities(session_id: int, query: str | None, prefix: str | None, limit: int,
             e["lastSeen"][:10],
         )
     console.print(table)
+
+
+def _print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+JSON = click.option("--json", "as_json", is_flag=True, help="Print the service's JSON")
+
+
+@click.group()
+def projects() -> None:
+    """List or create projects (a project's sessions share their memories)."""
+
+
+@projects.command("list")
+@JSON
+@service_options
+def projects_list(as_json: bool, url: str, api_key: str | None) -> None:
+    with Service(url, api_key) as service:
+        found = service.call("GET", "/projects", params={"limit": 1000})
+    if as_json:
+        return _print_json(found)
+    for project in found:
+        click.echo(f"{project['id']}\t{project['name']}")
+
+
+@projects.command("create")
+@click.argument("name")
+@JSON
+@service_options
+def projects_create(name: str, as_json: bool, url: str, api_key: str | None) -> None:
+    with Service(url, api_key) as service:
+        project = service.call("POST", "/projects", {"name": name})
+    _print_json(project) if as_json else click.echo(f"project {project['id']}: {name}")
+
+
+@click.group()
+def sessions() -> None:
+    """List or create sessions (conversations)."""
+
+
+@sessions.command("list")
+@click.option("--project", "project_id", type=int, default=None, help="Only this project's")
+@JSON
+@service_options
+def sessions_list(project_id: int | None, as_json: bool, url: str, api_key: str | None) -> None:
+    params: dict[str, Any] = {"limit": 1000}
+    if project_id is not None:
+        params["projectId"] = project_id
+    with Service(url, api_key) as service:
+        found = service.call("GET", "/sessions", params=params)
+    if as_json:
+        return _print_json(found)
+    for session in found:
+        project = "-" if session["projectId"] is None else session["projectId"]
+        click.echo(f"{session['id']}\tproject {project}\t{session['title'] or ''}")
+
+
+@sessions.command("create")
+@click.option("--project", "project_id", type=int, default=None, help="In this project")
+@click.option("--title", default=None)
+@JSON
+@service_options
+def sessions_create(
+    project_id: int | None, title: str | None, as_json: bool, url: str, api_key: str | None
+) -> None:
+    with Service(url, api_key) as service:
+        session = service.call("POST", "/sessions", {"projectId": project_id, "title": title})
+    _print_json(session) if as_json else click.echo(f"session {session['id']}")
+
+
+@click.command()
+@click.option("--session", "session_id", type=int, required=True, help="Session id")
+@click.option("--speaker", default="user", show_default=True)
+@click.argument("text")
+@JSON
+@service_options
+def add(
+    session_id: int, speaker: str, text: str, as_json: bool, url: str, api_key: str | None
+) -> None:
+    """Store one message as an episode (TEXT - reads it from standard input)."""
+    content = sys.stdin.read() if text == "-" else text
+    body = {"speaker": speaker, "content": content}
+    with Service(url, api_key) as service:
+        episode = service.call("POST", f"/sessions/{session_id}/episodes", body)
+    _print_json(episode) if as_json else click.echo(f"episode {episode['id']}")

@@ -31,7 +31,7 @@ class Config:
     data_dir: Path = Path("./nexus-data")
     host: str = "127.0.0.1"
     port: int = 4000
-    max_content_bytes: int = 64 * 1024
+    max_content_bytes: int = 1024 * 1024
     max_batch_size: int = 1000
     max_query_chars: int = 10_000
     embedder: str = "local"
@@ -48,7 +48,7 @@ class Config:
     llm_api_key: str | None = field(default=None, repr=False)
     llm_timeout: float = 60.0
     api_key: str | None = field(default=None, repr=False)
-    max_body_bytes: int = 1024 * 1024
+    max_body_bytes: int = 16 * 1024 * 1024  # a batch of long messages, JSON-escaped
     log_format: str = "text"
     memory_url: str | None = None
     memory_api_key: str | None = field(default=None, repr=False)

@@ -19,8 +19,12 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-OPEN_PATHS = frozenset({"/health"})  # liveness checks need no key
+# Liveness, readiness and the API's own description hold no stored data: a browser or a
+# probe opens them without a key.
+OPEN_PATHS = frozenset({"/health", "/ready", "/docs", "/openapi.json"})
+OPEN_PREFIXES = ("/docs-assets/",)
 STREAMED_PATHS = frozenset({"/import"})  # spooled to disk, so no body limit
+JSON_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 class BodyTooLarge(HTTPException):
@@ -38,12 +42,19 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self.keys and not (scope["path"] in OPEN_PATHS or self._authorized(scope)):
+        if self.keys and not (_is_open(scope["path"]) or self._authorized(scope)):
             detail = "missing or wrong API key: send Authorization: Bearer <key>"
             await _reply(send, 401, detail, [(b"www-authenticate", b"Bearer")])
             return
         if scope["path"] in STREAMED_PATHS:
             await self.app(scope, receive, send)
+            return
+        if _json_body_without_json_type(scope):
+            detail = (
+                "the request body must be JSON: send it with Content-Type: application/json"
+                " (curl: -H 'Content-Type: application/json', or --json)"
+            )
+            await _reply(send, 415, detail)
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_body_bytes:
@@ -87,6 +98,22 @@ class Guard:
             f"the request body is over the limit of {self.max_body_bytes} bytes "
             "(NEXUS_MAX_BODY_BYTES); send large files to POST /import"
         )
+
+
+def _is_open(path: str) -> bool:
+    return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
+
+
+def _json_body_without_json_type(scope: Scope) -> bool:
+    """A write that carries a body (or may: chunked) but does not say it is JSON."""
+    if scope["method"] not in JSON_METHODS:
+        return False
+    headers = dict(scope["headers"])
+    chunked = b"chunked" in headers.get(b"transfer-encoding", b"").lower()
+    if not chunked and not _content_length(scope):
+        return False  # no body: routes whose body is optional take none
+    kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+    return not (kind == b"application/json" or kind.endswith(b"+json"))
 
 
 def _content_length(scope: Scope) -> int | None:

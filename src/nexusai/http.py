@@ -7,14 +7,14 @@ an unexpected exception is logged here and answered with a 500 that carries no t
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 
 from nexusai.errors import InvalidInput, NexusError
-from nexusai.schemas import ErrorOut
+from nexusai.schemas import MAX_ID, ErrorOut
 
 log = logging.getLogger("nexusai.http")
 
@@ -23,15 +23,26 @@ def _error(description: str) -> dict[str, Any]:
     return {"model": ErrorOut, "description": description}
 
 
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    401: _error("Missing or wrong API key (when NEXUS_API_KEY is set)"),
-    404: _error("An id that does not exist"),
-    409: _error("Conflicts with what is stored"),
-    413: _error("Over a size limit (the message gives it)"),
-    422: _error("Invalid input (the message names the field)"),
-    502: _error("The LLM failed"),
-    503: _error("A service this one needs is unavailable"),
+_ERRORS: dict[int, str] = {
+    401: "Missing or wrong API key (when NEXUS_API_KEY is set)",
+    404: "An id that does not exist",
+    409: "Conflicts with what is stored",
+    413: "Over a size limit (the message gives it)",
+    415: "The body is not sent as application/json",
+    422: "Invalid input (the message names the field)",
+    502: "The LLM failed (the user's message is stored)",
+    503: "A service this one needs is unavailable",
 }
+
+
+def errors(*codes: int, open_route: bool = False) -> dict[int | str, dict[str, Any]]:
+    """The error answers one operation can give, for its OpenAPI entry: the codes named,
+    and 401 unless the route is open."""
+    wanted = sorted({*codes, *(() if open_route else (401,))})
+    return {code: _error(_ERRORS[code]) for code in wanted}
+
+
+PathId = Annotated[int, Path(ge=1, le=MAX_ID, description="An id (1 to 2**63 - 1)")]
 
 
 def parse_id_list(name: str, raw: str | None) -> list[int] | None:
@@ -39,13 +50,16 @@ def parse_id_list(name: str, raw: str | None) -> list[int] | None:
     if raw is None:
         return None
     parts = [part.strip() for part in raw.split(",")]
-    if not all(part.isascii() and part.isdigit() for part in parts):
-        bad = next(p for p in parts if not (p.isascii() and p.isdigit()))
+    bad = next((p for p in parts if not (p.isascii() and p.isdigit())), None)
+    if bad is not None:
         raise InvalidInput(
             f"{name} must be a comma-separated list of integer ids such as 1,2,3; "
             f"{bad!r} is not an id"
         )
-    return [int(part) for part in parts]
+    ids = [int(part) for part in parts]
+    if any(not 1 <= i <= MAX_ID for i in ids):
+        raise InvalidInput(f"{name}: ids are from 1 to 2**63 - 1")
+    return ids
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -89,3 +103,24 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(OverflowError, _number_too_large)
     app.add_exception_handler(Exception, _unexpected_error)
+
+
+def install_offline_docs(app: FastAPI) -> None:
+    """Swagger UI at /docs from the assets of an installed package (swagger-ui-bundle), so
+    the docs work with no network, which is where nexusai runs."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+    from swagger_ui_bundle import swagger_ui_path
+
+    app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
+
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title=f"{app.title} - API docs",
+            swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs-assets/swagger-ui.css",
+            swagger_favicon_url="/docs-assets/favicon-32x32.png",
+        )
+
+    app.add_api_route("/docs", docs, include_in_schema=False)

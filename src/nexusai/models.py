@@ -46,6 +46,7 @@ class NewEpisode:
     content: str
     occurred_at: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    image_caption: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class Episode:
     occurred_at: str
     created_at: str
     metadata: dict[str, Any]
+    image_caption: str | None = None  # indexed with the text; metadata is not
     # What the indexes see (never sent out): the turn as said, and the turn before it.
     search_text: str = ""
     context_text: str = ""

@@ -6,12 +6,17 @@ client, so this module imports neither service: only the domain rows in `models`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from nexusai.models import Entity, Episode
+
+# SQLite's integers are 64-bit: an id past this names nothing and is refused as out of
+# range, the same way in a path, a query and a body.
+MAX_ID = 2**63 - 1
+Id = Annotated[int, Field(ge=1, le=MAX_ID, description="An id (1 to 2**63 - 1)")]
 
 
 class CamelModel(BaseModel):
@@ -21,9 +26,10 @@ class CamelModel(BaseModel):
 
 
 class StrictCamelModel(CamelModel):
-    """A request body: unknown keys are an error, not silently ignored."""
+    """A request body: unknown keys are an error, and types are strict (a boolean is not an
+    id, a string is not a number); a time field opts back into ISO 8601 text."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class FieldError(BaseModel):
@@ -59,6 +65,7 @@ class EpisodeOut(CamelModel):
     occurred_at: str
     created_at: str
     metadata: dict[str, Any]
+    image_caption: str | None = None
 
     def to_episode(self) -> Episode:
         """The domain row back from JSON (what the indexes saw is not sent out)."""

@@ -34,7 +34,7 @@ from nexusai.memory.importing import (
     locomo_conversation,
 )
 from nexusai.memory.service import Memory
-from nexusai.memory.texts import CAPTION_KEY, said
+from nexusai.memory.texts import said
 from nexusai.models import NewEpisode
 from nexusai.orchestration.retrieval import get_fused_episodes
 from nexusai.orchestration.settings import DEFAULTS
@@ -151,7 +151,7 @@ def merge_turns(
 
 
 def _line(episode: NewEpisode, with_speaker: bool) -> str:
-    caption = episode.metadata.get(CAPTION_KEY)
+    caption = episode.image_caption
     text = episode.content + (f" [image: {caption}]" if caption else "")
     return said(episode.speaker, text) if with_speaker else text
 

@@ -11,22 +11,24 @@ from pydantic import Discriminator, Field, Tag
 from starlette.concurrency import run_in_threadpool
 
 from nexusai.errors import InvalidInput, NotFound, TooLarge
-from nexusai.http import ERROR_RESPONSES, parse_id_list
+from nexusai.http import PathId, errors, parse_id_list
 from nexusai.memory.importing import import_stream
 from nexusai.memory.service import Memory
 from nexusai.memory.store import UNSET
 from nexusai.models import NewEpisode
 from nexusai.schemas import (
+    MAX_ID,
     CamelModel,
     EntityOut,
     EpisodeOut,
+    Id,
     ProjectOut,
     ScopeOut,
     SessionOut,
     StrictCamelModel,
 )
 
-router = APIRouter(responses=ERROR_RESPONSES)
+router = APIRouter()
 
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
 Offset = Annotated[int, Query(ge=0, description="Rows to skip")]
@@ -47,12 +49,12 @@ class ProjectIn(StrictCamelModel):
 
 
 class SessionIn(StrictCamelModel):
-    project_id: int | None = None
+    project_id: Id | None = None
     title: str | None = Field(default=None, max_length=500)
 
 
 class SessionPatch(StrictCamelModel):
-    project_id: int | None = Field(
+    project_id: Id | None = Field(
         default=None, description="Move into this project; null moves it out of any project"
     )
     title: str | None = Field(default=None, max_length=500)
@@ -62,12 +64,21 @@ class EpisodeIn(StrictCamelModel):
     speaker: str = Field(min_length=1, max_length=200, examples=["user"])
     content: str = Field(examples=["I adopted a puppy called Biscuit"])
     occurred_at: datetime | None = Field(
-        default=None, description="When it was said (ISO 8601); defaults to now"
+        default=None, strict=False, description="When it was said (ISO 8601); defaults to now"
     )
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="Yours, stored as given and never indexed"
+    )
+    image_caption: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="What an image shared in this turn shows; indexed with the text",
+    )
 
     def to_new(self) -> NewEpisode:
-        return NewEpisode(self.speaker, self.content, self.occurred_at, self.metadata)
+        return NewEpisode(
+            self.speaker, self.content, self.occurred_at, self.metadata, self.image_caption
+        )
 
 
 class EpisodeBatchIn(StrictCamelModel):
@@ -81,7 +92,19 @@ class EpisodeBatchOut(CamelModel):
 class EpisodePatch(StrictCamelModel):
     speaker: str | None = Field(default=None, min_length=1, max_length=200)
     content: str | None = None
-    metadata: dict[str, Any] | None = None
+    occurred_at: datetime | None = Field(
+        default=None,
+        strict=False,
+        description="Move the turn in time (ISO 8601); the turns around it are re-indexed",
+    )
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description="A JSON merge patch (RFC 7396) over the stored metadata: keys given are"
+        " set, keys given as null are removed, the rest stay; null clears all of it",
+    )
+    image_caption: str | None = Field(
+        default=None, max_length=2000, description="Set the image caption; null removes it"
+    )
 
 
 def _episode_or_batch(body: Any) -> str:
@@ -100,61 +123,92 @@ class Health(CamelModel):
     episodes: int
 
 
+# -- paging ------------------------------------------------------------------------------
+
+_PAGE_HEADERS = {
+    "X-Total-Count": {
+        "description": "How many rows there are in all",
+        "schema": {"type": "integer"},
+    },
+    "Link": {
+        "description": 'The next page, as <url>; rel="next", while there is one',
+        "schema": {"type": "string"},
+    },
+}
+PAGED: dict[str, Any] = {"responses": {"200": {"headers": _PAGE_HEADERS}}}
+
+
+def page(request: Request, response: Response, total: int, limit: int, offset: int) -> None:
+    """A list answers with one page; its headers say how many rows there are and where the
+    next page is (RFC 8288 `Link`), so a client never mistakes a page for the whole."""
+    response.headers["X-Total-Count"] = str(total)
+    if offset + limit < total:
+        following = request.url.include_query_params(limit=limit, offset=offset + limit)
+        response.headers["Link"] = f'<{following}>; rel="next"'
+
+
 # -- routes ------------------------------------------------------------------------------
 
 
-@router.get("/health", tags=["service"])
+@router.get("/health", tags=["service"], responses=errors(open_route=True))
 def health(request: Request) -> Health:
     return Health(status="ok", episodes=memory_of(request).store.count_episodes())
 
 
-@router.post("/projects", status_code=201, tags=["projects"])
+@router.post("/projects", status_code=201, tags=["projects"], responses=errors(409, 415, 422))
 def create_project(request: Request, body: ProjectIn) -> ProjectOut:
     return ProjectOut.model_validate(memory_of(request).store.create_project(body.name))
 
 
-@router.get("/projects", tags=["projects"])
-def list_projects(request: Request, limit: Limit = 100, offset: Offset = 0) -> list[ProjectOut]:
-    projects = memory_of(request).store.list_projects(limit, offset)
-    return [ProjectOut.model_validate(p) for p in projects]
+@router.get("/projects", tags=["projects"], responses=errors(422), openapi_extra=PAGED)
+def list_projects(
+    request: Request, response: Response, limit: Limit = 100, offset: Offset = 0
+) -> list[ProjectOut]:
+    store = memory_of(request).store
+    page(request, response, store.count_projects(), limit, offset)
+    return [ProjectOut.model_validate(p) for p in store.list_projects(limit, offset)]
 
 
-@router.get("/projects/{project_id}", tags=["projects"])
-def get_project(request: Request, project_id: int) -> ProjectOut:
+@router.get("/projects/{project_id}", tags=["projects"], responses=errors(404, 422))
+def get_project(request: Request, project_id: PathId) -> ProjectOut:
     return ProjectOut.model_validate(memory_of(request).store.get_project(project_id))
 
 
-@router.delete("/projects/{project_id}", status_code=204, tags=["projects"])
-def delete_project(request: Request, project_id: int) -> Response:
+@router.delete(
+    "/projects/{project_id}", status_code=204, tags=["projects"], responses=errors(404, 422)
+)
+def delete_project(request: Request, project_id: PathId) -> Response:
     memory_of(request).delete_project(project_id)
     return Response(status_code=204)
 
 
-@router.post("/sessions", status_code=201, tags=["sessions"])
+@router.post("/sessions", status_code=201, tags=["sessions"], responses=errors(404, 415, 422))
 def create_session(request: Request, body: SessionIn | None = None) -> SessionOut:
     body = body or SessionIn()
     session = memory_of(request).store.create_session(body.project_id, body.title)
     return SessionOut.model_validate(session)
 
 
-@router.get("/sessions", tags=["sessions"])
+@router.get("/sessions", tags=["sessions"], responses=errors(422), openapi_extra=PAGED)
 def list_sessions(
     request: Request,
-    project_id: Annotated[int | None, Query(alias="projectId")] = None,
+    response: Response,
+    project_id: Annotated[int | None, Query(alias="projectId", ge=1, le=MAX_ID)] = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> list[SessionOut]:
-    sessions = memory_of(request).store.list_sessions(project_id, limit, offset)
-    return [SessionOut.model_validate(s) for s in sessions]
+    store = memory_of(request).store
+    page(request, response, store.count_sessions(project_id), limit, offset)
+    return [SessionOut.model_validate(s) for s in store.list_sessions(project_id, limit, offset)]
 
 
-@router.get("/sessions/{session_id}", tags=["sessions"])
-def get_session(request: Request, session_id: int) -> SessionOut:
+@router.get("/sessions/{session_id}", tags=["sessions"], responses=errors(404, 422))
+def get_session(request: Request, session_id: PathId) -> SessionOut:
     return SessionOut.model_validate(memory_of(request).store.get_session(session_id))
 
 
-@router.patch("/sessions/{session_id}", tags=["sessions"])
-def update_session(request: Request, session_id: int, body: SessionPatch) -> SessionOut:
+@router.patch("/sessions/{session_id}", tags=["sessions"], responses=errors(404, 415, 422))
+def update_session(request: Request, session_id: PathId, body: SessionPatch) -> SessionOut:
     given = body.model_fields_set
     session = memory_of(request).store.update_session(
         session_id,
@@ -164,16 +218,23 @@ def update_session(request: Request, session_id: int, body: SessionPatch) -> Ses
     return SessionOut.model_validate(session)
 
 
-@router.delete("/sessions/{session_id}", status_code=204, tags=["sessions"])
-def delete_session(request: Request, session_id: int) -> Response:
+@router.delete(
+    "/sessions/{session_id}", status_code=204, tags=["sessions"], responses=errors(404, 422)
+)
+def delete_session(request: Request, session_id: PathId) -> Response:
     memory_of(request).delete_session(session_id)
     return Response(status_code=204)
 
 
-@router.post("/sessions/{session_id}/episodes", status_code=201, tags=["episodes"])
+@router.post(
+    "/sessions/{session_id}/episodes",
+    status_code=201,
+    tags=["episodes"],
+    responses=errors(404, 413, 415, 422),
+)
 def add_episodes(
     request: Request,
-    session_id: int,
+    session_id: PathId,
     body: EpisodesBody,
 ) -> EpisodeOut | EpisodeBatchOut:
     items = body.episodes if isinstance(body, EpisodeBatchIn) else [body]
@@ -185,23 +246,31 @@ def add_episodes(
     return EpisodeBatchOut(episodes=out) if isinstance(body, EpisodeBatchIn) else out[0]
 
 
-@router.get("/sessions/{session_id}/episodes", tags=["episodes"])
+@router.get(
+    "/sessions/{session_id}/episodes",
+    tags=["episodes"],
+    responses=errors(404, 422),
+    openapi_extra=PAGED,
+)
 def list_episodes(
-    request: Request, session_id: int, limit: Limit = 100, offset: Offset = 0
+    request: Request, response: Response, session_id: PathId, limit: Limit = 100, offset: Offset = 0
 ) -> list[EpisodeOut]:
-    episodes = memory_of(request).store.list_episodes(session_id, limit, offset)
+    """A session's episodes in time order, a page at a time."""
+    store = memory_of(request).store
+    episodes = store.list_episodes(session_id, limit, offset)
+    page(request, response, store.count_episodes(session_id), limit, offset)
     return [EpisodeOut.model_validate(e) for e in episodes]
 
 
-@router.get("/sessions/{session_id}/scope", tags=["retrieval"])
-def session_scope(request: Request, session_id: int) -> ScopeOut:
+@router.get("/sessions/{session_id}/scope", tags=["retrieval"], responses=errors(404, 422))
+def session_scope(request: Request, session_id: PathId) -> ScopeOut:
     """The sessions a search from this session sees: its project's, or just itself."""
     return ScopeOut(session_ids=memory_of(request).store.scope_session_ids(session_id))
 
 
-@router.get("/sessions/{session_id}/recent", tags=["retrieval"])
+@router.get("/sessions/{session_id}/recent", tags=["retrieval"], responses=errors(404, 422))
 def recent_episodes(
-    request: Request, session_id: int, limit: Annotated[int, Query(ge=0, le=1000)] = 10
+    request: Request, session_id: PathId, limit: Annotated[int, Query(ge=0, le=1000)] = 10
 ) -> list[EpisodeOut]:
     """The session's last `limit` episodes, oldest first (what a prompt holds as recent)."""
     store = memory_of(request).store
@@ -209,7 +278,7 @@ def recent_episodes(
     return [EpisodeOut.model_validate(e) for e in store.recent_episodes(session_id, limit)]
 
 
-@router.get("/episodes", tags=["retrieval"])
+@router.get("/episodes", tags=["retrieval"], responses=errors(422))
 def episodes_by_id(
     request: Request,
     ids: Annotated[str, Query(description="Comma-separated episode ids, e.g. 4,1,9")],
@@ -223,8 +292,8 @@ def episodes_by_id(
 
 class VectorSearchIn(StrictCamelModel):
     vector: list[float] = Field(description="The query vector, from the same embedder")
-    session_ids: list[int] | None = Field(default=None, description="Scope; null: everywhere")
-    exclude_ids: list[int] = Field(default_factory=list, description="Episodes to leave out")
+    session_ids: list[Id] | None = Field(default=None, description="Scope; null: everywhere")
+    exclude_ids: list[Id] = Field(default_factory=list, description="Episodes to leave out")
     limit: int = Field(default=10, ge=1, le=1000)
 
 
@@ -233,7 +302,7 @@ class VectorHit(CamelModel):
     score: float
 
 
-@router.post("/vectors/search", tags=["retrieval"])
+@router.post("/vectors/search", tags=["retrieval"], responses=errors(415, 422))
 def vector_search(request: Request, body: VectorSearchIn) -> list[VectorHit]:
     """The semantic leg: nearest episodes to a query vector, filtered inside the query."""
     memory = _checked_vector(request, body)
@@ -241,7 +310,7 @@ def vector_search(request: Request, body: VectorSearchIn) -> list[VectorHit]:
     return [VectorHit(id=i, score=score) for i, score in hits]
 
 
-@router.post("/vectors/search/episodes", tags=["retrieval"])
+@router.post("/vectors/search/episodes", tags=["retrieval"], responses=errors(415, 422))
 def vector_search_episodes(request: Request, body: VectorSearchIn) -> list[EpisodeOut]:
     """The semantic leg in one round trip: the nearest episodes' full rows, in rank order."""
     memory = _checked_vector(request, body)
@@ -268,11 +337,11 @@ class EntityDetail(EntityOut):
 
 class EntitySearchIn(StrictCamelModel):
     vector: list[float]
-    session_ids: list[int]
+    session_ids: list[Id]
     limit: int = Field(default=10, ge=1, le=200)
 
 
-@router.post("/entities/search", tags=["entities"])
+@router.post("/entities/search", tags=["entities"], responses=errors(415, 422))
 def entity_search(request: Request, body: EntitySearchIn) -> list[EntityOut]:
     """The entity leg of a turn: nearest entities of the scope to the turn's query vector."""
     _check_dimension(request, body.vector)
@@ -283,15 +352,19 @@ def entity_search(request: Request, body: EntitySearchIn) -> list[EntityOut]:
     ]
 
 
-@router.get("/entities", tags=["entities"])
+@router.get("/entities", tags=["entities"], responses=errors(404, 422, 503))
 def list_entities(
     request: Request,
-    session_id: Annotated[int, Query(alias="sessionId", description="Whose scope to search")],
+    session_id: Annotated[
+        int, Query(alias="sessionId", ge=1, le=MAX_ID, description="Whose scope to search")
+    ],
     q: Annotated[str | None, Query(description="Semantic search for this text")] = None,
     prefix: Annotated[str | None, Query(description="Names starting with this")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
 ) -> list[EntityOut]:
     """Entities a session can see: by meaning (`q`), by name (`prefix`), or most mentioned."""
+    if q is not None and prefix is not None:
+        raise InvalidInput("give q (search by meaning) or prefix (by name), not both")
     memory = memory_of(request)
     scope = memory.scope_session_ids(session_id)
     if q:
@@ -301,9 +374,9 @@ def list_entities(
     return [EntityOut.model_validate(e) for e in found]
 
 
-@router.get("/entities/{entity_id}", tags=["entities"])
+@router.get("/entities/{entity_id}", tags=["entities"], responses=errors(404, 422))
 def get_entity(
-    request: Request, entity_id: int, limit: Limit = 20, offset: Offset = 0
+    request: Request, entity_id: PathId, limit: Limit = 20, offset: Offset = 0
 ) -> EntityDetail:
     """One entity with the episodes that mention it, newest first (paged)."""
     memory = memory_of(request)
@@ -317,7 +390,7 @@ def get_entity(
     )
 
 
-@router.get("/episodes/search", tags=["episodes"])
+@router.get("/episodes/search", tags=["episodes"], responses=errors(422))
 def search_episodes(
     request: Request,
     q: Annotated[str, Query(description="The user's text; FTS5 syntax in it is searched for")],
@@ -356,6 +429,7 @@ class ImportOut(CamelModel):
             },
         }
     },
+    responses=errors(422),
 )
 async def import_file(
     request: Request,
@@ -373,20 +447,31 @@ async def import_file(
     return ImportOut.model_validate(summary)
 
 
-@router.get("/episodes/{episode_id}", tags=["episodes"])
-def get_episode(request: Request, episode_id: int) -> EpisodeOut:
+@router.get("/episodes/{episode_id}", tags=["episodes"], responses=errors(404, 422))
+def get_episode(request: Request, episode_id: PathId) -> EpisodeOut:
     return EpisodeOut.model_validate(memory_of(request).store.get_episode(episode_id))
 
 
-@router.patch("/episodes/{episode_id}", tags=["episodes"])
-def update_episode(request: Request, episode_id: int, body: EpisodePatch) -> EpisodeOut:
+@router.patch("/episodes/{episode_id}", tags=["episodes"], responses=errors(404, 413, 415, 422))
+def update_episode(request: Request, episode_id: PathId, body: EpisodePatch) -> EpisodeOut:
+    """Change a turn. Fields left out keep their values; `metadata` merges (RFC 7396)."""
+    given = body.model_fields_set
+    if "content" in given and body.content is None:
+        raise InvalidInput("content: give new text, or leave content out to keep it")
     episode = memory_of(request).update_episode(
-        episode_id, content=body.content, speaker=body.speaker, metadata=body.metadata
+        episode_id,
+        content=body.content,
+        speaker=body.speaker,
+        metadata=body.metadata if "metadata" in given else UNSET,
+        image_caption=body.image_caption if "image_caption" in given else UNSET,
+        occurred_at=body.occurred_at,
     )
     return EpisodeOut.model_validate(episode)
 
 
-@router.delete("/episodes/{episode_id}", status_code=204, tags=["episodes"])
-def delete_episode(request: Request, episode_id: int) -> Response:
+@router.delete(
+    "/episodes/{episode_id}", status_code=204, tags=["episodes"], responses=errors(404, 422)
+)
+def delete_episode(request: Request, episode_id: PathId) -> Response:
     memory_of(request).delete_episode(episode_id)
     return Response(status_code=204)

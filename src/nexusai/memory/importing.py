@@ -23,7 +23,6 @@ import ijson
 
 from nexusai.errors import InvalidInput
 from nexusai.memory.service import Memory
-from nexusai.memory.texts import CAPTION_KEY
 from nexusai.models import NewEpisode
 
 
@@ -94,10 +93,10 @@ def locomo_conversation(sample: dict[str, Any]) -> SourceConversation:
             if not text:
                 conversation.skipped += 1
                 continue
-            metadata = {"diaId": turn["dia_id"], **({CAPTION_KEY: caption} if caption else {})}
+            metadata = {"diaId": turn["dia_id"]}
             # Turns have no times of their own: a second apart keeps their order.
             when = started.replace(tzinfo=UTC) + timedelta(seconds=offset)
-            episode = NewEpisode(str(turn["speaker"]), text, when, metadata)
+            episode = NewEpisode(str(turn["speaker"]), text, when, metadata, caption or None)
             session.episodes.append(SourceEpisode(f"locomo:{sample_id}:{turn['dia_id']}", episode))
         conversation.sessions.append(session)
     return conversation
@@ -186,6 +185,7 @@ def _jsonl_episode(raw: bytes, number: int, seen: Counter[str]) -> tuple[str, So
             str(line["content"]),
             datetime.fromisoformat(when.replace("Z", "+00:00")) if when else None,
             dict(line.get("metadata") or {}),
+            line.get("imageCaption"),
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ImportFormatError(f"line {number}: not a JSONL episode ({exc!r})") from None

@@ -255,6 +255,18 @@ def m007_ids_never_reused(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m008_image_caption(conn: sqlite3.Connection) -> None:
+    """An image's caption is indexed with the turn, so it gets a column of its own: in
+    metadata a user's PATCH could erase it by accident. What was there moves."""
+    conn.execute("ALTER TABLE episodes ADD COLUMN image_caption TEXT")
+    conn.execute(
+        "UPDATE episodes SET image_caption = json_extract(metadata, '$.imageCaption'),"
+        " metadata = json_remove(metadata, '$.imageCaption')"
+        " WHERE json_type(metadata, '$.imageCaption') = 'text'"
+    )
+
+
 def _rebuild(conn: sqlite3.Connection, table: str, create: str, after: list[str]) -> None:
     """SQLite's way to change a table's definition: a new table, the rows copied with their
     ids, the old one dropped, the new one renamed; then its indexes and triggers again.

@@ -12,7 +12,8 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -55,7 +56,7 @@ class Store:
         self,
         path: str | Path,
         *,
-        max_content_bytes: int = 64 * 1024,
+        max_content_bytes: int = 1024 * 1024,
         busy_timeout: float = 30.0,
     ) -> None:
         self.path = Path(path)
@@ -341,7 +342,8 @@ class Store:
         previous = _context_before(conn, session_id, row.occurred_at, None)
         cursor = conn.execute(
             "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at,"
-            " metadata, search_text, context_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " metadata, search_text, context_text, image_caption)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 session_id,
                 row.speaker,
@@ -349,8 +351,9 @@ class Store:
                 row.occurred_at,
                 now_text(),
                 json.dumps(row.metadata, ensure_ascii=False),
-                compose_search_text(row.speaker, row.content, row.metadata),
+                _search_text(row),
                 previous,
+                row.image_caption,
             ),
         )
         episode_id = _lastrowid(cursor)
@@ -367,7 +370,8 @@ class Store:
             )
         occurred = to_utc_text(episode.occurred_at) if episode.occurred_at else now_text()
         speaker = _required_text("speaker", episode.speaker, 200)
-        return _Row(speaker, content, occurred, dict(episode.metadata or {}))
+        caption = _optional_text("imageCaption", episode.image_caption, 2000)
+        return _Row(speaker, content, occurred, dict(episode.metadata or {}), caption)
 
     def get_episode(self, episode_id: int) -> Episode:
         rows = self._rows("SELECT * FROM episodes WHERE id = ?", [episode_id])
@@ -410,34 +414,27 @@ class Store:
         *,
         content: str | None = None,
         speaker: str | None = None,
-        metadata: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | _Unset | None = UNSET,
+        image_caption: str | _Unset | None = UNSET,
+        occurred_at: datetime | None = None,
     ) -> Episode:
+        """Changes what is given. `metadata` is a JSON merge patch (RFC 7396) over the
+        stored metadata (None clears it); `image_caption` None removes the caption. A new
+        text or time re-indexes the episode and the turns it is now read with."""
         current = self.get_episode(episode_id)
-        new = NewEpisode(
-            speaker=current.speaker if speaker is None else speaker,
-            content=current.content if content is None else content,
-            metadata=current.metadata if metadata is None else metadata,
-        )
-        row = self._row(new)
-        search_text = compose_search_text(row.speaker, row.content, row.metadata)
+        row = self._row(_edited(current, content, speaker, metadata, image_caption, occurred_at))
+        if occurred_at is None:
+            row = replace(row, occurred_at=current.occurred_at)
         with self.atomic() as conn:
             self.get_episode(episode_id)
-            previous = _context_before(conn, current.session_id, current.occurred_at, episode_id)
-            conn.execute(
-                "UPDATE episodes SET speaker = ?, content = ?, metadata = ?, search_text = ?,"
-                " context_text = ? WHERE id = ?",
-                (
-                    row.speaker,
-                    row.content,
-                    json.dumps(row.metadata, ensure_ascii=False),
-                    search_text,
-                    previous,
-                    episode_id,
-                ),
-            )
-            if search_text != current.search_text:  # new text needs a new vector
+            _rewrite(conn, episode_id, row)
+            context = _context_before(conn, current.session_id, row.occurred_at, episode_id)
+            conn.execute("UPDATE episodes SET context_text = ? WHERE id = ?", (context, episode_id))
+            if (_search_text(row), context) != (current.search_text, current.context_text):
                 vector_state.set_vectors(conn, [episode_id], VectorState.PENDING)
+            # The turns after its old place and after its new one are read with another now.
             _refresh_context_after(conn, current.session_id, current.occurred_at, episode_id)
+            _refresh_context_after(conn, current.session_id, row.occurred_at, episode_id)
         return self.get_episode(episode_id)
 
     def delete_episode(self, episode_id: int) -> None:
@@ -459,8 +456,20 @@ class Store:
     def episode_ids(self) -> list[int]:
         return _ids(self._rows("SELECT id FROM episodes ORDER BY id"))
 
-    def count_episodes(self) -> int:
-        return int(self._rows("SELECT count(*) FROM episodes")[0][0])
+    def count_episodes(self, session_id: int | None = None) -> int:
+        if session_id is None:
+            return int(self._rows("SELECT count(*) FROM episodes")[0][0])
+        sql = "SELECT count(*) FROM episodes WHERE session_id = ?"
+        return int(self._rows(sql, [session_id])[0][0])
+
+    def count_projects(self) -> int:
+        return int(self._rows("SELECT count(*) FROM projects")[0][0])
+
+    def count_sessions(self, project_id: int | None = None) -> int:
+        if project_id is None:
+            return int(self._rows("SELECT count(*) FROM sessions")[0][0])
+        sql = "SELECT count(*) FROM sessions WHERE project_id = ?"
+        return int(self._rows(sql, [project_id])[0][0])
 
     @staticmethod
     def _episode_from_row(row: sqlite3.Row) -> Episode:
@@ -475,6 +484,64 @@ class _Row:
     content: str
     occurred_at: str
     metadata: dict[str, Any]
+    image_caption: str | None
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7396 JSON merge patch: objects merge key by key, recursively; `null` removes a
+    key; anything else replaces what was there."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
+def _edited(
+    current: Episode,
+    content: str | None,
+    speaker: str | None,
+    metadata: dict[str, Any] | _Unset | None,
+    image_caption: str | _Unset | None,
+    occurred_at: datetime | None,
+) -> NewEpisode:
+    return NewEpisode(
+        speaker=current.speaker if speaker is None else speaker,
+        content=current.content if content is None else content,
+        occurred_at=occurred_at,
+        metadata=(
+            current.metadata
+            if isinstance(metadata, _Unset)
+            else merge_patch(current.metadata, metadata or {})
+            if metadata is not None
+            else {}
+        ),
+        image_caption=current.image_caption if isinstance(image_caption, _Unset) else image_caption,
+    )
+
+
+def _search_text(row: _Row) -> str:
+    return compose_search_text(row.speaker, row.content, row.image_caption)
+
+
+def _rewrite(conn: sqlite3.Connection, episode_id: int, row: _Row) -> None:
+    conn.execute(
+        "UPDATE episodes SET speaker = ?, content = ?, metadata = ?, image_caption = ?,"
+        " occurred_at = ?, search_text = ? WHERE id = ?",
+        (
+            row.speaker,
+            row.content,
+            json.dumps(row.metadata, ensure_ascii=False),
+            row.image_caption,
+            row.occurred_at,
+            _search_text(row),
+            episode_id,
+        ),
+    )
 
 
 def _context_before(

@@ -3,10 +3,6 @@ of the turn before it. FTS5 and the embedder read these texts, never the raw row
 
 from __future__ import annotations
 
-from typing import Any
-
-CAPTION_KEY = "imageCaption"
-
 
 def said(speaker: str, content: str) -> str:
     return f"{speaker}: {content}"
@@ -28,11 +24,10 @@ def compose_context_text(speaker: str, content: str) -> str:
     return f"{speaker}: …{tail[space + 1 :] if 0 <= space < 40 else tail}"
 
 
-def compose_search_text(speaker: str, content: str, metadata: dict[str, Any]) -> str:
+def compose_search_text(speaker: str, content: str, image_caption: str | None) -> str:
     """The episode as the indexes see it: who said what, and the caption of an image it
     shared. (The turn before it is indexed beside it, as `context_text`.)"""
     text = said(speaker, content)
-    caption = metadata.get(CAPTION_KEY)
-    if isinstance(caption, str) and caption.strip():
-        text += f" [image: {caption.strip()}]"
+    if image_caption and image_caption.strip():
+        text += f" [image: {image_caption.strip()}]"
     return text

@@ -18,7 +18,7 @@ from typing import Protocol
 import qdrant_edge as edge
 
 from nexusai.config import Config
-from nexusai.errors import NexusError
+from nexusai.errors import ConfigError, NexusError
 
 SCOPE_KEY = "session_id"
 
@@ -286,6 +286,16 @@ def open_vector_index(config: Config, collection: str, dimension: int) -> Vector
     if config.qdrant_url:
         from qdrant_client import QdrantClient
 
-        client = QdrantClient(url=config.qdrant_url, api_key=config.qdrant_api_key)
-        return QdrantVectorIndex(client, collection, dimension)
+        client = QdrantClient(
+            url=config.qdrant_url, api_key=config.qdrant_api_key, check_compatibility=False
+        )
+        try:
+            return QdrantVectorIndex(client, collection, dimension)
+        except Exception as exc:  # the client raises its transport's errors as they come
+            client.close()
+            reason = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else ""
+            raise ConfigError(
+                f"cannot use the Qdrant server at {config.qdrant_url} (NEXUS_QDRANT_URL):"
+                f" {type(exc).__name__} {reason}".rstrip()
+            ) from None
     return EdgeVectorIndex(config.vectors_path / collection, dimension)

@@ -11,14 +11,14 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field, create_model
 
 from nexusai.errors import InvalidInput
-from nexusai.http import ERROR_RESPONSES
-from nexusai.orchestration.chat import ChatFailed, chat_events, chat_turn
+from nexusai.http import errors
+from nexusai.orchestration.chat import ChatFailed, chat_events, chat_turn, require_llm
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SETTINGS
-from nexusai.schemas import CamelModel, EntityOut, EpisodeOut, StrictCamelModel
+from nexusai.schemas import CamelModel, EntityOut, EpisodeOut, Id, StrictCamelModel
 
-router = APIRouter(responses=ERROR_RESPONSES)
+router = APIRouter()
 
 _SETTING_FIELDS: dict[str, Any] = {
     s.name: (s.kind, Field(description=f"{s.description} ({s.low:g} to {s.high:g})"))
@@ -33,7 +33,7 @@ def orchestration_of(request: Request) -> Orchestration:
 
 
 class TurnIn(StrictCamelModel):
-    session_id: int
+    session_id: Id
     message: str = Field(min_length=1, examples=["What did I name my dog?"])
 
     def checked_message(self, request: Request) -> str:
@@ -71,7 +71,6 @@ class ChatOut(CamelModel):
     reply: str | None
     user_episode_id: int
     assistant_episode_id: int | None
-    notice: str | None
     context: ContextOut
 
 
@@ -93,12 +92,14 @@ def context_out(context: Context, explain: bool) -> ContextOut:
     )
 
 
-@router.get("/settings", tags=["settings"], response_model=SettingsOut)
+@router.get("/settings", tags=["settings"], response_model=SettingsOut, responses=errors())
 def get_settings(request: Request) -> dict[str, float]:
     return orchestration_of(request).settings.get().to_values()
 
 
-@router.patch("/settings", tags=["settings"], response_model=SettingsOut)
+@router.patch(
+    "/settings", tags=["settings"], response_model=SettingsOut, responses=errors(415, 422)
+)
 def patch_settings(
     request: Request,
     changes: Annotated[
@@ -113,7 +114,11 @@ def patch_settings(
 
 
 @router.post(
-    "/context", tags=["context"], response_model=ContextOut, response_model_exclude_unset=True
+    "/context",
+    tags=["context"],
+    response_model=ContextOut,
+    response_model_exclude_unset=True,
+    responses=errors(404, 415, 422, 503),
 )
 def post_context(request: Request, body: ContextIn) -> ContextOut:
     """Exactly what chat would give the LLM, without calling it."""
@@ -126,23 +131,25 @@ def post_context(request: Request, body: ContextIn) -> ContextOut:
     tags=["chat"],
     response_model=ChatOut,
     response_model_exclude_unset=True,
-    responses={502: {"description": "The LLM failed; the user's message is stored"}},
+    responses=errors(404, 415, 422, 502, 503),
 )
 def post_chat(request: Request, body: ChatIn) -> Any:
+    """One chat turn: the context, the LLM's answer, both turns stored. Without an LLM it is
+    a 503 and nothing is stored (`POST /context` serves that case)."""
     orchestration = orchestration_of(request)
     context = orchestration.context(body.session_id, body.checked_message(request))
+    llm = require_llm(orchestration.llm)  # after the input's own 4xx, before any write
     if body.stream:
-        events = chat_events(orchestration.memory, orchestration.llm, context)
+        events = chat_events(orchestration.memory, llm, context)
         return StreamingResponse(_sse(context, events), media_type="text/event-stream")
     try:
-        result = chat_turn(orchestration.memory, orchestration.llm, context)
+        result = chat_turn(orchestration.memory, llm, context)
     except ChatFailed as exc:
         return JSONResponse({"detail": str(exc), "userEpisodeId": exc.user_episode_id}, 502)
     return ChatOut(
         reply=result.reply,
         user_episode_id=result.user_episode.id,
         assistant_episode_id=result.assistant_episode.id if result.assistant_episode else None,
-        notice=result.notice,
         context=context_out(context, explain=False),
     )
 

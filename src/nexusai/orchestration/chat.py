@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from nexusai.errors import NexusError
 from nexusai.llm import LLMError, Message, OpenAIChat
 from nexusai.models import Episode, NewEpisode
 from nexusai.orchestration.context import Context
@@ -18,10 +19,26 @@ from nexusai.orchestration.memory_client import MemoryClient
 
 USER, ASSISTANT = "user", "assistant"
 NO_LLM = (
-    "no LLM is configured: the context was assembled and your message stored, but nothing "
-    "answered it. Set NEXUS_LLM_BASE_URL and NEXUS_LLM_MODEL (e.g. Ollama at "
-    "http://127.0.0.1:11434/v1) to chat."
+    "no LLM is configured, so nothing can answer and nothing was stored. Set "
+    "NEXUS_LLM_BASE_URL and NEXUS_LLM_MODEL (e.g. Ollama at http://127.0.0.1:11434/v1) to "
+    "chat, or use POST /context to get the memories for your own LLM call."
 )
+
+
+class NoLLM(NexusError):
+    """Chat was asked for without an LLM: refused before anything is stored."""
+
+    status_code = 503
+
+    def __init__(self) -> None:
+        super().__init__(NO_LLM)
+
+
+def require_llm(llm: OpenAIChat | None) -> OpenAIChat:
+    if llm is None:
+        raise NoLLM()
+    return llm
+
 
 SYSTEM = (
     "You are a helpful assistant with a long-term memory of earlier conversations. "
@@ -57,7 +74,6 @@ class ChatResult:
     user_episode: Episode
     assistant_episode: Episode | None
     context: Context
-    notice: str | None = None
 
 
 class ChatFailed(LLMError):
@@ -80,10 +96,8 @@ def store_reply(memory: MemoryClient, context: Context, reply: str) -> Episode |
     return episode
 
 
-def chat_turn(memory: MemoryClient, llm: OpenAIChat | None, context: Context) -> ChatResult:
+def chat_turn(memory: MemoryClient, llm: OpenAIChat, context: Context) -> ChatResult:
     user = store_user_message(memory, context)
-    if llm is None:
-        return ChatResult(None, user, None, context, NO_LLM)
     try:
         reply = llm.complete(build_prompt(context))
     except LLMError as exc:
@@ -92,13 +106,10 @@ def chat_turn(memory: MemoryClient, llm: OpenAIChat | None, context: Context) ->
 
 
 def chat_events(
-    memory: MemoryClient, llm: OpenAIChat | None, context: Context
+    memory: MemoryClient, llm: OpenAIChat, context: Context
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """The streamed turn as (event, data) pairs: delta* then done, or error."""
     user = store_user_message(memory, context)
-    if llm is None:
-        yield "done", {"userEpisodeId": user.id, "assistantEpisodeId": None, "notice": NO_LLM}
-        return
     pieces: list[str] = []
     try:
         for piece in llm.stream(build_prompt(context)):

@@ -51,6 +51,10 @@ class HttpMemoryClient:
             raise _error(response, self.url)
         return response.json()
 
+    def ping(self) -> None:
+        """Raises MemoryUnavailable unless the memory service answers its health check."""
+        self._call("GET", "/health")
+
     def scope_session_ids(self, session_id: int) -> list[int]:
         return ScopeOut.model_validate(
             self._call("GET", f"/sessions/{session_id}/scope")

@@ -12,6 +12,7 @@ BENCHMARKS = {
     "split": "benchmarks.bench_split",
     "entities": "benchmarks.bench_entities",
     "load": "benchmarks.bench_load",
+    "entity-precision": "benchmarks.bench_entity_precision",
 }
 
 

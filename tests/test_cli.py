@@ -162,13 +162,15 @@ def test_eval_locomo_smoke_on_one_conversation(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
-    assert report["conversations"] == ["conv-26"]
-    assert report["questions"] > 150
+    [locomo] = report["datasets"]
+    assert locomo["conversations"] == ["locomo:conv-26"]
+    assert locomo["questions"] > 150
+    assert {r["dataset"] for r in report["results"]} == {"locomo"}
     pairs = {(r["semanticWeight"], r["keywordWeight"]): r for r in report["results"]}
     assert report["configured"] == {"semanticWeight": 0.5, "keywordWeight": 2.0}
     assert report["recommended"] == {"semanticWeight": 0.25, "keywordWeight": 5.0}
     assert {(1.0, 0.0), (0.0, 1.0), (0.5, 2.0), (0.25, 5.0)} <= set(pairs)
-    assert report["semanticLimit"] == "k"
+    assert locomo["semanticLimit"] == "k"
     assert "0.5+" in result.output
     assert "0.25*" in result.output
     for row in pairs.values():
@@ -183,6 +185,64 @@ def test_eval_locomo_smoke_on_one_conversation(tmp_path: Path) -> None:
     # a sanity floor far below what it measures, so a broken retrieval path fails here
     assert pairs[(0.0, 1.0)]["recall"]["10"] > 0.4
     assert (tmp_path / "plot.png").stat().st_size > 10_000
+
+
+def test_eval_beam_smoke_on_one_chat(tmp_path: Path) -> None:
+    """BEAM's format through the real path: one chat, its questions by type."""
+    import json
+
+    data = Path(__file__).parents[2] / "shared" / "data" / "beam"
+    if not (data / "1").exists():
+        pytest.skip("the BEAM data is not beside the checkout")
+    out = tmp_path / "beam.json"
+    args = ["eval", "beam", "--data", str(data), "--chats", "1", "--k", "10", "--json", str(out)]
+    result = CliRunner(env={"NEXUS_DATA_DIR": str(tmp_path / "d")}).invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    [beam] = json.loads(out.read_text())["datasets"]
+    assert beam["dataset"] == "beam"
+    assert beam["questions"] == 18  # 20 probes, the two abstention ones have no evidence
+    assert beam["droppedEvidenceRefs"] == 0
+    semantic = next(r for r in beam["results"] if r["keywordWeight"] == 0.0)
+    assert "information_extraction" in semantic["byCategory"]
+    assert semantic["recall"]["10"] > 0.2  # far below what it measures; a broken path fails
+
+
+def test_eval_jsonl_and_the_worst_case_across_sets(tmp_path: Path) -> None:
+    """The documented JSONL format, evaluated twice as two sets: the worst case is there."""
+    import json
+
+    lines = [
+        {"conversation": "c", "session": "s1", "id": i, "speaker": "user", "content": text}
+        for i, text in enumerate(
+            [
+                "I adopted a puppy called Biscuit",
+                "The quarterly report is due on Friday",
+                "My sister moved to Lisbon last spring",
+                "I am learning to play the cello",
+            ]
+        )
+    ]
+    lines += [
+        {"conversation": "c", "question": "What is my dog called?", "evidence": [0]},
+        {"conversation": "c", "question": "Where does my sister live?", "evidence": [2]},
+    ]
+    first, second = tmp_path / "mine.jsonl", tmp_path / "again.jsonl"
+    first.write_text("\n".join(json.dumps(line) for line in lines))
+    second.write_text(first.read_text())
+    out = tmp_path / "all.json"
+    args = ["eval", "all", "--jsonl", str(first), "--jsonl", str(second), "--json", str(out)]
+    result = CliRunner(env={"NEXUS_DATA_DIR": str(tmp_path / "d")}).invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert [d["dataset"] for d in report["datasets"]] == ["mine", "again"]
+    semantic = next(w for w in report["worst"] if w["keywordWeight"] == 0.0)
+    assert semantic["recall"]["5"] == 1.0
+    assert "Worst case across mine, again" in result.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"conversation": "c", "question": "q"}')
+    failed = CliRunner().invoke(cli, ["eval", "jsonl", str(bad)])
+    assert failed.exit_code == 1
+    assert "line 1: not a message or a question" in failed.output
 
 
 def test_configured_weights_are_the_defaults_without_a_store(tmp_path: Path) -> None:

@@ -209,3 +209,57 @@ def test_llm_extractor_needs_an_llm() -> None:
 
     with pytest.raises(ConfigError, match="NEXUS_LLM_BASE_URL"):
         create_extractor(Config.from_env({}, extractor="llm"))
+
+
+@pytest.mark.parametrize(
+    ("name", "kept"),
+    [
+        ("Maria Lopez", True),
+        ("NASA", True),
+        ("iPhone 15", True),
+        ("ya", False),  # lower case: not written as a name
+        ("kinda nerve", False),
+        ("Nah", False),  # interjections and slang that a small model tags
+        ("Glad", False),
+        ("Wanna", False),
+        ("OMG", False),
+    ],
+)
+def test_what_cannot_be_a_name_is_not_an_entity(name: str, kept: bool) -> None:
+    assert (clean([Mention(name, "person")]) != []) is kept
+
+
+def test_a_sentence_opening_word_written_lower_case_elsewhere_is_no_name(
+    spacy_extractor: SpacyExtractor,
+) -> None:
+    texts = ["Felt great after the run with Maria Lopez.", "I felt tired in Lisbon."]
+    found = {m.name for ms in spacy_extractor.extract(texts) for m in ms}
+    assert "Felt" not in found
+    assert {"Maria Lopez", "Lisbon"} <= found
+
+
+class Scripted(Extractor):
+    """Gives the types a recognizer might: the storage under test is ours, not spaCy."""
+
+    name = "scripted"
+
+    def __init__(self, mentions: list[list[Mention]]) -> None:
+        self.mentions = mentions
+
+    def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
+        return [self.mentions.pop(0) for _ in texts]
+
+
+def test_one_name_is_one_entity_of_the_type_most_mentions_give(
+    config: Config, embedder: SwitchableEmbedder
+) -> None:
+    given = [[Mention("Caroline", t)] for t in ("person", "place", "person", "place", "person")]
+    memory = Memory.open(config, embedder, extractor=Scripted(given))
+    try:
+        sid = memory.store.create_session().id
+        say(memory, sid, *[f"turn {i} with Caroline" for i in range(5)])
+        [caroline] = memory.entities.by_prefix("caro", [sid], 10)
+        assert (caroline.type, caroline.mention_count) == ("person", 5)
+        assert memory.entities.count() == 1
+    finally:
+        memory.close()

@@ -163,7 +163,7 @@ def test_import_over_http_streams_the_body(client: TestClient) -> None:
 
 
 def test_eval_can_store_several_turns_as_one_episode() -> None:
-    from nexusai.evaluation.locomo import merge_turns
+    from nexusai.evaluation.harness import merge_turns
     from nexusai.memory.importing import locomo_conversation
 
     turns = [

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from nexusai.config import Config
+    from nexusai.evaluation.report import EvalOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -256,47 +257,114 @@ def eval_group() -> None:
     """Measure retrieval quality on a benchmark."""
 
 
-@eval_group.command(name="locomo")
-@click.option(
-    "--data",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default="../shared/data/locomo/locomo10.json",
-    show_default=True,
-)
-@click.option("--conversations", default=None, help="e.g. conv-26,conv-30 (default: all)")
-@click.option("--k", "ks", default="5,10,20", show_default=True, help="Cut-offs for recall/hit")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None)
-@click.option("--plot", "plot_out", type=click.Path(path_type=Path), default=None)
-@click.option(
-    "--depth",
-    type=click.IntRange(1, 100),
-    default=None,
-    help="Score the top k of one turn at this semanticLimit (default: each k is a turn at"
-    " semanticLimit k)",
-)
-@click.option(
-    "--turns-per-episode",
-    type=click.IntRange(1, 50),
-    default=1,
-    show_default=True,
-    help="Store every N turns as one episode (long episodes, as in user-assistant chats)",
-)
-@clean_errors
-def eval_locomo(
-    data: Path,
-    conversations: str | None,
+def eval_options(fn: F) -> F:
+    """The options every `nexus eval` command shares."""
+    for option in reversed(
+        [
+            click.option(
+                "--k", "ks", default="5,10,20", show_default=True, help="Cut-offs for recall/hit"
+            ),
+            click.option("--json", "json_out", type=click.Path(path_type=Path), default=None),
+            click.option("--plot", "plot_out", type=click.Path(path_type=Path), default=None),
+            click.option(
+                "--depth",
+                type=click.IntRange(1, 100),
+                default=None,
+                help="Score the top k of one turn at this semanticLimit (default: each k is a"
+                " turn at semanticLimit k)",
+            ),
+            click.option(
+                "--turns-per-episode",
+                type=click.IntRange(1, 50),
+                default=1,
+                show_default=True,
+                help="Store every N messages as one episode (long episodes)",
+            ),
+        ]
+    ):
+        fn = option(fn)
+    return clean_errors(fn)
+
+
+def _options(
     ks: str,
     json_out: Path | None,
     plot_out: Path | None,
     depth: int | None,
     turns_per_episode: int,
-) -> None:
-    """Evidence recall@k, hit@k and MRR per weight pair, through the real retrieval path."""
-    from nexusai.evaluation.report import run_locomo
+) -> EvalOptions:
+    from nexusai.evaluation.report import EvalOptions
 
     cutoffs = sorted({int(k) for k in ks.split(",") if k.strip()})
-    chosen = [c.strip() for c in conversations.split(",")] if conversations else None
-    run_locomo(data, cutoffs, chosen, json_out, plot_out, depth, turns_per_episode)
+    return EvalOptions(cutoffs, depth, turns_per_episode, json_out, plot_out)
+
+
+def _chosen(raw: str | None) -> list[str] | None:
+    return [c.strip() for c in raw.split(",") if c.strip()] if raw else None
+
+
+LOCOMO = Path("../shared/data/locomo/locomo10.json")
+BEAM = Path("../shared/data/beam")
+
+
+@eval_group.command(name="locomo")
+@click.option(
+    "--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=str(LOCOMO)
+)
+@click.option("--conversations", default=None, help="e.g. conv-26,conv-30 (default: all)")
+@eval_options
+def eval_locomo(data: Path, conversations: str | None, **common: Any) -> None:
+    """LoCoMo (human-human chats): evidence recall@k, hit@k and MRR per weight pair."""
+    from nexusai.evaluation.datasets import load_locomo
+    from nexusai.evaluation.report import run_eval
+
+    run_eval([load_locomo(data, _chosen(conversations))], _options(**common))
+
+
+@eval_group.command(name="beam")
+@click.option(
+    "--data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=str(BEAM)
+)
+@click.option("--chats", default=None, help="e.g. 1,2,3 (default: every chat folder)")
+@eval_options
+def eval_beam(data: Path, chats: str | None, **common: Any) -> None:
+    """BEAM (long user-assistant chats): the same scores, per probing-question type."""
+    from nexusai.evaluation.datasets import load_beam
+    from nexusai.evaluation.report import run_eval
+
+    run_eval([load_beam(data, _chosen(chats))], _options(**common))
+
+
+@eval_group.command(name="jsonl")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@eval_options
+def eval_jsonl(file: Path, **common: Any) -> None:
+    """Your own labelled chats, in the JSONL format of nexusai.evaluation.datasets."""
+    from nexusai.evaluation.datasets import load_jsonl
+    from nexusai.evaluation.report import run_eval
+
+    run_eval([load_jsonl(file)], _options(**common))
+
+
+@eval_group.command(name="all")
+@click.option("--locomo", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--beam", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--jsonl", "jsonl_files", multiple=True, type=click.Path(path_type=Path))
+@eval_options
+def eval_all(
+    locomo: Path | None, beam: Path | None, jsonl_files: tuple[Path, ...], **common: Any
+) -> None:
+    """Every dataset given (LoCoMo and BEAM from ../shared/data when none is), a table each
+    and the worst case of each weight pair across them."""
+    from nexusai.evaluation.datasets import load_beam, load_jsonl, load_locomo
+    from nexusai.evaluation.report import run_eval
+
+    if not (locomo or beam or jsonl_files):
+        locomo, beam = LOCOMO, BEAM
+    sets = [load_locomo(locomo)] if locomo else []
+    sets += [load_beam(beam)] if beam else []
+    sets += [load_jsonl(f) for f in jsonl_files]
+    run_eval(sets, _options(**common))
 
 
 cli.add_command(client_cli.settings)

@@ -171,27 +171,54 @@ def _scope_key(conn: sqlite3.Connection, session_id: int) -> str:
 def _record_mentions(
     conn: sqlite3.Connection, episode: Episode, mentions: Sequence[Mention]
 ) -> list[int]:
-    """Links the episode to its entities (created when new in its scope); returns their ids."""
+    """Links the episode to its entities, one per name in its scope (created when new);
+    each mention keeps the type it was given. Returns the entities' ids."""
     scope = _scope_key(conn, episode.session_id)
     ids = []
     for mention in mentions:
-        key = normalize(mention.name)
+        entity_id = _entity_for(conn, scope, mention, episode.occurred_at)
         conn.execute(
-            "INSERT INTO entities (scope, name, normalized, type, first_seen, last_seen)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (scope, normalized, type) DO NOTHING",
-            (scope, mention.name, key, mention.type, episode.occurred_at, episode.occurred_at),
+            "INSERT OR IGNORE INTO entity_mentions (entity_id, episode_id, type) VALUES (?, ?, ?)",
+            (entity_id, episode.id, mention.type),
         )
-        row = conn.execute(
-            "SELECT id FROM entities WHERE scope = ? AND normalized = ? AND type = ?",
-            (scope, key, mention.type),
-        ).fetchone()
-        conn.execute(
-            "INSERT OR IGNORE INTO entity_mentions (entity_id, episode_id) VALUES (?, ?)",
-            (row[0], episode.id),
-        )
-        ids.append(int(row[0]))
+        _settle_type(conn, entity_id)
+        ids.append(entity_id)
     vector_state.set_extracted(conn, episode.id)
     return ids
+
+
+def _entity_for(conn: sqlite3.Connection, scope: str, mention: Mention, seen: str) -> int:
+    key = normalize(mention.name)
+    row = conn.execute(
+        "SELECT id FROM entities WHERE scope = ? AND normalized = ?"
+        " ORDER BY mention_count DESC, id LIMIT 1",
+        (scope, key),
+    ).fetchone()
+    if row is not None:
+        return int(row[0])
+    cursor = conn.execute(
+        "INSERT INTO entities (scope, name, normalized, type, first_seen, last_seen)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (scope, mention.name, key, mention.type, seen, seen),
+    )
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
+
+
+def _settle_type(conn: sqlite3.Connection, entity_id: int) -> None:
+    """A name is one entity whatever types the recognizer gives its mentions ("Caroline" as
+    a person and a place): its type is the one most mentions give (the first on a tie). A
+    new type means a new vector: the type is embedded with the name."""
+    row = conn.execute(
+        "SELECT type FROM entity_mentions WHERE entity_id = ? AND type IS NOT NULL"
+        " GROUP BY type ORDER BY count(*) DESC, min(rowid) LIMIT 1",
+        (entity_id,),
+    ).fetchone()
+    if row is not None:
+        conn.execute(
+            "UPDATE entities SET type = ?, vector_state = ? WHERE id = ? AND type != ?",
+            (row[0], VectorState.PENDING.value, entity_id, row[0]),
+        )
 
 
 def _entity_from_row(conn: sqlite3.Connection, row: sqlite3.Row, latest: int = 3) -> Entity:

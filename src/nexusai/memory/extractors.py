@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
+from typing import Any
 
 from nexusai.config import Config
 from nexusai.errors import ConfigError
@@ -38,7 +39,19 @@ TYPES = frozenset(SPACY_TYPES.values())
 PRONOUNS = frozenset(
     "i me my mine you your he him his she her it its we us our they them their this that".split()  # noqa: SIM905
 )
+# Words a small model takes for names in chat (measured on LoCoMo: "Glad" as a person
+# mentioned six times, "Nah", "Wanna"): interjections, slang and greetings, never names.
+NOT_NAMES = frozenset(
+    """
+    glad nah wanna gonna gotta lemme gimme kinda sorta ya yeah yep yup nope wow hey hi hello
+    lol omg haha hahaha thanks thank cool awesome sure ok okay hmm aww aw yay oh ugh sorry
+    congrats congratulations great nice ooh whoa dude bro cheers bye welcome amazing totally
+    definitely absolutely yes um uh hm btw idk tbh imo bday anyways
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
 _SPACE = re.compile(r"\s+")
+_WORD = re.compile(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)?")
+_SENTENCE_START = re.compile(r"(?:^|[.!?\n]\s*)$")
 
 
 def normalize(name: str) -> str:
@@ -48,15 +61,40 @@ def normalize(name: str) -> str:
     return re.sub("['\u2019]s$", "", folded).strip()
 
 
-def clean(mentions: Sequence[Mention]) -> list[Mention]:
-    """Known types only; no pronouns or one-character names; each entity once."""
+def written_as_a_name(name: str) -> bool:
+    return any(c.isupper() or c.isdigit() for c in name)
+
+
+def could_be_a_name(name: str, known: Set[str] = frozenset()) -> bool:
+    """Names are written with a capital or a digit somewhere ("kinda nerve" is not one),
+    unless the same name is written so nearby (`known`: "london" after "London"), and are
+    not all interjections or slang ("Nah", "Glad")."""
+    key = normalize(name)
+    if len(key) <= 1 or key in PRONOUNS:
+        return False
+    if not written_as_a_name(name) and key not in known:
+        return False
+    return not all(word in NOT_NAMES for word in key.split())
+
+
+def clean(mentions: Sequence[Mention], known: Set[str] = frozenset()) -> list[Mention]:
+    """Known types only; only what could be a name; each entity once."""
     kept: dict[tuple[str, str], Mention] = {}
     for mention in mentions:
-        key = normalize(mention.name)
-        if mention.type in TYPES and len(key) > 1 and key not in PRONOUNS:
+        if mention.type in TYPES and could_be_a_name(mention.name, known):
             display = _SPACE.sub(" ", mention.name).strip()
-            kept.setdefault((key, mention.type), Mention(display, mention.type))
+            kept.setdefault((normalize(display), mention.type), Mention(display, mention.type))
     return list(kept.values())
+
+
+def lowercase_words(texts: Sequence[str]) -> set[str]:
+    """Words the texts write in lower case: a capital on one of them at the start of a
+    sentence is the sentence's, not a name's."""
+    return {word for text in texts for word in _WORD.findall(text) if word.islower()}
+
+
+def opens_a_sentence(text: str, start: int) -> bool:
+    return bool(_SENTENCE_START.search(text[max(0, start - 3) : start])) or start == 0
 
 
 class Extractor(ABC):
@@ -82,17 +120,30 @@ class SpacyExtractor(Extractor):
         )
 
     def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
-        docs = self._nlp.pipe(list(texts), batch_size=64)
-        return [
-            clean(
-                [
-                    Mention(e.text, SPACY_TYPES[e.label_])
-                    for e in doc.ents
-                    if e.label_ in SPACY_TYPES
-                ]
-            )
-            for doc in docs
+        """The texts of a batch (an import's conversation, a turn and its reply) vouch for
+        each other: a word one of them writes in lower case is no name at a sentence's
+        start in another ("Wanna", "Glad")."""
+        lower = lowercase_words(texts)
+        found = [
+            [m for e in doc.ents if (m := _mention(doc.text, e, lower))]
+            for doc in self._nlp.pipe(list(texts), batch_size=64)
         ]
+        known = {normalize(m.name) for ms in found for m in ms if written_as_a_name(m.name)}
+        return [clean(ms, known) for ms in found]
+
+
+def _mention(text: str, entity: Any, lowercase: set[str]) -> Mention | None:
+    if entity.label_ not in SPACY_TYPES:
+        return None
+    word = entity.text.strip()
+    capital_by_position = " " not in word and not word.islower()
+    if (
+        capital_by_position
+        and opens_a_sentence(text, entity.start_char)
+        and word.lower() in lowercase
+    ):
+        return None
+    return Mention(entity.text, SPACY_TYPES[entity.label_])
 
 
 class LLMExtractor(Extractor):

@@ -267,6 +267,39 @@ def m008_image_caption(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m009_one_entity_per_name(conn: sqlite3.Connection) -> None:
+    """One entity per name in a scope, whatever types the recognizer gave its mentions
+    ("Caroline" was a person and a place): each mention keeps the type it was given, and the
+    entity takes the type most of its mentions give it. Entities that split a name merge
+    into the most mentioned one."""
+    run_script(
+        conn,
+        """
+        ALTER TABLE entity_mentions ADD COLUMN type TEXT;
+        UPDATE entity_mentions
+            SET type = (SELECT type FROM entities WHERE id = entity_mentions.entity_id);
+        CREATE TEMP TABLE keep_entities AS
+            SELECT e.id, e.scope, e.normalized FROM entities e WHERE e.id = (
+                SELECT x.id FROM entities x WHERE x.scope = e.scope
+                AND x.normalized = e.normalized ORDER BY x.mention_count DESC, x.id LIMIT 1);
+        INSERT OR IGNORE INTO entity_mentions (entity_id, episode_id, type)
+            SELECT k.id, m.episode_id, m.type FROM entity_mentions m
+            JOIN entities e ON e.id = m.entity_id
+            JOIN keep_entities k ON k.scope = e.scope AND k.normalized = e.normalized
+            WHERE e.id != k.id;
+        DELETE FROM entity_mentions WHERE entity_id NOT IN (SELECT id FROM keep_entities);
+        DROP TABLE keep_entities;
+        """,
+    )
+    conn.execute(
+        "UPDATE entities SET vector_state = 'pending', type = coalesce(("
+        " SELECT m.type FROM entity_mentions m WHERE m.entity_id = entities.id"
+        " AND m.type IS NOT NULL GROUP BY m.type ORDER BY count(*) DESC, min(m.rowid)"
+        " LIMIT 1), type)"
+    )
+
+
 def _rebuild(conn: sqlite3.Connection, table: str, create: str, after: list[str]) -> None:
     """SQLite's way to change a table's definition: a new table, the rows copied with their
     ids, the old one dropped, the new one renamed; then its indexes and triggers again.

@@ -1,9 +1,9 @@
-"""Retrieval quality on LoCoMo, through the real retrieval path.
+"""Retrieval quality on labelled conversations, through the real retrieval path.
 
 Each conversation is imported into a fresh store; every question with evidence is asked
 through `get_fused_episodes` (the code `POST /context` runs), scoped to the conversation's
-project, with no recent-turn exclusion, once per weight pair. The question is embedded once
-and that vector serves every pair, as it serves both legs of a real turn.
+sessions, with no recent-turn exclusion, once per weight pair. The question is embedded
+once and that vector serves every pair, as it serves both legs of a real turn.
 
 recall@k is what a turn that gets k memories finds: the question is asked at
 `semanticLimit` k (the semantic leg asks for k, the keyword leg for 2k, k are kept), as a
@@ -14,8 +14,6 @@ always of the deepest turn asked.
 
 from __future__ import annotations
 
-import json
-import re
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -26,31 +24,27 @@ from typing import Any
 from nexusai.config import Config
 from nexusai.embedders import Embedder
 from nexusai.errors import InvalidInput
+from nexusai.evaluation.datasets import EvalConversation, EvalSet
 from nexusai.evaluation.metrics import hit_at, percentile, recall_at, reciprocal_rank
-from nexusai.memory.importing import (
-    SourceConversation,
-    SourceEpisode,
-    SourceSession,
-    locomo_conversation,
-)
+from nexusai.memory.importing import SourceConversation, SourceEpisode, SourceSession
 from nexusai.memory.service import Memory
 from nexusai.memory.texts import said
 from nexusai.models import NewEpisode
 from nexusai.orchestration.retrieval import get_fused_episodes
 from nexusai.orchestration.settings import DEFAULTS
 
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 SWEEP = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0]  # keywordWeight at semanticWeight 1
-_REF = re.compile(r"[;,\s]+")
 
 Weights = tuple[float, float]
 
 
 @dataclass(frozen=True)
-class Question:
+class Asked:
+    """A question as asked: its evidence resolved to episode ids of the store."""
+
     text: str
     evidence: list[int]
-    category: int
+    category: str
 
 
 @dataclass
@@ -69,56 +63,55 @@ def weight_pairs(extra: Sequence[Weights]) -> list[Weights]:
 
 
 def evaluate(
-    data: Path,
+    evalset: EvalSet,
     embedder: Embedder,
     ks: Sequence[int] = (5, 10, 20),
-    conversations: Sequence[str] | None = None,
     extra: Sequence[Weights] = (),
     progress: Callable[[str], None] | None = None,
     depth: int | None = None,
     turns_per_episode: int = 1,
 ) -> dict[str, Any]:
-    samples = json.loads(data.read_text(encoding="utf-8"))
-    chosen = [s for s in samples if not conversations or s["sample_id"] in conversations]
-    missing = set(conversations or []) - {s["sample_id"] for s in chosen}
-    if missing:
-        raise InvalidInput(f"no such conversations in {data}: {', '.join(sorted(missing))}")
+    """Every weight pair's scores on one labelled set."""
     if depth is not None and depth < max(ks):
         raise InvalidInput(f"--depth {depth} is less than the largest k ({max(ks)})")
     limits = [depth] if depth else sorted(set(ks))
     pairs = weight_pairs(extra)
     runs = {pair: Run(pair, {limit: [] for limit in limits}, []) for pair in pairs}
-    questions: list[Question] = []
+    questions: list[Asked] = []
     dropped = 0
-    for sample in chosen:
-        asked, lost = _evaluate_sample(sample, embedder, runs, turns_per_episode)
+    for item in evalset.conversations:
+        asked, lost = _evaluate_conversation(item, embedder, runs, turns_per_episode)
         questions += asked
         dropped += lost
         if progress:
-            progress(sample["sample_id"])
+            progress(item.conversation.key)
+    categories = list(dict.fromkeys(q.category for q in questions))
     return {
-        "dataset": "locomo10",
-        "conversations": [s["sample_id"] for s in chosen],
+        "dataset": evalset.name,
+        "conversations": [c.conversation.key for c in evalset.conversations],
         "questions": len(questions),
         "droppedEvidenceRefs": dropped,
         "semanticLimit": depth or "k",
         "turnsPerEpisode": turns_per_episode,
-        "results": [_summary(runs[pair], questions, ks) for pair in pairs],
+        "results": [
+            {"dataset": evalset.name, **_summary(runs[pair], questions, ks, categories)}
+            for pair in pairs
+        ],
     }
 
 
-def _evaluate_sample(
-    sample: dict[str, Any], embedder: Embedder, runs: dict[Weights, Run], turns_per_episode: int
-) -> tuple[list[Question], int]:
+def _evaluate_conversation(
+    item: EvalConversation, embedder: Embedder, runs: dict[Weights, Run], turns_per_episode: int
+) -> tuple[list[Asked], int]:
     with tempfile.TemporaryDirectory() as tmp:
         memory = Memory.open(Config.from_env({}, data_dir=Path(tmp), extractor="none"), embedder)
         try:
-            conversation, keys = merge_turns(locomo_conversation(sample), turns_per_episode)
+            conversation, keys = merge_turns(item.conversation, turns_per_episode)
             project = memory.store.ensure_project(conversation.project or conversation.key)
             memory.import_conversation(conversation.sessions, project)
-            imported = memory.store.imported_episode_ids(f"locomo:{sample['sample_id']}:")
+            imported = memory.store.imported_episode_ids(f"{conversation.key}:")
             ids = {turn: imported[episode] for turn, episode in keys.items() if episode in imported}
-            questions, dropped = _questions(sample, ids)
+            questions, dropped = _resolved(item, ids)
             scope = [s.id for s in memory.store.list_sessions(project, limit=10_000)]
             for question in questions:
                 _ask(memory, embedder, question, scope, runs)
@@ -156,27 +149,27 @@ def _line(episode: NewEpisode, with_speaker: bool) -> str:
     return said(episode.speaker, text) if with_speaker else text
 
 
-def _questions(sample: dict[str, Any], ids: dict[str, int]) -> tuple[list[Question], int]:
-    """Questions with at least one resolvable evidence turn; refs that resolve to no turn
-    (typos in the data) are dropped and counted."""
-    prefix = f"locomo:{sample['sample_id']}:"
+def _resolved(item: EvalConversation, ids: dict[str, int]) -> tuple[list[Asked], int]:
+    """Questions with at least one resolvable evidence message; refs that resolve to none
+    (typos in the data) are dropped and counted. Messages merged into one episode count
+    once."""
     questions, dropped = [], 0
-    for qa in sample["qa"]:
+    for question in item.questions:
         found: list[int] = []
-        for ref in qa.get("evidence") or []:
-            parts = [p for p in _REF.split(str(ref)) if p]
-            resolved = [ids[prefix + p] for p in parts if prefix + p in ids]
-            dropped += len(resolved) == 0
-            found += [i for i in resolved if i not in found]
+        for key in question.evidence:
+            if key not in ids:
+                dropped += 1
+            elif ids[key] not in found:
+                found.append(ids[key])
         if found:
-            questions.append(Question(str(qa["question"]), found, int(qa["category"])))
+            questions.append(Asked(question.text, found, question.category))
     return questions, dropped
 
 
 def _ask(
     memory: Memory,
     embedder: Embedder,
-    question: Question,
+    question: Asked,
     scope: list[int],
     runs: dict[Weights, Run],
 ) -> None:
@@ -194,7 +187,7 @@ def _ask(
 
 
 def _scores(
-    run: Run, chosen: list[int], questions: list[Question], ks: Sequence[int]
+    run: Run, chosen: list[int], questions: list[Asked], ks: Sequence[int]
 ) -> dict[str, Any]:
     """Scores over the questions at the indexes `chosen`; recall@k and hit@k from the turn
     at `semanticLimit` k (or the one deep turn), MRR from the deepest."""
@@ -214,12 +207,18 @@ def _scores(
     return {"recall": recall, "hit": hit, "mrr": mrr, "questions": len(chosen)}
 
 
-def _summary(run: Run, questions: list[Question], ks: Sequence[int]) -> dict[str, Any]:
+def _indexes(questions: list[Asked], category: str) -> list[int]:
+    return [i for i, q in enumerate(questions) if q.category == category]
+
+
+def _summary(
+    run: Run, questions: list[Asked], ks: Sequence[int], categories: Sequence[str]
+) -> dict[str, Any]:
     by_category = {
         name: _scores(
-            run, [i for i, q in enumerate(questions) if q.category == number], questions, ks
+            run, [i for i, q in enumerate(questions) if q.category == name], questions, ks
         )
-        for number, name in CATEGORIES.items()
+        for name in categories
     }
     overall = _scores(run, list(range(len(questions))), questions, ks)
     return {
@@ -253,7 +252,7 @@ def plot(result: dict[str, Any], path: Path, k: int = 10) -> None:
     axes.axhline(keyword_only, linestyle="--", color="gray", label="keyword only (0, 1)")
     axes.set_xlabel("keywordWeight")
     axes.set_ylabel(f"evidence recall@{k}")
-    axes.set_title(f"LoCoMo ({result['questions']} questions): recall@{k} by keyword weight")
+    axes.set_title(f"{result['dataset']} ({result['questions']} questions): recall@{k}")
     axes.grid(alpha=0.3)
     axes.legend()
     figure.tight_layout()

@@ -19,22 +19,27 @@ from schemathesis.checks import (
 from nexusai.app import create_app
 from nexusai.config import Config
 from nexusai.embedders import LocalEmbedder
+from nexusai.llm import OpenAIChat
 from tests.live_server import live_server
+from tests.openai_stub import openai_stub
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, minilm: LocalEmbedder) -> Iterator[str]:
     data: Path = tmp_path_factory.mktemp("fuzz")
     config = Config.from_env({}, data_dir=data, extractor="none")
-    app = create_app(config, minilm)
-    with live_server(app) as url:
-        import httpx
+    # A real LLM endpoint on loopback: without one, chat is a documented 503, which the
+    # fuzzer would count as a server error.
+    with openai_stub() as (llm_url, _):
+        app = create_app(config, minilm, OpenAIChat(llm_url, "m"))
+        with live_server(app) as url:
+            import httpx
 
-        sid = httpx.post(f"{url}/sessions", json={"title": "seed"}).json()["id"]
-        httpx.post(
-            f"{url}/sessions/{sid}/episodes", json={"speaker": "user", "content": "seed text"}
-        )
-        yield url
+            sid = httpx.post(f"{url}/sessions", json={"title": "seed"}).json()["id"]
+            httpx.post(
+                f"{url}/sessions/{sid}/episodes", json={"speaker": "user", "content": "seed text"}
+            )
+            yield url
 
 
 def test_no_server_errors_and_documented_responses(served: str) -> None:

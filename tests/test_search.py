@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nexusai.memory import fts
 from nexusai.memory.store import Store
 from nexusai.models import NewEpisode
 
@@ -130,3 +134,54 @@ def test_an_image_caption_is_searchable(store: Store) -> None:
     ]
     assert [e.id for e in store.search_keyword("kayak")] == [shared]
     assert store.get_episode(shared).content == "Look at this!"
+
+
+def test_chinese_and_japanese_words_are_found_inside_a_clause(store: Store) -> None:
+    session = store.create_session().id
+    chinese, japanese, english = (
+        e.id
+        for e in store.add_episodes(
+            session,
+            [
+                NewEpisode("u", "我的狗叫饼干，我们住在北京"),
+                NewEpisode("u", "私は東京に住んでいて、猫を二匹飼っています"),
+                NewEpisode("u", "We live in Beijing with a dog called Biscuit"),
+            ],
+        )
+    )
+    assert [e.id for e in store.search_keyword("北京")] == [chinese]
+    assert [e.id for e in store.search_keyword("饼干")] == [chinese]
+    assert [e.id for e in store.search_keyword("我们住在哪里？")][:1] == [chinese]
+    assert [e.id for e in store.search_keyword("東京")] == [japanese]
+    assert [e.id for e in store.search_keyword("猫を飼っていますか")][:1] == [japanese]
+    assert [e.id for e in store.search_keyword("上海")] == []
+    assert {e.id for e in store.search_keyword("Beijing 北京")} == {chinese, english}
+    assert fts.query_terms("住在北京") == ["住在", "在北", "北京"]
+    assert fts.query_terms("python编程") == ["编程", "python"]
+
+
+def test_the_scope_in_the_match_gives_what_the_join_gives(tmp_path: Path) -> None:
+    """The same rows in the same order as filtering after ranking, on a real conversation."""
+    data = Path(__file__).parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+    if not data.exists():
+        pytest.skip("the LoCoMo data is not beside the checkout")
+    sample = json.loads(data.read_text())[0]
+    with Store(tmp_path / "s.db") as store:
+        sessions = []
+        for number in range(1, 6):
+            sid = store.create_session().id
+            sessions.append(sid)
+            turns = sample["conversation"][f"session_{number}"]
+            store.add_episodes(sid, [NewEpisode(t["speaker"], t["text"]) for t in turns])
+        questions = [qa["question"] for qa in sample["qa"][:40]]
+        compared = 0
+        for question in questions:
+            match = fts.build_fts_query(question)
+            assert match is not None
+            words = f"{{search_text context_text search_cjk}} : ({match})"
+            for scope in (sessions[:1], sessions[1:4], sessions):
+                matched = [e.id for e in store.search_keyword(question, 20, scope)]
+                joined = fts._search_joined(store.connection(), words, 20, scope)
+                assert matched == [row["id"] for row in joined], (question, scope)
+                compared += bool(matched)
+        assert compared > 60

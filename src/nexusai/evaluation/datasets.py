@@ -145,10 +145,13 @@ def _beam_questions(chat: str, probes: dict[str, list[dict[str, Any]]]) -> list[
 
 
 def _beam_ids(source: Any) -> list[int]:
-    """Evidence ids, a list or a dict of lists, each once (some repeat an id)."""
+    """Evidence ids, however nested (a list, a dict of lists, a list within a list), each
+    once (some repeat an id)."""
     if isinstance(source, dict):
-        source = [i for part in source.values() for i in (part or [])]
-    return list(dict.fromkeys(int(i) for i in source or []))
+        return _beam_ids(list(source.values()))
+    if isinstance(source, list):
+        return list(dict.fromkeys(i for part in source for i in _beam_ids(part)))
+    return [] if source is None else [int(source)]
 
 
 def _number_first(name: str) -> tuple[int, str]:

@@ -52,13 +52,37 @@ def tokenize(text: str) -> list[str]:
     return [token for token in _SPLIT.split(folded) if token]
 
 
+# Chinese and Japanese write words without spaces, so unicode61 keeps a whole clause as
+# one token ("我们住在北京"). Their runs are indexed and searched as overlapping bigrams
+# instead ("北京" finds it); every other script keeps the spec's rules.
+_CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]+")
+
+
+def bigrams(run: str) -> list[str]:
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def cjk_text(text: str) -> str:
+    """What the `search_cjk` column indexes: the bigrams of each CJK run, space-separated."""
+    folded = unicodedata.normalize("NFC", text.lower())
+    return " ".join(pair for run in _CJK.findall(folded) for pair in bigrams(run))
+
+
 def query_terms(text: str) -> list[str]:
-    """The tokens that survive stopwords and the one-character rule, first occurrence only."""
+    """The tokens that survive stopwords and the one-character rule, first occurrence only;
+    a token with CJK in it stands for its CJK bigrams and what is left around them."""
     terms: dict[str, None] = {}
     for token in tokenize(text):
-        if len(token) > 1 and token not in STOPWORDS:
-            terms.setdefault(token, None)
+        pieces = [token] if not _CJK.search(token) else _cjk_pieces(token)
+        for piece in pieces:
+            if len(piece) > 1 and piece not in STOPWORDS:
+                terms.setdefault(piece, None)
     return list(terms)
+
+
+def _cjk_pieces(token: str) -> list[str]:
+    rest = [part for part in _CJK.split(token) if part]
+    return [pair for run in _CJK.findall(token) for pair in bigrams(run)] + rest
 
 
 def build_fts_query(text: str) -> str | None:
@@ -70,8 +94,45 @@ def build_fts_query(text: str) -> str | None:
 
 
 # The external-content FTS5 table over episodes and the triggers that keep it in sync, so
-# that an episode and its index entry commit in the same transaction.
+# that an episode and its index entry commit in the same transaction. Columns: the turn,
+# the end of the turn before it, the turn's CJK bigrams (`cjk_text`), and its session as a
+# token (`fts_scope`, "s42"), so that a scope is part of the MATCH instead of a JOIN after
+# it. The scope column weighs 0: being in scope never changes a score.
 TABLE_DDL = f"""
+        CREATE VIRTUAL TABLE episodes_fts USING fts5(
+            search_text, context_text, search_cjk, fts_scope,
+            content='episodes', content_rowid='id', tokenize='{TOKENIZER}'
+        );
+        INSERT INTO episodes_fts(episodes_fts, rank)
+            VALUES ('rank', 'bm25({TURN_WEIGHT}, {CONTEXT_WEIGHT}, {TURN_WEIGHT}, 0.0)');
+"""
+TRIGGERS_DDL = """
+        CREATE TRIGGER episodes_fts_insert AFTER INSERT ON episodes BEGIN
+            INSERT INTO episodes_fts(rowid, search_text, context_text, search_cjk, fts_scope)
+                VALUES (new.id, new.search_text, new.context_text, new.search_cjk,
+                    new.fts_scope);
+        END;
+        CREATE TRIGGER episodes_fts_delete AFTER DELETE ON episodes BEGIN
+            INSERT INTO episodes_fts(episodes_fts, rowid, search_text, context_text,
+                search_cjk, fts_scope)
+                VALUES ('delete', old.id, old.search_text, old.context_text, old.search_cjk,
+                    old.fts_scope);
+        END;
+        CREATE TRIGGER episodes_fts_update AFTER UPDATE OF search_text, context_text,
+            search_cjk ON episodes BEGIN
+            INSERT INTO episodes_fts(episodes_fts, rowid, search_text, context_text,
+                search_cjk, fts_scope)
+                VALUES ('delete', old.id, old.search_text, old.context_text, old.search_cjk,
+                    old.fts_scope);
+            INSERT INTO episodes_fts(rowid, search_text, context_text, search_cjk, fts_scope)
+                VALUES (new.id, new.search_text, new.context_text, new.search_cjk,
+                    new.fts_scope);
+        END;
+"""
+INDEX_DDL = TABLE_DDL + TRIGGERS_DDL
+
+# What migrations m001 to m009 made, kept as they shipped: a migration never changes.
+TABLE_DDL_V1 = f"""
         CREATE VIRTUAL TABLE episodes_fts USING fts5(
             search_text, context_text, content='episodes', content_rowid='id',
             tokenize='{TOKENIZER}'
@@ -79,7 +140,7 @@ TABLE_DDL = f"""
         INSERT INTO episodes_fts(episodes_fts, rank)
             VALUES ('rank', 'bm25({TURN_WEIGHT}, {CONTEXT_WEIGHT})');
 """
-TRIGGERS_DDL = """
+TRIGGERS_DDL_V1 = """
         CREATE TRIGGER episodes_fts_insert AFTER INSERT ON episodes BEGIN
             INSERT INTO episodes_fts(rowid, search_text, context_text)
                 VALUES (new.id, new.search_text, new.context_text);
@@ -96,7 +157,7 @@ TRIGGERS_DDL = """
                 VALUES (new.id, new.search_text, new.context_text);
         END;
 """
-INDEX_DDL = TABLE_DDL + TRIGGERS_DDL
+INDEX_DDL_V1 = TABLE_DDL_V1 + TRIGGERS_DDL_V1
 
 
 def integrity_check(conn: sqlite3.Connection) -> bool:
@@ -133,14 +194,35 @@ def search(
     match = build_fts_query(query)
     if match is None or limit <= 0 or (session_ids is not None and not session_ids):
         return []
+    words = f"{{search_text context_text search_cjk}} : ({match})"
+    if session_ids is None or len(session_ids) > MATCH_SCOPE_LIMIT:
+        return _search_joined(connect(), words, limit, session_ids)
+    scope = " OR ".join(f'"s{int(s)}"' for s in session_ids)
+    return connect().execute(_SQL, [f"fts_scope : ({scope}) AND {words}", limit]).fetchall()
+
+
+# Up to this many sessions, the scope is part of the MATCH, so FTS5 ranks only the rows in
+# scope; a larger one is filtered after ranking (the same rows in the same order).
+MATCH_SCOPE_LIMIT = 500
+# Tied bm25 scores come back in different orders on different SQLite versions.
+_SQL = (
+    "SELECT e.* FROM episodes_fts fts JOIN episodes e ON e.id = fts.rowid"
+    " WHERE episodes_fts MATCH ? ORDER BY fts.rank, e.id LIMIT ?"
+)
+
+
+def _search_joined(
+    conn: sqlite3.Connection, words: str, limit: int, session_ids: Sequence[int] | None
+) -> list[sqlite3.Row]:
+    """The scope as a JOIN after FTS5 has ranked every match: for no scope or a large one
+    (and as the reference the MATCH form is tested against)."""
     sql = "SELECT e.* FROM episodes e JOIN episodes_fts fts ON e.id = fts.rowid"
     sql += " WHERE episodes_fts MATCH ?"
-    params: list[object] = [match]
+    params: list[object] = [words]
     if session_ids is not None:
         # json_each keeps this one bound parameter however large a project's scope grows.
         sql += " AND e.session_id IN (SELECT value FROM json_each(?))"
         params.append(json.dumps([int(s) for s in session_ids]))
-    # Tied bm25 scores come back in different orders on different SQLite versions.
     sql += " ORDER BY fts.rank, e.id LIMIT ?"
     params.append(limit)
-    return connect().execute(sql, params).fetchall()
+    return conn.execute(sql, params).fetchall()

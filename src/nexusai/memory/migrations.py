@@ -52,7 +52,7 @@ def m001_initial(conn: sqlite3.Connection) -> None:
         CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
         """,
     )
-    run_script(conn, fts.INDEX_DDL)
+    run_script(conn, fts.INDEX_DDL_V1)
 
 
 def run_script(conn: sqlite3.Connection, script: str) -> None:
@@ -82,7 +82,7 @@ def m003_search_text(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE episodes ADD COLUMN context_text TEXT NOT NULL DEFAULT ''")
     conn.execute("UPDATE episodes SET search_text = content")
     fts.drop_index(conn)
-    run_script(conn, fts.INDEX_DDL)
+    run_script(conn, fts.INDEX_DDL_V1)
     fts.rebuild_index(conn)
     conn.execute("UPDATE episodes SET vector_state = 'pending'")
 
@@ -231,7 +231,7 @@ def m007_ids_never_reused(conn: sqlite3.Connection) -> None:
             "CREATE INDEX episodes_session_time ON episodes(session_id, occurred_at, id)",
             "CREATE INDEX episodes_vector_pending ON episodes(id) WHERE vector_state = 'pending'",
             "CREATE INDEX episodes_entity_pending ON episodes(id) WHERE entity_state = 'pending'",
-            *_statements(fts.TRIGGERS_DDL),
+            *_statements(fts.TRIGGERS_DDL_V1),
         ],
     )
     _rebuild(
@@ -298,6 +298,25 @@ def m009_one_entity_per_name(conn: sqlite3.Connection) -> None:
         " AND m.type IS NOT NULL GROUP BY m.type ORDER BY count(*) DESC, min(m.rowid)"
         " LIMIT 1), type)"
     )
+
+
+@migration
+def m010_fts_cjk_and_scope(conn: sqlite3.Connection) -> None:
+    """Keyword search gains two columns: the CJK bigrams of each turn (Chinese and Japanese
+    words are found inside a clause) and the turn's session as a token, so a search scoped
+    to a few sessions is one MATCH. The FTS table is made anew from the episodes."""
+    conn.execute("ALTER TABLE episodes ADD COLUMN search_cjk TEXT NOT NULL DEFAULT ''")
+    conn.execute(
+        "ALTER TABLE episodes ADD COLUMN fts_scope TEXT"
+        " GENERATED ALWAYS AS ('s' || session_id) VIRTUAL"
+    )
+    rows = conn.execute("SELECT id, search_text FROM episodes").fetchall()
+    for episode_id, text in rows:
+        if cjk := fts.cjk_text(text):
+            conn.execute("UPDATE episodes SET search_cjk = ? WHERE id = ?", (cjk, episode_id))
+    fts.drop_index(conn)
+    run_script(conn, fts.INDEX_DDL)
+    fts.rebuild_index(conn)
 
 
 def _rebuild(conn: sqlite3.Connection, table: str, create: str, after: list[str]) -> None:

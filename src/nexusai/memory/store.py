@@ -342,8 +342,8 @@ class Store:
         previous = _context_before(conn, session_id, row.occurred_at, None)
         cursor = conn.execute(
             "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at,"
-            " metadata, search_text, context_text, image_caption)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " metadata, search_text, context_text, image_caption, search_cjk)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 session_id,
                 row.speaker,
@@ -354,6 +354,7 @@ class Store:
                 _search_text(row),
                 previous,
                 row.image_caption,
+                fts.cjk_text(_search_text(row)),
             ),
         )
         episode_id = _lastrowid(cursor)
@@ -531,7 +532,7 @@ def _search_text(row: _Row) -> str:
 def _rewrite(conn: sqlite3.Connection, episode_id: int, row: _Row) -> None:
     conn.execute(
         "UPDATE episodes SET speaker = ?, content = ?, metadata = ?, image_caption = ?,"
-        " occurred_at = ?, search_text = ? WHERE id = ?",
+        " occurred_at = ?, search_text = ?, search_cjk = ? WHERE id = ?",
         (
             row.speaker,
             row.content,
@@ -539,6 +540,7 @@ def _rewrite(conn: sqlite3.Connection, episode_id: int, row: _Row) -> None:
             row.image_caption,
             row.occurred_at,
             _search_text(row),
+            fts.cjk_text(_search_text(row)),
             episode_id,
         ),
     )

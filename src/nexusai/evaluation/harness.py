@@ -173,7 +173,7 @@ def _ask(
     scope: list[int],
     runs: dict[Weights, Run],
 ) -> None:
-    vector = embedder.embed_one(question.text)
+    vector = embedder.embed_query(question.text)
     for (semantic, keyword), run in runs.items():
         for limit, ranked in run.ranked.items():
             settings = replace(

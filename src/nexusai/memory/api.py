@@ -368,7 +368,7 @@ def list_entities(
     memory = memory_of(request)
     scope = memory.scope_session_ids(session_id)
     if q:
-        found = memory.search_entities(memory.embedder.embed_one(q), scope, limit)
+        found = memory.search_entities(memory.embedder.embed_query(q), scope, limit)
     else:
         found = memory.entities.by_prefix(prefix or "", scope, limit)
     return [EntityOut.model_validate(e) for e in found]

@@ -31,7 +31,7 @@ def embed_query(embedder: Embedder, text: str) -> Vector | None:
     """The query vector, or None when the embedder fails: the turn goes on without it."""
     try:
         with timed(EMBED_SECONDS):
-            return embedder.embed_one(text)
+            return embedder.embed_query(text)
     except Exception as exc:
         log.warning("embedding the query failed, semantic and entity search sit out: %s", exc)
         return None

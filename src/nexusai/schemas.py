@@ -88,3 +88,50 @@ class EntityOut(CamelModel):
 
 class ScopeOut(CamelModel):
     session_ids: list[int]
+
+
+class EpisodeBatchOut(CamelModel):
+    episodes: list[EpisodeOut]
+
+
+class Health(CamelModel):
+    status: str
+    episodes: int
+
+
+class VectorHit(CamelModel):
+    id: int
+    score: float
+
+
+class EntityDetail(EntityOut):
+    mentions: list[EpisodeOut]
+
+
+class ImportOut(CamelModel):
+    conversations: int
+    sessions: int
+    episodes: int
+    skipped: int
+    seconds: float
+
+
+class MemoryOut(EpisodeOut):
+    score: float | None = Field(default=None, description="Fused RRF score (explain)")
+    semantic_rank: int | None = Field(default=None, description="1-based; null: not found")
+    keyword_rank: int | None = Field(default=None, description="1-based; null: not found")
+
+
+class ContextOut(CamelModel):
+    session_id: int
+    recent: list[EpisodeOut]
+    memories: list[MemoryOut]
+    entities: list[EntityOut]
+    warnings: list[str]
+
+
+class ChatOut(CamelModel):
+    reply: str | None
+    user_episode_id: int
+    assistant_episode_id: int | None
+    context: ContextOut

@@ -18,14 +18,18 @@ from nexusai.memory.store import UNSET
 from nexusai.models import NewEpisode
 from nexusai.schemas import (
     MAX_ID,
-    CamelModel,
+    EntityDetail,
     EntityOut,
+    EpisodeBatchOut,
     EpisodeOut,
+    Health,
     Id,
+    ImportOut,
     ProjectOut,
     ScopeOut,
     SessionOut,
     StrictCamelModel,
+    VectorHit,
 )
 
 router = APIRouter()
@@ -85,10 +89,6 @@ class EpisodeBatchIn(StrictCamelModel):
     episodes: list[EpisodeIn] = Field(min_length=1)
 
 
-class EpisodeBatchOut(CamelModel):
-    episodes: list[EpisodeOut]
-
-
 class EpisodePatch(StrictCamelModel):
     speaker: str | None = Field(default=None, min_length=1, max_length=200)
     content: str | None = None
@@ -116,11 +116,6 @@ EpisodesBody = Annotated[
     Discriminator(_episode_or_batch),
     Body(description='One episode, or a batch as {"episodes": [...]}'),
 ]
-
-
-class Health(CamelModel):
-    status: str
-    episodes: int
 
 
 # -- paging ------------------------------------------------------------------------------
@@ -297,11 +292,6 @@ class VectorSearchIn(StrictCamelModel):
     limit: int = Field(default=10, ge=1, le=1000)
 
 
-class VectorHit(CamelModel):
-    id: int
-    score: float
-
-
 @router.post("/vectors/search", tags=["retrieval"], responses=errors(415, 422))
 def vector_search(request: Request, body: VectorSearchIn) -> list[VectorHit]:
     """The semantic leg: nearest episodes to a query vector, filtered inside the query."""
@@ -329,10 +319,6 @@ def _check_dimension(request: Request, vector: list[float]) -> None:
         raise InvalidInput(
             f"vector has {len(vector)} dimensions; this store's embedder makes {dimension}"
         )
-
-
-class EntityDetail(EntityOut):
-    mentions: list[EpisodeOut]
 
 
 class EntitySearchIn(StrictCamelModel):
@@ -408,14 +394,6 @@ def search_episodes(
 
 
 BINARY = {"schema": {"type": "string", "format": "binary"}}
-
-
-class ImportOut(CamelModel):
-    conversations: int
-    sessions: int
-    episodes: int
-    skipped: int
-    seconds: float
 
 
 @router.post(

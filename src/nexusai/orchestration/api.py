@@ -16,7 +16,15 @@ from nexusai.orchestration.chat import ChatFailed, chat_events, chat_turn, requi
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SETTINGS
-from nexusai.schemas import CamelModel, EntityOut, EpisodeOut, Id, StrictCamelModel
+from nexusai.schemas import (
+    ChatOut,
+    ContextOut,
+    EntityOut,
+    EpisodeOut,
+    Id,
+    MemoryOut,
+    StrictCamelModel,
+)
 
 router = APIRouter()
 
@@ -51,27 +59,6 @@ class ContextIn(TurnIn):
 
 class ChatIn(TurnIn):
     stream: bool = Field(default=False, description="Stream the reply as server-sent events")
-
-
-class MemoryOut(EpisodeOut):
-    score: float | None = Field(default=None, description="Fused RRF score (explain)")
-    semantic_rank: int | None = Field(default=None, description="1-based; null: not found")
-    keyword_rank: int | None = Field(default=None, description="1-based; null: not found")
-
-
-class ContextOut(CamelModel):
-    session_id: int
-    recent: list[EpisodeOut]
-    memories: list[MemoryOut]
-    entities: list[EntityOut]
-    warnings: list[str]
-
-
-class ChatOut(CamelModel):
-    reply: str | None
-    user_episode_id: int
-    assistant_episode_id: int | None
-    context: ContextOut
 
 
 def context_out(context: Context, explain: bool) -> ContextOut:

@@ -1,0 +1,449 @@
+"""A typed Python client for nexusai's HTTP API: `Client` (blocking) and `AsyncClient`.
+
+    from nexusai.client import Client
+
+    with Client() as nexus:                       # NEXUS_URL, NEXUS_API_KEY, or arguments
+        project = nexus.create_project("home")
+        session = nexus.create_session(project_id=project.id)
+        nexus.add_episodes(session.id, [{"speaker": "user", "content": "My dog is Biscuit"}])
+        context = nexus.context(session.id, "What is my dog called?", explain=True)
+
+Every endpoint is described once, in `Endpoints`, as a `Call`; the two clients only send
+calls (so they cannot drift apart). Answers come back as the models the API itself
+answers with (`nexusai.schemas`); errors as `NexusAPIError` subclasses that carry the
+API's message. Calls that change nothing are retried on connection errors; writes never
+are (a write that may have landed is not sent twice).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Concatenate, Generic, ParamSpec, TypeVar
+
+import httpx
+from pydantic import BaseModel, TypeAdapter
+
+from nexusai.schemas import (
+    ChatOut,
+    ContextOut,
+    EntityDetail,
+    EntityOut,
+    EpisodeBatchOut,
+    EpisodeOut,
+    ImportOut,
+    ProjectOut,
+    SessionOut,
+)
+
+T = TypeVar("T")
+P = ParamSpec("P")
+DEFAULT_URL = "http://127.0.0.1:4000"
+
+
+class NexusAPIError(Exception):
+    """The service refused or failed a call; `detail` is its message."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"{status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+class UnauthorizedError(NexusAPIError): ...
+
+
+class NotFoundError(NexusAPIError): ...
+
+
+class ConflictError(NexusAPIError): ...
+
+
+class TooLargeError(NexusAPIError): ...
+
+
+class InvalidInputError(NexusAPIError): ...
+
+
+class LLMFailedError(NexusAPIError): ...
+
+
+class UnavailableError(NexusAPIError):
+    """The service (or one it needs) is down or does not answer; status 0 when no
+    connection could be made at all."""
+
+
+_ERRORS: dict[int, type[NexusAPIError]] = {
+    401: UnauthorizedError,
+    404: NotFoundError,
+    409: ConflictError,
+    413: TooLargeError,
+    415: InvalidInputError,
+    422: InvalidInputError,
+    502: LLMFailedError,
+    503: UnavailableError,
+}
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request and how to read its answer."""
+
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    json: Any = None
+    params: dict[str, Any] = field(default_factory=dict)
+    safe: bool = False  # changes nothing: may be retried
+
+    def request(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
+        params = {k: v for k, v in self.params.items() if v is not None}
+        return client.build_request(self.method, self.path, json=self.json, params=params)
+
+
+def _model(kind: type[Any]) -> Callable[[Any], Any]:
+    adapter: TypeAdapter[Any] = TypeAdapter(kind)
+    return adapter.validate_python
+
+
+def _nothing(_: Any) -> None:
+    return None
+
+
+def _body(model: BaseModel | dict[str, Any]) -> Any:
+    return (
+        model.model_dump(by_alias=True, exclude_unset=True, mode="json")
+        if isinstance(model, BaseModel)
+        else model
+    )
+
+
+class Endpoints:
+    """Every endpoint, once: what to send and how to read the answer."""
+
+    @staticmethod
+    def create_project(name: str) -> Call[ProjectOut]:
+        return Call("POST", "/projects", _model(ProjectOut), {"name": name})
+
+    @staticmethod
+    def list_projects(limit: int = 100, offset: int = 0) -> Call[list[ProjectOut]]:
+        params = {"limit": limit, "offset": offset}
+        return Call("GET", "/projects", _model(list[ProjectOut]), params=params, safe=True)
+
+    @staticmethod
+    def get_project(project_id: int) -> Call[ProjectOut]:
+        return Call("GET", f"/projects/{project_id}", _model(ProjectOut), safe=True)
+
+    @staticmethod
+    def delete_project(project_id: int) -> Call[None]:
+        return Call("DELETE", f"/projects/{project_id}", _nothing)
+
+    @staticmethod
+    def create_session(project_id: int | None = None, title: str | None = None) -> Call[SessionOut]:
+        body = {"projectId": project_id, "title": title}
+        return Call("POST", "/sessions", _model(SessionOut), body)
+
+    @staticmethod
+    def list_sessions(
+        project_id: int | None = None, limit: int = 100, offset: int = 0
+    ) -> Call[list[SessionOut]]:
+        params = {"projectId": project_id, "limit": limit, "offset": offset}
+        return Call("GET", "/sessions", _model(list[SessionOut]), params=params, safe=True)
+
+    @staticmethod
+    def get_session(session_id: int) -> Call[SessionOut]:
+        return Call("GET", f"/sessions/{session_id}", _model(SessionOut), safe=True)
+
+    @staticmethod
+    def update_session(session_id: int, **changes: Any) -> Call[SessionOut]:
+        """`title=...` and/or `project_id=...` (None moves it out of its project)."""
+        body = {("projectId" if k == "project_id" else k): v for k, v in changes.items()}
+        return Call("PATCH", f"/sessions/{session_id}", _model(SessionOut), body)
+
+    @staticmethod
+    def delete_session(session_id: int) -> Call[None]:
+        return Call("DELETE", f"/sessions/{session_id}", _nothing)
+
+    @staticmethod
+    def add_episodes(
+        session_id: int, episodes: Sequence[dict[str, Any] | BaseModel]
+    ) -> Call[list[EpisodeOut]]:
+        """A batch, all or nothing: each `{"speaker", "content", "occurredAt"?,
+        "imageCaption"?, "metadata"?}`."""
+        body = {"episodes": [_body(e) for e in episodes]}
+        parse = _model(EpisodeBatchOut)
+        return Call("POST", f"/sessions/{session_id}/episodes", lambda j: parse(j).episodes, body)
+
+    @staticmethod
+    def list_episodes(session_id: int, limit: int = 100, offset: int = 0) -> Call[list[EpisodeOut]]:
+        params = {"limit": limit, "offset": offset}
+        path = f"/sessions/{session_id}/episodes"
+        return Call("GET", path, _model(list[EpisodeOut]), params=params, safe=True)
+
+    @staticmethod
+    def get_episode(episode_id: int) -> Call[EpisodeOut]:
+        return Call("GET", f"/episodes/{episode_id}", _model(EpisodeOut), safe=True)
+
+    @staticmethod
+    def update_episode(episode_id: int, changes: dict[str, Any]) -> Call[EpisodeOut]:
+        """camelCase fields as the API takes them; `metadata` is a JSON merge patch."""
+        return Call("PATCH", f"/episodes/{episode_id}", _model(EpisodeOut), changes)
+
+    @staticmethod
+    def delete_episode(episode_id: int) -> Call[None]:
+        return Call("DELETE", f"/episodes/{episode_id}", _nothing)
+
+    @staticmethod
+    def search(
+        q: str, session_ids: Sequence[int] | None = None, limit: int = 20
+    ) -> Call[list[EpisodeOut]]:
+        scope = None if session_ids is None else ",".join(map(str, session_ids))
+        params = {"q": q, "sessionIds": scope, "limit": limit}
+        return Call("GET", "/episodes/search", _model(list[EpisodeOut]), params=params, safe=True)
+
+    @staticmethod
+    def context(session_id: int, message: str, explain: bool = False) -> Call[ContextOut]:
+        body = {"sessionId": session_id, "message": message, "explain": explain}
+        return Call("POST", "/context", _model(ContextOut), body, safe=True)
+
+    @staticmethod
+    def chat(session_id: int, message: str) -> Call[ChatOut]:
+        body = {"sessionId": session_id, "message": message}
+        return Call("POST", "/chat", _model(ChatOut), body)
+
+    @staticmethod
+    def get_settings() -> Call[dict[str, float]]:
+        return Call("GET", "/settings", _model(dict[str, float]), safe=True)
+
+    @staticmethod
+    def update_settings(**changes: float) -> Call[dict[str, float]]:
+        """`semanticWeight=0.5`, `keywordWeight=2`, ... as the API names them."""
+        return Call("PATCH", "/settings", _model(dict[str, float]), changes)
+
+    @staticmethod
+    def entities(
+        session_id: int, q: str | None = None, prefix: str | None = None, limit: int = 20
+    ) -> Call[list[EntityOut]]:
+        params = {"sessionId": session_id, "q": q, "prefix": prefix, "limit": limit}
+        return Call("GET", "/entities", _model(list[EntityOut]), params=params, safe=True)
+
+    @staticmethod
+    def entity(entity_id: int, limit: int = 20, offset: int = 0) -> Call[EntityDetail]:
+        params = {"limit": limit, "offset": offset}
+        return Call("GET", f"/entities/{entity_id}", _model(EntityDetail), params=params, safe=True)
+
+
+@dataclass(frozen=True)
+class ChatEvent:
+    """One server-sent event of a streamed chat turn: `context`, `delta`, `done`, `error`."""
+
+    event: str
+    data: dict[str, Any]
+
+
+def _settings(base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str]]:
+    url = (base_url or os.environ.get("NEXUS_URL") or DEFAULT_URL).rstrip("/")
+    key = api_key or os.environ.get("NEXUS_API_KEY", "").split(",")[0].strip()
+    return url, ({"Authorization": f"Bearer {key}"} if key else {})
+
+
+def _checked(response: httpx.Response) -> Any:
+    if response.status_code >= 400:
+        try:
+            detail = str(response.json()["detail"])
+        except (ValueError, KeyError, TypeError):
+            detail = response.text[:300]
+        raise _ERRORS.get(response.status_code, NexusAPIError)(response.status_code, detail)
+    return response.json() if response.content else None
+
+
+def _unreachable(url: str, exc: Exception) -> UnavailableError:
+    return UnavailableError(0, f"no nexusai service answers at {url} ({type(exc).__name__})")
+
+
+def _sse(lines: Iterator[str]) -> Iterator[ChatEvent]:
+    event = ""
+    for line in lines:
+        if line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: "):
+            yield ChatEvent(event, json.loads(line[6:]))
+
+
+def _blocking(build: Callable[P, Call[T]]) -> Callable[Concatenate[Client, P], T]:
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.send(build(*args, **kwargs))
+
+    method.__doc__ = build.__doc__
+    return method
+
+
+def _awaiting(build: Callable[P, Call[T]]) -> Callable[Concatenate[AsyncClient, P], Awaitable[T]]:
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.send(build(*args, **kwargs))
+
+    method.__doc__ = build.__doc__
+    return method
+
+
+class Client:
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        retries: int = 2,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url, headers = _settings(base_url, api_key)
+        self.retries = retries
+        self._http = httpx.Client(
+            base_url=self.url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    def send(self, call: Call[T]) -> T:
+        for attempt in range(self.retries + 1 if call.safe else 1):
+            try:
+                return call.parse(_checked(self._http.send(call.request(self._http))))
+            except httpx.TransportError as exc:
+                if attempt >= (self.retries if call.safe else 0):
+                    raise _unreachable(self.url, exc) from None
+        raise AssertionError("unreachable")
+
+    def chat_stream(self, session_id: int, message: str) -> Iterator[ChatEvent]:
+        """The turn as it is made: `context`, then `delta`s, then `done` (or `error`)."""
+        body = {"sessionId": session_id, "message": message, "stream": True}
+        try:
+            with self._http.stream("POST", "/chat", json=body) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _checked(response)
+                yield from _sse(response.iter_lines())
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from None
+
+    def import_file(
+        self,
+        stream: IO[bytes],
+        format: str,
+        project: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> ImportOut:
+        """Streams a file to `POST /import`; `progress` is told the bytes sent so far."""
+
+        def chunks() -> Iterator[bytes]:
+            sent = 0
+            while chunk := stream.read(1 << 16):
+                sent += len(chunk)
+                if progress:
+                    progress(sent)
+                yield chunk
+
+        params = {"format": format, **({"project": project} if project else {})}
+        try:
+            response = self._http.post("/import", params=params, content=chunks())
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from None
+        return ImportOut.model_validate(_checked(response))
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    create_project = _blocking(Endpoints.create_project)
+    list_projects = _blocking(Endpoints.list_projects)
+    get_project = _blocking(Endpoints.get_project)
+    delete_project = _blocking(Endpoints.delete_project)
+    create_session = _blocking(Endpoints.create_session)
+    list_sessions = _blocking(Endpoints.list_sessions)
+    get_session = _blocking(Endpoints.get_session)
+    update_session = _blocking(Endpoints.update_session)
+    delete_session = _blocking(Endpoints.delete_session)
+    add_episodes = _blocking(Endpoints.add_episodes)
+    list_episodes = _blocking(Endpoints.list_episodes)
+    get_episode = _blocking(Endpoints.get_episode)
+    update_episode = _blocking(Endpoints.update_episode)
+    delete_episode = _blocking(Endpoints.delete_episode)
+    search = _blocking(Endpoints.search)
+    context = _blocking(Endpoints.context)
+    chat = _blocking(Endpoints.chat)
+    get_settings = _blocking(Endpoints.get_settings)
+    update_settings = _blocking(Endpoints.update_settings)
+    entities = _blocking(Endpoints.entities)
+    entity = _blocking(Endpoints.entity)
+
+
+class AsyncClient:
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        retries: int = 2,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url, headers = _settings(base_url, api_key)
+        self.retries = retries
+        self._http = httpx.AsyncClient(
+            base_url=self.url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    async def send(self, call: Call[T]) -> T:
+        for attempt in range(self.retries + 1 if call.safe else 1):
+            try:
+                return call.parse(_checked(await self._http.send(call.request(self._http))))
+            except httpx.TransportError as exc:
+                if attempt >= (self.retries if call.safe else 0):
+                    raise _unreachable(self.url, exc) from None
+        raise AssertionError("unreachable")
+
+    async def chat_stream(self, session_id: int, message: str) -> AsyncIterator[ChatEvent]:
+        body = {"sessionId": session_id, "message": message, "stream": True}
+        try:
+            async with self._http.stream("POST", "/chat", json=body) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    _checked(response)
+                lines = [line async for line in response.aiter_lines()]
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from None
+        for event in _sse(iter(lines)):
+            yield event
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    create_project = _awaiting(Endpoints.create_project)
+    list_projects = _awaiting(Endpoints.list_projects)
+    get_project = _awaiting(Endpoints.get_project)
+    delete_project = _awaiting(Endpoints.delete_project)
+    create_session = _awaiting(Endpoints.create_session)
+    list_sessions = _awaiting(Endpoints.list_sessions)
+    get_session = _awaiting(Endpoints.get_session)
+    update_session = _awaiting(Endpoints.update_session)
+    delete_session = _awaiting(Endpoints.delete_session)
+    add_episodes = _awaiting(Endpoints.add_episodes)
+    list_episodes = _awaiting(Endpoints.list_episodes)
+    get_episode = _awaiting(Endpoints.get_episode)
+    update_episode = _awaiting(Endpoints.update_episode)
+    delete_episode = _awaiting(Endpoints.delete_episode)
+    search = _awaiting(Endpoints.search)
+    context = _awaiting(Endpoints.context)
+    chat = _awaiting(Endpoints.chat)
+    get_settings = _awaiting(Endpoints.get_settings)
+    update_settings = _awaiting(Endpoints.update_settings)
+    entities = _awaiting(Endpoints.entities)
+    entity = _awaiting(Endpoints.entity)

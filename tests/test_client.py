@@ -1,0 +1,125 @@
+"""The Python client against a live service on loopback (and a loopback LLM)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from nexusai.app import create_app
+from nexusai.client import (
+    AsyncClient,
+    Call,
+    Client,
+    InvalidInputError,
+    NotFoundError,
+    UnauthorizedError,
+    UnavailableError,
+)
+from nexusai.config import Config
+from nexusai.llm import OpenAIChat
+from nexusai.schemas import SessionOut
+from tests.conftest import SwitchableEmbedder
+from tests.live_server import free_port, live_server
+from tests.openai_stub import openai_stub
+
+
+@pytest.fixture
+def served(config: Config, embedder: SwitchableEmbedder) -> Iterator[str]:
+    keyed = Config.from_env({}, data_dir=config.data_dir, extractor="none", api_key="k-9")
+    with openai_stub() as (llm_url, _):
+        app = create_app(keyed, embedder, OpenAIChat(llm_url, "m"))
+        with live_server(app) as url:
+            yield url
+
+
+def test_every_kind_of_call_with_typed_answers_and_errors(served: str) -> None:
+    with Client(served, api_key="k-9") as nexus:
+        project = nexus.create_project("home")
+        session = nexus.create_session(project_id=project.id, title="first")
+        stored = nexus.add_episodes(
+            session.id,
+            [
+                {"speaker": "user", "content": "I adopted a puppy called Biscuit"},
+                {"speaker": "user", "content": "The report is due Friday"},
+            ],
+        )
+        assert [e.content for e in nexus.list_episodes(session.id)] == [
+            "I adopted a puppy called Biscuit",
+            "The report is due Friday",
+        ]
+        # the second is found too: it is indexed with the end of the turn before it
+        assert [e.id for e in nexus.search("Biscuit", [session.id])] == [e.id for e in stored]
+        nexus.update_settings(keywordWeight=1.0, recentLimit=0)
+        assert nexus.get_settings()["keywordWeight"] == 1.0
+        other = nexus.create_session(project_id=project.id)
+        context = nexus.context(other.id, "what is my dog called?", explain=True)
+        assert context.memories[0].id == stored[0].id
+        assert context.memories[0].semantic_rank == 1
+        reply = nexus.chat(other.id, "dog name?")
+        assert reply.reply == "Your dog is called Biscuit."
+        events = list(nexus.chat_stream(other.id, "and again?"))
+        assert events[0].event == "context"
+        assert events[-1].event == "done"
+        edited = nexus.update_episode(stored[1].id, {"metadata": {"tag": "work"}})
+        assert edited.metadata == {"tag": "work"}
+        assert [p.name for p in nexus.list_projects()] == ["home"]
+        with pytest.raises(NotFoundError, match="session 999 does not exist") as missing:
+            nexus.context(999, "hi")
+        assert missing.value.status == 404
+        with pytest.raises(InvalidInputError, match="projectId"):
+            nexus.send(nexus_bad_call())
+        nexus.delete_episode(stored[1].id)
+        with pytest.raises(NotFoundError):
+            nexus.get_episode(stored[1].id)
+
+
+def nexus_bad_call() -> Call[SessionOut]:
+    """A body the API refuses: a boolean is not an id."""
+    return Call("POST", "/sessions", SessionOut.model_validate, {"projectId": True})
+
+
+def test_import_reports_progress(served: str) -> None:
+    lines = [
+        json.dumps({"session": "s", "speaker": "user", "content": f"line {i}"}) for i in range(200)
+    ]
+    data = "\n".join(lines).encode()
+    seen: list[int] = []
+    with Client(served, api_key="k-9") as nexus:
+        summary = nexus.import_file(io.BytesIO(data), "jsonl", project="p", progress=seen.append)
+    assert summary.episodes == 200
+    assert seen[-1] == len(data)
+
+
+def test_key_url_and_errors_from_the_environment(
+    served: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NEXUS_URL", served)
+    with Client() as anonymous, pytest.raises(UnauthorizedError):
+        anonymous.list_projects()
+    monkeypatch.setenv("NEXUS_API_KEY", "k-9")
+    with Client() as nexus:
+        assert nexus.list_projects() == []
+
+
+def test_a_service_that_is_not_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    with Client(f"http://127.0.0.1:{free_port()}", retries=1) as nexus:
+        with pytest.raises(UnavailableError, match="no nexusai service answers"):
+            nexus.list_projects()  # safe: retried, then refused
+        with pytest.raises(UnavailableError):
+            nexus.create_project("x")  # a write: sent once
+
+
+def test_the_async_client_speaks_the_same_calls(served: str) -> None:
+    async def scenario() -> list[str]:
+        async with AsyncClient(served, api_key="k-9") as nexus:
+            session = await nexus.create_session()
+            await nexus.add_episodes(session.id, [{"speaker": "user", "content": "I love tea"}])
+            found = await nexus.search("tea")
+            events = [e.event async for e in nexus.chat_stream(session.id, "drink?")]
+            return [e.content for e in found] + events[-1:]
+
+    assert asyncio.run(scenario()) == ["I love tea", "done"]

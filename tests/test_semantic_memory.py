@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,8 +10,9 @@ from nexusai.config import Config
 from nexusai.memory.service import EmbedderMismatch, Memory
 from nexusai.memory.vectors import QdrantVectorIndex
 from nexusai.models import NewEpisode
-from nexusai.orchestration.context import embed_query
+from nexusai.orchestration.context import assemble_context, embed_query
 from nexusai.orchestration.retrieval import get_semantic_episodes
+from nexusai.orchestration.settings import DEFAULTS
 from tests.conftest import SwitchableEmbedder
 
 FACTS = [
@@ -192,16 +194,21 @@ LONG_ANSWER = " ".join(
 )
 
 
-def test_a_long_episode_is_found_by_words_far_into_it(any_memory: Memory) -> None:
-    """The model reads the first 256 tokens of a text; a long turn gets one vector per
-    window, and searches return the episode once, by its best window."""
+def test_a_long_episode_is_one_vector_and_found_far_into_it_by_its_words(
+    any_memory: Memory,
+) -> None:
+    """A long turn is embedded by its opening (what the model reads); words far into it are
+    keyword-indexed, so a fused turn still finds it."""
     sid = any_memory.store.create_session().id
     ids = write(any_memory, sid, LONG_ANSWER, *FACTS)
-    assert any_memory.vectors.count() > len(ids)  # several windows for the long one
-    found = semantic(any_memory, "which port does Grafana scrape the exporter on?", [sid])
-    assert found[0] == ids[0]
-    assert sorted(found) == sorted(ids)  # each episode once
-    assert ids[0] not in semantic(any_memory, "Grafana exporter port", [sid], recent=[ids[0]])
+    assert any_memory.vectors.count() == len(ids)
+    question = "which port does Grafana scrape the exporter on?"
+    # The turn after it is found too: it is indexed with the end of this one.
+    assert ids[0] in [e.id for e in any_memory.search_keyword(question, 2, [sid])]
+    fused = replace(DEFAULTS, keyword_weight=1.0, recent_limit=0)
+    context = assemble_context(any_memory, any_memory.embedder, fused, sid, question)
+    assert ids[0] in [m.episode.id for m in context.memories[:2]]
+    assert len({m.episode.id for m in context.memories}) == len(context.memories)
 
 
 def test_every_window_goes_with_its_episode(any_memory: Memory) -> None:

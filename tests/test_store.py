@@ -138,14 +138,30 @@ def test_a_turn_is_indexed_with_the_end_of_the_turn_before_it(store: Store) -> N
     question = "Which port does the metrics exporter listen on?"
     long_answer = "Some background on exporters. " * 40 + question
     first, second = store.add_episodes(
-        session.id, [NewEpisode("assistant", long_answer), NewEpisode("user", "9464, thanks")]
+        session.id, [NewEpisode("Ana", long_answer), NewEpisode("Bo", "9464, thanks")]
     )
     assert first.context_text == ""
-    assert second.context_text.startswith("assistant: …")
+    assert second.context_text.startswith("Ana: …")
     assert second.context_text.endswith(question)
-    assert len(second.context_text) <= CONTEXT_CHARS + len("assistant: …")
+    assert len(second.context_text) <= CONTEXT_CHARS + len("Ana: …")
     assert "Some background" in second.context_text  # cut at a word, not mid-word
-    assert not second.context_text.removeprefix("assistant: …").startswith(("ome", "ackground"))
+    assert not second.context_text.removeprefix("Ana: …").startswith(("ome", "ackground"))
+
+
+def test_a_role_is_not_written_before_what_was_said(store: Store) -> None:
+    """ "assistant: " before every other message says nothing a search can use; a name does."""
+    session = store.create_session()
+    bot, user, named = store.add_episodes(
+        session.id,
+        [
+            NewEpisode("assistant", "Try restarting the exporter."),
+            NewEpisode("user", "That worked"),
+            NewEpisode("Caroline", "Great!"),
+        ],
+    )
+    assert (bot.search_text, user.search_text) == ("Try restarting the exporter.", "That worked")
+    assert user.context_text == "Try restarting the exporter."
+    assert named.search_text == "Caroline: Great!"
 
 
 def test_edits_deletes_and_late_inserts_refresh_the_next_turns_context(store: Store) -> None:

@@ -1,9 +1,13 @@
-"""Long episodes as several vectors.
+"""An episode's vectors, by window of its text.
 
-An embedding model reads a bounded window (MiniLM: 256 tokens), so one vector for a long
-turn (an assistant's answer with code, a pasted log) covers only its opening. A long
-episode gets one vector per window of its text instead, each a point of its own in the
-episode index; searches see episodes, ranked by their best window.
+An embedding model reads a bounded window (MiniLM: 256 tokens), so one vector covers only
+a long turn's opening. The index can hold one vector per window of an episode, each a
+point of its own, and searches see episodes ranked by their best window. Measured on both
+development sets, more windows per long episode cost far more than they found: on BEAM's
+user-assistant chats semantic recall@10 fell from 0.560 to 0.460 with 8 windows, because a
+long assistant answer gets eight chances to outrank the user's short message that holds
+the fact (on LoCoMo's short turns it changed nothing). So an episode is embedded by its
+first window (`VECTOR_WINDOWS`), and all of it is keyword-indexed.
 
 A window's point id is `episode id + window * STRIDE`: window 0 keeps the episode's own id,
 and every id an episode can have is known without asking the index (to delete, to exclude).
@@ -17,7 +21,8 @@ from dataclasses import dataclass
 from nexusai.memory.vectors import VectorIndex, VectorPoint
 
 STRIDE = 1 << 40  # above any episode id a store will reach; point ids stay below 2**64
-MAX_WINDOWS = 8  # the rest of a very long turn is left to keyword search
+MAX_WINDOWS = 8  # point ids reserved per episode (old stores may hold up to 8)
+VECTOR_WINDOWS = 1  # how many of them an episode is embedded with now (see above)
 OVERLAP = 100  # characters two windows share, so a sentence cut by one is whole in a neighbour
 
 

@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 
 from nexusai.memory import fts
-from nexusai.memory.texts import compose_context_text
+from nexusai.memory.texts import compose_context_text, compose_search_text
 from nexusai.models import now_text
 
 Migration = Callable[[sqlite3.Connection], None]
@@ -317,6 +317,26 @@ def m010_fts_cjk_and_scope(conn: sqlite3.Connection) -> None:
     fts.drop_index(conn)
     run_script(conn, fts.INDEX_DDL)
     fts.rebuild_index(conn)
+
+
+@migration
+def m011_one_vector_per_episode(conn: sqlite3.Connection) -> None:
+    """Episodes are embedded by their opening window alone, and a role ("user",
+    "assistant") is no longer written before what was said: every indexed text and vector
+    is made again (the old vectors serve until then)."""
+    rows = conn.execute(
+        "SELECT id, speaker, content, image_caption, lag(speaker) OVER turns,"
+        " lag(content) OVER turns FROM episodes"
+        " WINDOW turns AS (PARTITION BY session_id ORDER BY occurred_at, id)"
+    ).fetchall()
+    for episode_id, speaker, content, caption, before, before_text in rows:
+        search = compose_search_text(speaker, content, caption)
+        context = "" if before is None else compose_context_text(before, before_text)
+        conn.execute(
+            "UPDATE episodes SET search_text = ?, context_text = ?, search_cjk = ? WHERE id = ?",
+            (search, context, fts.cjk_text(search), episode_id),
+        )
+    conn.execute("UPDATE episodes SET vector_state = 'pending'")
 
 
 def _rebuild(conn: sqlite3.Connection, table: str, create: str, after: list[str]) -> None:

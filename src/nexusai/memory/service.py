@@ -16,7 +16,7 @@ from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
 from nexusai.errors import ConfigError
 from nexusai.memory import vector_state
-from nexusai.memory.chunks import EpisodeVectors, windows
+from nexusai.memory.chunks import VECTOR_WINDOWS, EpisodeVectors, windows
 from nexusai.memory.entities import EntityMemory
 from nexusai.memory.extractors import Extractor, create_extractor
 from nexusai.memory.store import ImportedSession, Store
@@ -53,11 +53,13 @@ def record_embedder(store: Store, embedder: Embedder) -> None:
 
 
 def embedding_texts(episode: Episode, window_chars: int) -> list[str]:
-    """What is embedded for an episode: its text in windows, the first with the end of the
-    turn before it (one vector for a reply and what it answers). The episode comes before
-    that context because the model reads only so far, and because it measured better on
-    LoCoMo (semantic recall@10 0.455 with the turn before first, 0.503 after)."""
-    return windows(episode.search_text or episode.content, episode.context_text, window_chars)
+    """What is embedded for an episode: its opening window with the end of the turn before
+    it (one vector for a reply and what it answers), `VECTOR_WINDOWS` windows in all. The
+    episode comes before that context because the model reads only so far, and because it
+    measured better on LoCoMo (semantic recall@10 0.455 with the turn before first, 0.503
+    after)."""
+    text = episode.search_text or episode.content
+    return windows(text, episode.context_text, window_chars)[:VECTOR_WINDOWS]
 
 
 class Memory:

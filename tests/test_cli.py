@@ -168,11 +168,11 @@ def test_eval_locomo_smoke_on_one_conversation(tmp_path: Path) -> None:
     assert {r["dataset"] for r in report["results"]} == {"locomo"}
     pairs = {(r["semanticWeight"], r["keywordWeight"]): r for r in report["results"]}
     assert report["configured"] == {"semanticWeight": 0.5, "keywordWeight": 2.0}
-    assert report["recommended"] == {"semanticWeight": 0.25, "keywordWeight": 5.0}
-    assert {(1.0, 0.0), (0.0, 1.0), (0.5, 2.0), (0.25, 5.0)} <= set(pairs)
+    assert report["recommended"] == {"semanticWeight": 1.0, "keywordWeight": 1.0}
+    assert {(1.0, 0.0), (0.0, 1.0), (0.5, 2.0), (1.0, 1.0)} <= set(pairs)
     assert locomo["semanticLimit"] == "k"
     assert "0.5+" in result.output
-    assert "0.25*" in result.output
+    assert "1*" in result.output
     for row in pairs.values():
         assert 0.0 <= row["recall"]["5"] <= row["recall"]["10"] <= 1.0
         assert set(row["byCategory"]) == {

@@ -6,18 +6,26 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import click
-import httpx
 from rich.console import Console
 from rich.table import Table
 
-from nexusai.httpclient import bearer_client
+from nexusai.client import (
+    Call,
+    ChatEvent,
+    Client,
+    Endpoints,
+    NexusAPIError,
+    UnavailableError,
+)
 
 console = Console()
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def service_options(fn: F) -> F:
@@ -40,16 +48,12 @@ def service_options(fn: F) -> F:
 
 
 class Service:
+    """The typed client (`nexusai.client`), with its errors turned into one-line CLI
+    messages."""
+
     def __init__(self, url: str, api_key: str | None = None) -> None:
         self.url = url.rstrip("/")
-        key = (api_key or "").split(",")[0].strip()
-        self.client = bearer_client(self.url, key or None, 120)
-
-    def unreachable(self) -> click.ClickException:
-        return click.ClickException(
-            f"no nexusai service answers at {self.url}; start one with `nexus serve`,"
-            " or point --url (NEXUS_URL) at it"
-        )
+        self.client = Client(self.url, api_key, timeout=120)
 
     def __enter__(self) -> Service:
         return self
@@ -57,36 +61,34 @@ class Service:
     def __exit__(self, *exc: object) -> None:
         self.client.close()
 
-    def call(self, method: str, path: str, body: Any = None, params: Any = None) -> Any:
+    def __call__(self, call: Call[T]) -> T:
+        with self._errors():
+            return self.client.send(call)
+
+    def events(self, session_id: int, message: str) -> Iterator[ChatEvent]:
+        with self._errors():
+            yield from self.client.chat_stream(session_id, message)
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
         try:
-            response = self.client.request(method, path, json=body, params=params)
-        except httpx.TransportError:
-            raise self.unreachable() from None
-        if response.status_code >= 400:
-            raise click.ClickException(_detail(response))
-        return response.json() if response.content else None
-
-    def events(self, path: str, body: Any) -> Iterator[tuple[str, Any]]:
-        try:
-            with self.client.stream("POST", path, json=body) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    raise click.ClickException(_detail(response))
-                event = ""
-                for line in response.iter_lines():
-                    if line.startswith("event: "):
-                        event = line[7:]
-                    elif line.startswith("data: "):
-                        yield event, json.loads(line[6:])
-        except httpx.TransportError:
-            raise self.unreachable() from None
+            yield
+        except UnavailableError as exc:
+            if exc.status:
+                raise click.ClickException(f"{exc.status}: {exc.detail}") from None
+            raise click.ClickException(
+                f"no nexusai service answers at {self.url}; start one with `nexus serve`,"
+                " or point --url (NEXUS_URL) at it"
+            ) from None
+        except NexusAPIError as exc:
+            raise click.ClickException(f"{exc.status}: {exc.detail}") from None
 
 
-def _detail(response: httpx.Response) -> str:
-    try:
-        return f"{response.status_code}: {response.json()['detail']}"
-    except (ValueError, KeyError, TypeError):
-        return f"{response.status_code}: {response.text[:200]}"
+def _json(value: Any) -> Any:
+    """An answer as the API wrote it (camelCase), for printing or --json."""
+    if isinstance(value, list):
+        return [_json(v) for v in value]
+    return value.model_dump(mode="json", by_alias=True) if hasattr(value, "model_dump") else value
 
 
 @click.group()
@@ -99,7 +101,7 @@ def settings() -> None:
 def settings_get(url: str, api_key: str | None) -> None:
     """Print the settings."""
     with Service(url, api_key) as service:
-        values = service.call("GET", "/settings")
+        values = service(Endpoints.get_settings())
     for name, value in values.items():
         click.echo(f"{name} = {value:g}")
 
@@ -119,7 +121,7 @@ def settings_set(assignments: tuple[str, ...], url: str, api_key: str | None) ->
         except ValueError:
             raise click.BadParameter(f"{item!r}: the value must be a number") from None
     with Service(url, api_key) as service:
-        values = service.call("PATCH", "/settings", changes)
+        values = service(Endpoints.update_settings(**changes))
     for name, value in values.items():
         click.echo(f"{name} = {value:g}")
 
@@ -131,9 +133,8 @@ def settings_set(assignments: tuple[str, ...], url: str, api_key: str | None) ->
 @service_options
 def context(session_id: int, explain: bool, message: str, url: str, api_key: str | None) -> None:
     """Show the memories a message would bring into the prompt."""
-    body = {"sessionId": session_id, "message": message, "explain": explain}
     with Service(url, api_key) as service:
-        result = service.call("POST", "/context", body)
+        result = _json(service(Endpoints.context(session_id, message, explain)))
     table = Table(title=f"memories for: {message}", title_justify="left")
     for column in (
         ["#", "score", "semantic", "keyword", "date", "text"] if explain else ["#", "date", "text"]
@@ -162,7 +163,7 @@ def _rank(rank: int | None) -> str:
 def chat(session_id: int, url: str, api_key: str | None) -> None:
     """Chat in the terminal; an empty line or Ctrl-D ends it."""
     with Service(url, api_key) as service:
-        service.call("GET", f"/sessions/{session_id}")  # an unknown session fails before input
+        service(Endpoints.get_session(session_id))  # an unknown session fails before input
         _chat_loop(service, session_id)
 
 
@@ -175,13 +176,11 @@ def _chat_loop(service: Service, session_id: int) -> None:
         if not message.strip():
             break
         click.echo("assistant> ", nl=False)
-        for event, data in service.events(
-            "/chat", {"sessionId": session_id, "message": message, "stream": True}
-        ):
-            if event == "delta":
-                click.echo(data["text"], nl=False)
-            elif event == "error":
-                click.echo(f"\n[error] {data['detail']}", err=True)
+        for turn in service.events(session_id, message):
+            if turn.event == "delta":
+                click.echo(turn.data["text"], nl=False)
+            elif turn.event == "error":
+                click.echo(f"\n[error] {turn.data['detail']}", err=True)
         click.echo()
 
 
@@ -200,13 +199,8 @@ def entities(
     api_key: str | None,
 ) -> None:
     """The people, places and things a session's memory knows, most mentioned first."""
-    params: dict[str, Any] = {"sessionId": session_id, "limit": limit}
-    if query:
-        params["q"] = query
-    if prefix:
-        params["prefix"] = prefix
     with Service(url, api_key) as service:
-        found = service.call("GET", "/entities", params=params)
+        found = _json(service(Endpoints.entities(session_id, query, prefix, limit)))
     table = Table(title=f"entities seen by session {session_id}", title_justify="left")
     for column in ["id", "name", "type", "mentions", "first seen", "last seen"]:
         table.add_column(column)
@@ -239,7 +233,7 @@ def projects() -> None:
 @service_options
 def projects_list(as_json: bool, url: str, api_key: str | None) -> None:
     with Service(url, api_key) as service:
-        found = service.call("GET", "/projects", params={"limit": 1000})
+        found = _json(service(Endpoints.list_projects(limit=1000)))
     if as_json:
         return _print_json(found)
     for project in found:
@@ -252,7 +246,7 @@ def projects_list(as_json: bool, url: str, api_key: str | None) -> None:
 @service_options
 def projects_create(name: str, as_json: bool, url: str, api_key: str | None) -> None:
     with Service(url, api_key) as service:
-        project = service.call("POST", "/projects", {"name": name})
+        project = _json(service(Endpoints.create_project(name)))
     _print_json(project) if as_json else click.echo(f"project {project['id']}: {name}")
 
 
@@ -266,11 +260,8 @@ def sessions() -> None:
 @JSON
 @service_options
 def sessions_list(project_id: int | None, as_json: bool, url: str, api_key: str | None) -> None:
-    params: dict[str, Any] = {"limit": 1000}
-    if project_id is not None:
-        params["projectId"] = project_id
     with Service(url, api_key) as service:
-        found = service.call("GET", "/sessions", params=params)
+        found = _json(service(Endpoints.list_sessions(project_id, limit=1000)))
     if as_json:
         return _print_json(found)
     for session in found:
@@ -287,7 +278,7 @@ def sessions_create(
     project_id: int | None, title: str | None, as_json: bool, url: str, api_key: str | None
 ) -> None:
     with Service(url, api_key) as service:
-        session = service.call("POST", "/sessions", {"projectId": project_id, "title": title})
+        session = _json(service(Endpoints.create_session(project_id, title)))
     _print_json(session) if as_json else click.echo(f"session {session['id']}")
 
 
@@ -304,5 +295,5 @@ def add(
     content = sys.stdin.read() if text == "-" else text
     body = {"speaker": speaker, "content": content}
     with Service(url, api_key) as service:
-        episode = service.call("POST", f"/sessions/{session_id}/episodes", body)
+        [episode] = _json(service(Endpoints.add_episodes(session_id, [body])))
     _print_json(episode) if as_json else click.echo(f"episode {episode['id']}")

@@ -105,6 +105,6 @@ def run(quick: bool = False) -> None:
         measure(report, memory, embedder, "default weights (1, 0)", DEFAULTS)
         measure(report, memory, embedder, "fused (1, 1)", replace(DEFAULTS, keyword_weight=1.0))
         memory.close()
-    report.notes.append("Target: p95 under 30 ms (embedding included, LLM excluded).")
+    report.notes.append("Target: p95 under 20 ms (embedding included, LLM excluded).")
     report.notes.append("Step rows: mean ms per turn and share of the turn's time.")
     report.print()

@@ -125,3 +125,14 @@ def test_entity_search_is_typed_and_scoped(contract: Contract) -> None:
 def test_writing_to_an_unknown_session_is_not_found(contract: Contract) -> None:
     with pytest.raises(NotFound, match="session 999"):
         add(contract, 999, "hello")
+
+
+def test_a_session_is_resolved_by_title_and_project_name(contract: Contract) -> None:
+    first = contract.client.resolve_session("team", "alice")
+    assert contract.client.resolve_session("team", "alice") == first
+    other = contract.client.resolve_session("team", "bob")
+    assert other != first
+    assert contract.client.scope_session_ids(first) == [first, other]  # one project
+    loose = contract.client.resolve_session(None, "alice")
+    assert loose not in (first, other)
+    assert contract.client.scope_session_ids(loose) == [loose]

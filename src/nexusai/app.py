@@ -24,6 +24,7 @@ from nexusai.memory import api as memory_api
 from nexusai.memory.service import Memory
 from nexusai.observability import EPISODES, PENDING, RequestMetrics, render
 from nexusai.orchestration import api as orchestration_api
+from nexusai.orchestration import openai_api
 from nexusai.orchestration.http_memory import HttpMemoryClient
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SettingsStore
@@ -77,6 +78,7 @@ def create_app(
         app.include_router(memory_api.router)
     if role in ("all", "orchestration"):
         app.include_router(orchestration_api.router)
+        app.include_router(openai_api.router)
     if role == "orchestration":
         app.add_api_route(
             "/health", _orchestration_health, tags=["service"], responses=errors(open_route=True)

@@ -32,9 +32,11 @@ class OpenAIChat:
         self.model = model
         self._client = bearer_client(base_url, api_key, timeout, transport)
 
-    def complete(self, messages: Sequence[Message]) -> str:
+    def complete(self, messages: Sequence[Message], model: str | None = None) -> str:
+        """The reply; `model` overrides the configured one for this call."""
         with self._errors():
-            response = self._client.post("/chat/completions", json=self._body(messages, False))
+            body = self._body(messages, False, model)
+            response = self._client.post("/chat/completions", json=body)
             _raise_for_status(response)
             try:
                 return str(response.json()["choices"][0]["message"]["content"])
@@ -43,12 +45,12 @@ class OpenAIChat:
                     "the LLM answered in a shape that is not a chat completion"
                 ) from None
 
-    def stream(self, messages: Sequence[Message]) -> Iterator[str]:
+    def stream(self, messages: Sequence[Message], model: str | None = None) -> Iterator[str]:
         """The reply in pieces, as the endpoint sends them (server-sent events)."""
         with (
             self._errors(),
             self._client.stream(
-                "POST", "/chat/completions", json=self._body(messages, True)
+                "POST", "/chat/completions", json=self._body(messages, True, model)
             ) as response,
         ):
             if response.status_code >= 400:
@@ -61,8 +63,10 @@ class OpenAIChat:
                 if piece:
                     yield piece
 
-    def _body(self, messages: Sequence[Message], stream: bool) -> dict[str, Any]:
-        return {"model": self.model, "messages": list(messages), "stream": stream}
+    def _body(
+        self, messages: Sequence[Message], stream: bool, model: str | None = None
+    ) -> dict[str, Any]:
+        return {"model": model or self.model, "messages": list(messages), "stream": stream}
 
     def _errors(self) -> _TranslateErrors:
         return _TranslateErrors(str(self._client.base_url))

@@ -57,6 +57,11 @@ class SessionIn(StrictCamelModel):
     title: str | None = Field(default=None, max_length=500)
 
 
+class SessionResolveIn(StrictCamelModel):
+    project: str | None = Field(default=None, max_length=200, description="A project's name")
+    title: str = Field(min_length=1, max_length=500)
+
+
 class SessionPatch(StrictCamelModel):
     project_id: Id | None = Field(
         default=None, description="Move into this project; null moves it out of any project"
@@ -181,6 +186,14 @@ def delete_project(request: Request, project_id: PathId) -> Response:
 def create_session(request: Request, body: SessionIn | None = None) -> SessionOut:
     body = body or SessionIn()
     session = memory_of(request).store.create_session(body.project_id, body.title)
+    return SessionOut.model_validate(session)
+
+
+@router.post("/sessions/resolve", tags=["sessions"], responses=errors(415, 422))
+def resolve_session(request: Request, body: SessionResolveIn) -> SessionOut:
+    """The session with this title in the project of this name (or in no project),
+    created, with the project, when missing."""
+    session = memory_of(request).store.resolve_session(body.project, body.title)
     return SessionOut.model_validate(session)
 
 

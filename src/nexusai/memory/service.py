@@ -223,6 +223,9 @@ class Memory:
     def scope_session_ids(self, session_id: int) -> list[int]:
         return self.store.scope_session_ids(session_id)
 
+    def resolve_session(self, project: str | None, title: str) -> int:
+        return self.store.resolve_session(project, title).id
+
     def recent_episodes(self, session_id: int, limit: int) -> list[Episode]:
         return self.store.recent_episodes(session_id, limit)
 

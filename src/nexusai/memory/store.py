@@ -261,6 +261,19 @@ class Store:
             conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
         return ids
 
+    def resolve_session(self, project: str | None, title: str) -> Session:
+        """The session with this title in the project of this name (or in none), created
+        with the project when missing: how a face that names conversations finds one."""
+        title = _required_text("title", title, 500)
+        with self.atomic():
+            project_id = self.ensure_project(project) if project else None
+            where = "project_id = ?" if project_id is not None else "project_id IS NULL"
+            params = [title] + ([project_id] if project_id is not None else [])
+            rows = self._rows(
+                f"SELECT id FROM sessions WHERE title = ? AND {where} ORDER BY id LIMIT 1", params
+            )
+            return self.get_session(rows[0][0]) if rows else self.create_session(project_id, title)
+
     def scope_session_ids(self, session_id: int) -> list[int]:
         """The sessions a search from this session may see: its project's, or just itself."""
         session = self.get_session(session_id)

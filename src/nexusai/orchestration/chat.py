@@ -47,15 +47,21 @@ SYSTEM = (
 )
 
 
-def build_prompt(context: Context) -> list[Message]:
-    """System message with memories (dated) and entities, then recent turns, then the message."""
-    parts = [SYSTEM]
+def memory_block(context: Context) -> str:
+    """The memories (dated) and entities of a turn, as the system message presents them."""
+    parts = []
     if context.memories:
         lines = [f"- [{m.episode.occurred_at[:10]}] {_said(m.episode)}" for m in context.memories]
         parts.append("Memories from earlier conversations:\n" + "\n".join(lines))
     if context.entities:
         parts.append("Known entities:\n" + "\n".join(f"- {e.describe()}" for e in context.entities))
-    messages: list[Message] = [{"role": "system", "content": "\n\n".join(parts)}]
+    return "\n\n".join(parts)
+
+
+def build_prompt(context: Context) -> list[Message]:
+    """System message with memories (dated) and entities, then recent turns, then the message."""
+    system = "\n\n".join(part for part in (SYSTEM, memory_block(context)) if part)
+    messages: list[Message] = [{"role": "system", "content": system}]
     for episode in context.recent:
         role = ASSISTANT if episode.speaker == ASSISTANT else USER
         content = episode.content if episode.speaker in (USER, ASSISTANT) else _said(episode)

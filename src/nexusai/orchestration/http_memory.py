@@ -15,7 +15,7 @@ import httpx
 from nexusai.errors import InvalidInput, NexusError, NotFound
 from nexusai.httpclient import bearer_client
 from nexusai.models import Entity, Episode, NewEpisode
-from nexusai.schemas import EntityOut, EpisodeOut, ScopeOut
+from nexusai.schemas import EntityOut, EpisodeOut, ScopeOut, SessionOut
 
 
 class MemoryUnavailable(NexusError):
@@ -59,6 +59,10 @@ class HttpMemoryClient:
         return ScopeOut.model_validate(
             self._call("GET", f"/sessions/{session_id}/scope")
         ).session_ids
+
+    def resolve_session(self, project: str | None, title: str) -> int:
+        body = {"project": project, "title": title}
+        return SessionOut.model_validate(self._call("POST", "/sessions/resolve", json=body)).id
 
     def recent_episodes(self, session_id: int, limit: int) -> list[Episode]:
         rows = self._call("GET", f"/sessions/{session_id}/recent", params={"limit": limit})

@@ -19,6 +19,11 @@ class MemoryClient(Protocol):
         """The session's project's sessions, or just the session."""
         ...
 
+    def resolve_session(self, project: str | None, title: str) -> int:
+        """The id of the session with this title in the named project (or in none),
+        created, with the project, when missing."""
+        ...
+
     def recent_episodes(self, session_id: int, limit: int) -> list[Episode]: ...
 
     def vector_episodes(

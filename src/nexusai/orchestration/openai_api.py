@@ -1,0 +1,197 @@
+"""OpenAI-compatible chat with memory: `POST /v1/chat/completions` and `GET /v1/models`.
+
+An application that already uses an OpenAI client points its base URL at nexusai and gets
+long-term memory without other changes. A request's session: the `X-Nexus-Session` header
+(an id) wins; otherwise the request's `user` field names one, in the project the
+`X-Nexus-Project` header names (created when missing; without the header, in no project).
+The last user message is the turn: its context is assembled as `/chat` assembles it, the
+memories and entities join the system message, the application's own messages follow as
+sent (they are its history), and the model answers. The user message is stored before the
+model is asked, and the answer after. Errors come in OpenAI's shape.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import Field
+
+from nexusai.errors import InvalidInput, NexusError
+from nexusai.http import errors
+from nexusai.llm import Message, OpenAIChat
+from nexusai.orchestration.chat import (
+    SYSTEM,
+    memory_block,
+    require_llm,
+    store_reply,
+    store_user_message,
+)
+from nexusai.orchestration.context import Context
+from nexusai.orchestration.service import Orchestration
+from nexusai.schemas import CamelModel
+
+router = APIRouter(prefix="/v1", tags=["openai-compatible"])
+
+# What a request may name as its model to mean "the one nexusai is configured with".
+OUR_MODEL = "nexusai"
+
+
+class ChatMessage(CamelModel):
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        """The text, also of a message sent as parts (`[{"type": "text", "text": ...}]`)."""
+        if isinstance(self.content, list):
+            return "\n".join(
+                str(p.get("text", "")) for p in self.content if p.get("type") == "text"
+            )
+        return self.content or ""
+
+
+class ChatCompletionIn(CamelModel):
+    """OpenAI's request body; fields nexusai does not use are accepted and ignored."""
+
+    model: str = OUR_MODEL
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    user: str | None = None
+
+
+@router.get("/models", responses=errors())
+def list_models(request: Request) -> dict[str, Any]:
+    llm: OpenAIChat | None = request.app.state.orchestration.llm
+    names = [OUR_MODEL, *([llm.model] if llm else [])]
+    return {
+        "object": "list",
+        "data": [{"id": n, "object": "model", "created": 0, "owned_by": "nexusai"} for n in names],
+    }
+
+
+@router.post("/chat/completions", responses=errors(404, 415, 422, 502, 503))
+def chat_completions(
+    request: Request,
+    body: ChatCompletionIn,
+    session_header: Annotated[int | None, Header(alias="X-Nexus-Session")] = None,
+    project_header: Annotated[str | None, Header(alias="X-Nexus-Project")] = None,
+) -> Any:
+    orchestration: Orchestration = request.app.state.orchestration
+    try:
+        session_id = _session(orchestration, session_header, project_header, body.user)
+        context = orchestration.context(session_id, _last_user_message(body))
+        llm = require_llm(orchestration.llm)
+        messages = _with_memories(context, body.messages)
+        model = None if body.model == OUR_MODEL else body.model
+        store_user_message(orchestration.memory, context)
+        if body.stream:
+            pieces = _stream(orchestration, llm, context, messages, model)
+            return StreamingResponse(pieces, media_type="text/event-stream")
+        reply = llm.complete(messages, model)
+    except NexusError as exc:
+        return _error(exc)
+    store_reply(orchestration.memory, context, reply)
+    return _completion(model or llm.model, reply)
+
+
+def _session(
+    orchestration: Orchestration, session_id: int | None, project: str | None, user: str | None
+) -> int:
+    if session_id is not None:
+        orchestration.memory.scope_session_ids(session_id)  # NotFound for an unknown one
+        return session_id
+    if user:
+        return orchestration.memory.resolve_session(project, user)
+    raise InvalidInput(
+        "say which conversation this is: an X-Nexus-Session header (a session id), or the"
+        " request's user field (a session's name, in the X-Nexus-Project header's project)"
+    )
+
+
+def _last_user_message(body: ChatCompletionIn) -> str:
+    for message in reversed(body.messages):
+        if message.role == "user" and message.text().strip():
+            return message.text()
+    raise InvalidInput("messages: there is no user message with text to answer")
+
+
+def _with_memories(context: Context, messages: list[ChatMessage]) -> list[Message]:
+    """The application's messages, its system message (if any) extended with the memories
+    and entities of this turn, or one put first."""
+    block = memory_block(context)
+    sent: list[Message] = [{"role": m.role, "content": m.text()} for m in messages]
+    if not block:
+        return sent
+    if sent and sent[0]["role"] == "system":
+        return [{"role": "system", "content": f"{sent[0]['content']}\n\n{block}"}, *sent[1:]]
+    return [{"role": "system", "content": f"{SYSTEM}\n\n{block}"}, *sent]
+
+
+def _stream(
+    orchestration: Orchestration,
+    llm: OpenAIChat,
+    context: Context,
+    messages: list[Message],
+    model: str | None,
+) -> Iterator[str]:
+    """OpenAI's chunks as server-sent events; the answer is stored when it is whole."""
+    ident, name, pieces = _ident(), model or llm.model, []
+    try:
+        for piece in llm.stream(messages, model):
+            pieces.append(piece)
+            yield _event(_chunk(ident, name, {"content": piece}, None))
+    except NexusError as exc:
+        yield _event({"error": _error_body(exc)})
+        return
+    store_reply(orchestration.memory, context, "".join(pieces))
+    yield _event(_chunk(ident, name, {}, "stop"))
+    yield "data: [DONE]\n\n"
+
+
+def _completion(model: str, reply: str) -> dict[str, Any]:
+    return {
+        "id": _ident(),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": reply},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+
+
+def _chunk(ident: str, model: str, delta: dict[str, str], finish: str | None) -> dict[str, Any]:
+    return {
+        "id": ident,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def _ident() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def _event(data: dict[str, Any]) -> str:
+    return f"data: {json.dumps(data)}\n\n"
+
+
+def _error_body(exc: NexusError) -> dict[str, Any]:
+    kind = "invalid_request_error" if exc.status_code < 500 else "api_error"
+    return {"message": str(exc), "type": kind, "param": None, "code": exc.status_code}
+
+
+def _error(exc: NexusError) -> JSONResponse:
+    return JSONResponse({"error": _error_body(exc)}, status_code=exc.status_code)

@@ -56,7 +56,10 @@ def create_app(
             async with _orchestration_only(app, config, embedder, llm):
                 yield
             return
-        async with _with_memory(app, config, memory or Memory.open(config, embedder), llm, role):
+        async with (
+            _with_memory(app, config, memory or Memory.open(config, embedder), llm, role),
+            _mcp_sessions(app),
+        ):
             yield
 
     app = FastAPI(
@@ -79,11 +82,39 @@ def create_app(
     if role in ("all", "orchestration"):
         app.include_router(orchestration_api.router)
         app.include_router(openai_api.router)
+    if role == "all":
+        _mount_mcp(app, config)
     if role == "orchestration":
         app.add_api_route(
             "/health", _orchestration_health, tags=["service"], responses=errors(open_route=True)
         )
     return app
+
+
+@asynccontextmanager
+async def _mcp_sessions(app: FastAPI) -> AsyncIterator[None]:
+    """The MCP transport's session manager runs while the app does."""
+    server = getattr(app.state, "mcp", None)
+    if server is None:
+        yield
+        return
+    async with server.session_manager.run():
+        yield
+
+
+def _mount_mcp(app: FastAPI, config: Config) -> None:
+    """MCP's streamable HTTP transport at /mcp: the MCP tools, speaking to this very app
+    through an in-process ASGI transport (the same routes, the same key rule)."""
+    import httpx
+
+    from nexusai.client import AsyncClient
+    from nexusai.mcp_server import build_server
+
+    key = next(iter(config.api_keys), None)
+    client = AsyncClient("http://nexusai", key, transport=httpx.ASGITransport(app=app))
+    server = build_server(lambda: client)
+    app.mount("/mcp", server.streamable_http_app(streamable_http_path="/", host="0.0.0.0"))
+    app.state.mcp = server
 
 
 def _metrics(request: Request) -> Response:

@@ -367,6 +367,30 @@ def eval_all(
     run_eval(sets, _options(**common))
 
 
+@cli.command()
+def mcp() -> None:
+    """Serve the MCP tools over stdio (for assistants that launch it): against the service at
+    NEXUS_URL when set, else against the embedded store in this process."""
+    import asyncio
+    import os
+
+    asyncio.run(_serve_mcp(os.environ.get("NEXUS_URL")))
+
+
+async def _serve_mcp(url: str | None) -> None:
+    from contextlib import AsyncExitStack
+
+    from nexusai.client import AsyncClient
+    from nexusai.mcp_server import build_server, embedded_client
+
+    async with AsyncExitStack() as stack:
+        if url:
+            client = await stack.enter_async_context(AsyncClient(url))
+        else:
+            client = await stack.enter_async_context(embedded_client())
+        await build_server(lambda: client).run_stdio_async()
+
+
 cli.add_command(client_cli.settings)
 cli.add_command(client_cli.context)
 cli.add_command(client_cli.chat)

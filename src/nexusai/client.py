@@ -146,6 +146,12 @@ class Endpoints:
         return Call("POST", "/sessions", _model(SessionOut), body)
 
     @staticmethod
+    def resolve_session(project: str | None, title: str) -> Call[SessionOut]:
+        """The session titled so in the named project (or in none), created when missing."""
+        body = {"project": project, "title": title}
+        return Call("POST", "/sessions/resolve", _model(SessionOut), body)
+
+    @staticmethod
     def list_sessions(
         project_id: int | None = None, limit: int = 100, offset: int = 0
     ) -> Call[list[SessionOut]]:
@@ -365,6 +371,7 @@ class Client:
     list_sessions = _blocking(Endpoints.list_sessions)
     get_session = _blocking(Endpoints.get_session)
     update_session = _blocking(Endpoints.update_session)
+    resolve_session = _blocking(Endpoints.resolve_session)
     delete_session = _blocking(Endpoints.delete_session)
     add_episodes = _blocking(Endpoints.add_episodes)
     list_episodes = _blocking(Endpoints.list_episodes)
@@ -434,6 +441,7 @@ class AsyncClient:
     list_sessions = _awaiting(Endpoints.list_sessions)
     get_session = _awaiting(Endpoints.get_session)
     update_session = _awaiting(Endpoints.update_session)
+    resolve_session = _awaiting(Endpoints.resolve_session)
     delete_session = _awaiting(Endpoints.delete_session)
     add_episodes = _awaiting(Endpoints.add_episodes)
     list_episodes = _awaiting(Endpoints.list_episodes)

@@ -1,0 +1,109 @@
+"""The MCP server, driven by the official `mcp` SDK's own client: over the service's
+streamable HTTP transport at /mcp, and over stdio (`nexus mcp` with the embedded store)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from nexusai.app import create_app
+from nexusai.config import Config
+from tests.conftest import SwitchableEmbedder
+from tests.live_server import live_server
+
+TOOLS = {"remember", "recall", "context", "entities", "forget", "sessions"}
+
+
+def payload(result: Any) -> Any:
+    """A tool's answer, from its structured content (the SDK wraps a list as `result`)."""
+    assert not result.is_error, result.content
+    data = result.structured_content
+    return data["result"] if set(data) == {"result"} else data
+
+
+async def exercise(session: ClientSession) -> None:
+    """What an assistant does: remember, recall by meaning and by words, forget."""
+    await session.initialize()
+    assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+    where = {"session": "monday", "project": "home"}
+    said = [
+        {"content": "I adopted a puppy called Biscuit"},
+        {"content": "The quarterly report is due Friday"},
+    ]
+    stored = payload(await session.call_tool("remember", {"messages": said, **where}))
+    dog = stored["episodeIds"][0]
+    later = {"session": "tuesday", "project": "home"}
+    by_meaning = payload(
+        await session.call_tool("recall", {"query": "what pet do I have?", **later})
+    )
+    assert by_meaning[0]["id"] == dog
+    assert by_meaning[0]["semanticRank"] == 1
+    by_word = payload(await session.call_tool("recall", {"query": "Biscuit", **later}))
+    assert by_word[0]["id"] == dog
+    counted = payload(await session.call_tool("forget", {"query": "Biscuit puppy", **where}))
+    assert counted == {"wouldForget": 1, "ids": [dog]}
+    forgot = payload(
+        await session.call_tool("forget", {"query": "Biscuit puppy", "dry_run": False, **where})
+    )
+    assert forgot["forgot"] == 1
+    after = payload(await session.call_tool("recall", {"query": "Biscuit puppy", **later}))
+    assert dog not in [m["id"] for m in after]
+    missing = await session.call_tool("recall", {"query": "x", "session_id": 999})
+    assert missing.is_error
+    assert "session 999 does not exist" in getattr(missing.content[0], "text", "")
+    wrong = await session.call_tool("remember", {"messages": "not a list", **where})
+    assert wrong.is_error
+
+
+def test_over_streamable_http(config: Config, embedder: SwitchableEmbedder) -> None:
+    async def run(url: str) -> None:
+        async with (
+            streamable_http_client(f"{url}/mcp/") as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await exercise(session)
+
+    with live_server(create_app(config, embedder)) as url:
+        asyncio.run(run(url))
+
+
+def over_stdio(environment: dict[str, str]) -> None:
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "nexusai.cli", "mcp"], env=environment
+    )
+
+    async def run() -> None:
+        with open(os.devnull, "w") as quiet:
+            async with (
+                stdio_client(server, errlog=quiet) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await exercise(session)
+
+    asyncio.run(run())
+
+
+def test_over_stdio_with_the_embedded_store(tmp_path: Path) -> None:
+    environment = {**os.environ, "NEXUS_DATA_DIR": str(tmp_path / "d"), "NEXUS_EXTRACTOR": "none"}
+    environment.pop("NEXUS_URL", None)
+    over_stdio(environment)
+
+
+def test_over_stdio_against_a_running_service_with_its_key(
+    tmp_path: Path, embedder: SwitchableEmbedder
+) -> None:
+    keyed = Config.from_env({}, data_dir=tmp_path / "served", extractor="none", api_key="k-7")
+    with live_server(create_app(keyed, embedder)) as url:
+        assert httpx.post(f"{url}/mcp/", json={}).status_code == 401  # the same key rule
+        environment = {**os.environ, "NEXUS_URL": url, "NEXUS_API_KEY": "k-7"}
+        environment["NEXUS_DATA_DIR"] = str(tmp_path / "unused")  # no store is opened
+        over_stdio(environment)
+    assert not (tmp_path / "unused").exists()

@@ -33,8 +33,10 @@ from nexusai.schemas import (
     EntityOut,
     EpisodeBatchOut,
     EpisodeOut,
+    Health,
     ImportOut,
     ProjectOut,
+    ScopeOut,
     SessionOut,
 )
 
@@ -72,7 +74,9 @@ class LLMFailedError(NexusAPIError): ...
 
 class UnavailableError(NexusAPIError):
     """The service (or one it needs) is down or does not answer; status 0 when no
-    connection could be made at all."""
+    connection could be made at all, `timed_out` when one was made and nothing came."""
+
+    timed_out = False
 
 
 _ERRORS: dict[int, type[NexusAPIError]] = {
@@ -235,6 +239,44 @@ class Endpoints:
         params = {"sessionId": session_id, "q": q, "prefix": prefix, "limit": limit}
         return Call("GET", "/entities", _model(list[EntityOut]), params=params, safe=True)
 
+    # -- what the orchestration service asks the memory service (the legs of a turn) --
+
+    @staticmethod
+    def health() -> Call[Health]:
+        return Call("GET", "/health", _model(Health), safe=True)
+
+    @staticmethod
+    def scope(session_id: int) -> Call[ScopeOut]:
+        return Call("GET", f"/sessions/{session_id}/scope", _model(ScopeOut), safe=True)
+
+    @staticmethod
+    def recent(session_id: int, limit: int) -> Call[list[EpisodeOut]]:
+        path = f"/sessions/{session_id}/recent"
+        return Call("GET", path, _model(list[EpisodeOut]), params={"limit": limit}, safe=True)
+
+    @staticmethod
+    def vector_episodes(
+        vector: Sequence[float],
+        session_ids: Sequence[int] | None,
+        exclude_ids: Sequence[int],
+        limit: int,
+    ) -> Call[list[EpisodeOut]]:
+        body = {
+            "vector": list(vector),
+            "sessionIds": None if session_ids is None else list(session_ids),
+            "excludeIds": list(exclude_ids),
+            "limit": limit,
+        }
+        parse = _model(list[EpisodeOut])
+        return Call("POST", "/vectors/search/episodes", parse, body, safe=True)
+
+    @staticmethod
+    def entity_search(
+        vector: Sequence[float], session_ids: Sequence[int], limit: int
+    ) -> Call[list[EntityOut]]:
+        body = {"vector": list(vector), "sessionIds": list(session_ids), "limit": limit}
+        return Call("POST", "/entities/search", _model(list[EntityOut]), body, safe=True)
+
     @staticmethod
     def entity(entity_id: int, limit: int = 20, offset: int = 0) -> Call[EntityDetail]:
         params = {"limit": limit, "offset": offset}
@@ -266,7 +308,9 @@ def _checked(response: httpx.Response) -> Any:
 
 
 def _unreachable(url: str, exc: Exception) -> UnavailableError:
-    return UnavailableError(0, f"no nexusai service answers at {url} ({type(exc).__name__})")
+    error = UnavailableError(0, f"no nexusai service answers at {url} ({type(exc).__name__})")
+    error.timed_out = isinstance(exc, httpx.TimeoutException)
+    return error
 
 
 def _sse(lines: Iterator[str]) -> Iterator[ChatEvent]:

@@ -1,21 +1,25 @@
 """MemoryClient over HTTP: orchestration and memory as separate processes.
 
-Every call goes through the memory service's public, documented API. The keyword leg is
-the spec's `GET /episodes/search?sessionIds=1,2,3`; the semantic leg sends the query
-vector to `POST /vectors/search`, since the memory service owns the vectors.
+Every call goes through the memory service's public, documented API, sent by the typed
+client (`nexusai.client`). The keyword leg is the spec's `GET /episodes/search?sessionIds=`;
+the semantic leg sends the query vector to `POST /vectors/search/episodes`, since the
+memory service owns the vectors. The client's errors become the domain's: an unknown id
+stays a 404, a memory service that is down or slow a 503 that names it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TypeVar
 
 import httpx
 
+from nexusai.client import Call, Client, Endpoints, NexusAPIError, NotFoundError, UnavailableError
 from nexusai.errors import InvalidInput, NexusError, NotFound
-from nexusai.httpclient import bearer_client
 from nexusai.models import Entity, Episode, NewEpisode
-from nexusai.schemas import EntityOut, EpisodeOut, ScopeOut, SessionOut
+
+T = TypeVar("T")
 
 
 class MemoryUnavailable(NexusError):
@@ -31,42 +35,51 @@ class HttpMemoryClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = base_url.rstrip("/")
-        self._client = bearer_client(self.url, api_key, timeout, transport)
+        # No retries: a turn waits on these calls, and a slow memory service should be
+        # a prompt 503, not three time-outs in a row.
+        self._client = Client(self.url, api_key, timeout, retries=0, transport=transport)
 
     def close(self) -> None:
         self._client.close()
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _send(self, call: Call[T]) -> T:
+        with self._errors():
+            return self._client.send(call)
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
         try:
-            response = self._client.request(method, path, **kwargs)
-        except httpx.TimeoutException:
-            raise MemoryUnavailable(
-                f"the memory service at {self.url} did not answer in time"
-            ) from None
-        except httpx.TransportError as exc:
-            raise MemoryUnavailable(
-                f"the memory service at {self.url} is unreachable ({type(exc).__name__})"
-            ) from None
-        if response.status_code >= 400:
-            raise _error(response, self.url)
-        return response.json()
+            yield
+        except NotFoundError as exc:
+            raise NotFound(exc.detail) from None
+        except UnavailableError as exc:
+            raise MemoryUnavailable(self._unavailable(exc)) from None
+        except NexusAPIError as exc:
+            if exc.status >= 500:
+                raise MemoryUnavailable(
+                    f"the memory service at {self.url} failed: HTTP {exc.status}"
+                ) from None
+            raise InvalidInput(exc.detail) from None
+
+    def _unavailable(self, exc: UnavailableError) -> str:
+        if exc.timed_out:
+            return f"the memory service at {self.url} did not answer in time"
+        if exc.status:
+            return f"the memory service at {self.url} failed: HTTP {exc.status}"
+        return f"the memory service at {self.url} is unreachable ({exc.detail.rsplit('(')[-1]}"
 
     def ping(self) -> None:
         """Raises MemoryUnavailable unless the memory service answers its health check."""
-        self._call("GET", "/health")
+        self._send(Endpoints.health())
 
     def scope_session_ids(self, session_id: int) -> list[int]:
-        return ScopeOut.model_validate(
-            self._call("GET", f"/sessions/{session_id}/scope")
-        ).session_ids
+        return self._send(Endpoints.scope(session_id)).session_ids
 
     def resolve_session(self, project: str | None, title: str) -> int:
-        body = {"project": project, "title": title}
-        return SessionOut.model_validate(self._call("POST", "/sessions/resolve", json=body)).id
+        return self._send(Endpoints.resolve_session(project, title)).id
 
     def recent_episodes(self, session_id: int, limit: int) -> list[Episode]:
-        rows = self._call("GET", f"/sessions/{session_id}/recent", params={"limit": limit})
-        return [_episode(row) for row in rows]
+        return [e.to_episode() for e in self._send(Endpoints.recent(session_id, limit))]
 
     def vector_episodes(
         self,
@@ -75,32 +88,23 @@ class HttpMemoryClient:
         exclude_ids: Sequence[int],
         limit: int,
     ) -> list[Episode]:
-        body = {
-            "vector": list(vector),
-            "sessionIds": None if session_ids is None else list(session_ids),
-            "excludeIds": list(exclude_ids),
-            "limit": limit,
-        }
-        return [_episode(row) for row in self._call("POST", "/vectors/search/episodes", json=body)]
+        call = Endpoints.vector_episodes(vector, session_ids, exclude_ids, limit)
+        return [e.to_episode() for e in self._send(call)]
 
     def search_keyword(
         self, query: str, limit: int, session_ids: Sequence[int] | None
     ) -> list[Episode]:
         if session_ids is not None and not session_ids:
             return []
-        params: dict[str, Any] = {"q": query, "limit": limit}
-        if session_ids is not None:
-            params["sessionIds"] = ",".join(map(str, session_ids))
-        return [_episode(row) for row in self._call("GET", "/episodes/search", params=params)]
+        return [e.to_episode() for e in self._send(Endpoints.search(query, session_ids, limit))]
 
     def search_entities(
         self, vector: Sequence[float] | None, session_ids: Sequence[int], limit: int
     ) -> list[Entity]:
         if vector is None or limit <= 0 or not session_ids:
             return []
-        body = {"vector": list(vector), "sessionIds": list(session_ids), "limit": limit}
-        rows = self._call("POST", "/entities/search", json=body)
-        return [EntityOut.model_validate(row).to_entity() for row in rows]
+        found = self._send(Endpoints.entity_search(vector, session_ids, limit))
+        return [e.to_entity() for e in found]
 
     def add_episodes(self, session_id: int, episodes: Sequence[NewEpisode]) -> list[Episode]:
         batch = [
@@ -108,25 +112,9 @@ class HttpMemoryClient:
                 "speaker": e.speaker,
                 "content": e.content,
                 "metadata": e.metadata,
+                **({"imageCaption": e.image_caption} if e.image_caption else {}),
                 **({"occurredAt": e.occurred_at.isoformat()} if e.occurred_at else {}),
             }
             for e in episodes
         ]
-        body = self._call("POST", f"/sessions/{session_id}/episodes", json={"episodes": batch})
-        return [_episode(row) for row in body["episodes"]]
-
-
-def _episode(row: dict[str, Any]) -> Episode:
-    return EpisodeOut.model_validate(row).to_episode()
-
-
-def _error(response: httpx.Response, url: str) -> NexusError:
-    try:
-        detail = str(response.json()["detail"])
-    except (ValueError, KeyError, TypeError):
-        detail = response.text[:200]
-    if response.status_code == 404:
-        return NotFound(detail)
-    if response.status_code < 500:
-        return InvalidInput(detail)
-    return MemoryUnavailable(f"the memory service at {url} failed: HTTP {response.status_code}")
+        return [e.to_episode() for e in self._send(Endpoints.add_episodes(session_id, batch))]

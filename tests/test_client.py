@@ -120,6 +120,8 @@ def test_the_async_client_speaks_the_same_calls(served: str) -> None:
             await nexus.add_episodes(session.id, [{"speaker": "user", "content": "I love tea"}])
             found = await nexus.search("tea")
             events = [e.event async for e in nexus.chat_stream(session.id, "drink?")]
-            return [e.content for e in found] + events[-1:]
+            line = json.dumps({"session": "s", "speaker": "user", "content": "imported"})
+            summary = await nexus.import_file(io.BytesIO(line.encode()), "jsonl")
+            return [e.content for e in found] + events[-1:] + [str(summary.episodes)]
 
-    assert asyncio.run(scenario()) == ["I love tea", "done"]
+    assert asyncio.run(scenario()) == ["I love tea", "done", "1"]

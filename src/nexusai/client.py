@@ -468,6 +468,30 @@ class AsyncClient:
         for event in _sse(iter(lines)):
             yield event
 
+    async def import_file(
+        self,
+        stream: IO[bytes],
+        format: str,
+        project: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> ImportOut:
+        """Streams a file to `POST /import`; `progress` is told the bytes sent so far."""
+
+        async def chunks() -> AsyncIterator[bytes]:
+            sent = 0
+            while chunk := stream.read(1 << 16):
+                sent += len(chunk)
+                if progress:
+                    progress(sent)
+                yield chunk
+
+        params = {"format": format, **({"project": project} if project else {})}
+        try:
+            response = await self._http.post("/import", params=params, content=chunks())
+        except httpx.TransportError as exc:
+            raise _unreachable(self.url, exc) from None
+        return ImportOut.model_validate(_checked(response))
+
     async def aclose(self) -> None:
         await self._http.aclose()
 

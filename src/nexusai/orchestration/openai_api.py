@@ -18,9 +18,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Body, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import Field
+from pydantic import BaseModel, Field, ValidationError
 
 from nexusai.errors import InvalidInput, NexusError
 from nexusai.http import errors
@@ -34,7 +34,7 @@ from nexusai.orchestration.chat import (
 )
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.service import Orchestration
-from nexusai.schemas import CamelModel
+from nexusai.schemas import MAX_ID, CamelModel
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
 
@@ -64,7 +64,7 @@ class ChatCompletionIn(CamelModel):
     user: str | None = None
 
 
-@router.get("/models", responses=errors())
+@router.get("/models", responses=errors())  # only the door can refuse it
 def list_models(request: Request) -> dict[str, Any]:
     llm: OpenAIChat | None = request.app.state.orchestration.llm
     names = [OUR_MODEL, *([llm.model] if llm else [])]
@@ -74,22 +74,44 @@ def list_models(request: Request) -> dict[str, Any]:
     }
 
 
-@router.post("/chat/completions", responses=errors(404, 415, 422, 502, 503))
+class OpenAIError(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: int
+
+
+class OpenAIErrorOut(BaseModel):
+    """Errors of this router come as OpenAI's clients expect them."""
+
+    error: OpenAIError
+
+
+def _openai_errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    shaped: dict[int | str, dict[str, Any]] = {
+        code: {"model": OpenAIErrorOut, "description": "An error, in OpenAI's shape"}
+        for code in codes
+    }
+    return {**errors(415), **shaped}  # 401 and 415 come from the door, in ours
+
+
+@router.post("/chat/completions", responses=_openai_errors(404, 422, 502, 503))
 def chat_completions(
     request: Request,
-    body: ChatCompletionIn,
-    session_header: Annotated[int | None, Header(alias="X-Nexus-Session")] = None,
+    body: Annotated[dict[str, Any], Body(description="OpenAI's chat completion request")],
+    session_header: Annotated[str | None, Header(alias="X-Nexus-Session")] = None,
     project_header: Annotated[str | None, Header(alias="X-Nexus-Project")] = None,
 ) -> Any:
     orchestration: Orchestration = request.app.state.orchestration
     try:
-        session_id = _session(orchestration, session_header, project_header, body.user)
-        context = orchestration.context(session_id, _last_user_message(body))
+        asked = _validated(body)
+        session_id = _session(orchestration, session_header, project_header, asked.user)
+        context = orchestration.context(session_id, _last_user_message(asked))
         llm = require_llm(orchestration.llm)
-        messages = _with_memories(context, body.messages)
-        model = None if body.model == OUR_MODEL else body.model
+        messages = _with_memories(context, asked.messages)
+        model = None if asked.model == OUR_MODEL else asked.model
         store_user_message(orchestration.memory, context)
-        if body.stream:
+        if asked.stream:
             pieces = _stream(orchestration, llm, context, messages, model)
             return StreamingResponse(pieces, media_type="text/event-stream")
         reply = llm.complete(messages, model)
@@ -99,10 +121,20 @@ def chat_completions(
     return _completion(model or llm.model, reply)
 
 
+def _validated(body: dict[str, Any]) -> ChatCompletionIn:
+    try:
+        return ChatCompletionIn.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise InvalidInput(f"{where}: {first['msg']}") from None
+
+
 def _session(
-    orchestration: Orchestration, session_id: int | None, project: str | None, user: str | None
+    orchestration: Orchestration, header: str | None, project: str | None, user: str | None
 ) -> int:
-    if session_id is not None:
+    if header is not None:
+        session_id = _session_id(header)
         orchestration.memory.scope_session_ids(session_id)  # NotFound for an unknown one
         return session_id
     if user:
@@ -111,6 +143,13 @@ def _session(
         "say which conversation this is: an X-Nexus-Session header (a session id), or the"
         " request's user field (a session's name, in the X-Nexus-Project header's project)"
     )
+
+
+def _session_id(header: str) -> int:
+    raw = header.strip()
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_ID:
+        raise InvalidInput(f"X-Nexus-Session must be a session id (1 to 2**63 - 1), not {raw!r}")
+    return int(raw)
 
 
 def _last_user_message(body: ChatCompletionIn) -> str:

@@ -13,6 +13,7 @@ BENCHMARKS = {
     "entities": "benchmarks.bench_entities",
     "load": "benchmarks.bench_load",
     "entity-precision": "benchmarks.bench_entity_precision",
+    "import-long": "benchmarks.bench_import_long",
 }
 
 

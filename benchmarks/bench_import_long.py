@@ -1,0 +1,84 @@
+"""Importing long user-assistant chats: characters per second through the write path,
+against the embedder's own rate on the same texts, and the share entity extraction takes.
+
+The messages are BEAM's (read from ../shared/data/beam, never copied), so their lengths
+are those of real long chats: about 2,300 characters on average, some over 100,000.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import Report
+from nexusai.config import Config
+from nexusai.embedders import LocalEmbedder
+from nexusai.evaluation.datasets import load_beam
+from nexusai.memory.extractors import SpacyExtractor
+from nexusai.memory.importing import SourceConversation
+from nexusai.memory.service import Memory, embedding_texts
+
+DATA = Path(__file__).parents[2] / "shared" / "data" / "beam"
+
+
+def run(quick: bool = False) -> None:
+    if not DATA.exists():
+        print(f"no BEAM data at {DATA}")
+        return
+    chats = ["1"] if quick else ["1", "2", "3"]
+    conversations = [c.conversation for c in load_beam(DATA, chats).conversations]
+    messages = sum(len(s.episodes) for c in conversations for s in c.sessions)
+    chars = sum(
+        len(e.episode.content) for c in conversations for s in c.sessions for e in s.episodes
+    )
+    embedder = LocalEmbedder()
+    report = Report(
+        f"Importing long chats: {messages:,} BEAM messages, {chars:,} characters",
+        ["what", "seconds", "characters/s", "vs the embedder"],
+    )
+    plain, texts = _import(conversations, embedder, None)
+    started = time.perf_counter()
+    embedder.embed(texts)
+    raw = time.perf_counter() - started
+    report.add(
+        "embedder alone, on the texts the write path embeds",
+        f"{raw:.1f}",
+        f"{chars / raw:,.0f}",
+        "1.00",
+    )
+    report.add(
+        "write path, no extraction", f"{plain:.1f}", f"{chars / plain:,.0f}", f"{raw / plain:.2f}"
+    )
+    extracting, _ = _import(conversations, embedder, SpacyExtractor())
+    share = (extracting - plain) / extracting
+    report.add(
+        "write path with spaCy extraction",
+        f"{extracting:.1f}",
+        f"{chars / extracting:,.0f}",
+        f"{raw / extracting:.2f}",
+    )
+    report.notes.append(f"Entity extraction takes {share:.0%} of the write path's time.")
+    report.notes.append("Target: the write path at 0.8 of the embedder or better.")
+    report.print()
+
+
+def _import(
+    conversations: list[SourceConversation],
+    embedder: LocalEmbedder,
+    extractor: SpacyExtractor | None,
+) -> tuple[float, list[str]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Config.from_env({}, data_dir=Path(tmp), extractor="none")
+        memory = Memory.open(config, embedder, extractor=extractor)
+        try:
+            started = time.perf_counter()
+            for conversation in conversations:
+                project = memory.store.ensure_project(conversation.key)
+                memory.import_conversation(conversation.sessions, project)
+            seconds = time.perf_counter() - started
+            episodes = memory.store.get_episodes(memory.store.episode_ids())
+            texts = [t for e in episodes for t in embedding_texts(e, embedder.window_chars)]
+        finally:
+            memory.close()
+    return seconds, texts

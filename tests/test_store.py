@@ -9,7 +9,7 @@ import pytest
 from nexusai.errors import Conflict, InvalidInput, NotFound, TooLarge
 from nexusai.memory import fts, vector_state
 from nexusai.memory.migrations import MIGRATIONS, apply_migrations
-from nexusai.memory.store import Store
+from nexusai.memory.store import Store, StoreDamaged
 from nexusai.memory.texts import CONTEXT_CHARS
 from nexusai.memory.vector_state import VectorState
 from nexusai.models import NewEpisode
@@ -282,3 +282,34 @@ def test_m007_keeps_rows_ids_and_links_of_an_existing_store(tmp_path: Path) -> N
                 c.execute("UPDATE episodes SET entity_state = 'maybe'")
         assert s.imported_episode_ids("k") == {}
         assert fts.integrity_check(s.connection())
+
+
+def test_a_damaged_file_is_refused_not_served(tmp_path: Path) -> None:
+    path = tmp_path / "n.db"
+    with Store(path) as s:
+        session = s.create_session()
+        s.add_episodes(session.id, [NewEpisode("u", f"turn {i} " * 50) for i in range(200)])
+    size = path.stat().st_size  # closing checkpointed the WAL into the file
+    with path.open("r+b") as damaged:  # a torn write over the middle of the file
+        damaged.seek(size // 2)
+        damaged.write(b"\xff" * 8192)
+    with pytest.raises(StoreDamaged, match="nexus restore"):
+        Store(path)
+
+
+def test_serve_refuses_a_damaged_store_in_one_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from nexusai.cli import cli
+    from tests.live_server import free_port
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "nexus.db").write_bytes(b"this is not a database" * 100)
+    env = {"NEXUS_EXTRACTOR": "none"}
+    args = ["serve", "--data-dir", str(data), "--port", str(free_port())]
+    result = CliRunner(env=env).invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert "is damaged" in result.output
+    assert "nexus restore" in result.output
+    assert result.output.count("\n") == 1

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from nexusai.errors import Conflict, InvalidInput, NexusError, NotFound, TooLarge
+from nexusai.errors import ConfigError, Conflict, InvalidInput, NexusError, NotFound, TooLarge
 from nexusai.memory import fts, vector_state
 from nexusai.memory.migrations import apply_migrations
 from nexusai.memory.texts import compose_context_text, compose_search_text
@@ -42,6 +42,17 @@ class ImportedSession(Protocol):
 
     @property
     def episodes(self) -> Sequence[ImportedEpisode]: ...
+
+
+class StoreDamaged(ConfigError):
+    """The SQLite file fails SQLite's own check: the store is not opened."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(
+            f"the store at {path} is damaged ({reason[:200]}) and was not opened: restore a"
+            " backup with `nexus restore BACKUP --data-dir EMPTY_DIR` and point NEXUS_DATA_DIR"
+            " there, or move the file aside to start with an empty store"
+        )
 
 
 class _Unset:
@@ -69,7 +80,19 @@ class Store:
         self._write_lock = threading.RLock()
         # Called with every SQL statement any connection runs, when set before it opens.
         self.trace: Callable[[str], None] | None = None
-        self.migrations_applied = self._migrate()
+        try:
+            self._check_whole()
+            self.migrations_applied = self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise StoreDamaged(self.path, str(exc)) from None
+
+    def _check_whole(self) -> None:
+        """SQLite's quick check before anything is served or written: a damaged file is
+        refused, never served from (or migrated, which could spread the damage)."""
+        problems = [row[0] for row in self.connection().execute("PRAGMA quick_check(5)")]
+        if problems != ["ok"]:
+            raise StoreDamaged(self.path, "; ".join(problems))
 
     def _migrate(self) -> list[str]:
         """Applies what migrations are new. Foreign keys are off meanwhile, since a migration

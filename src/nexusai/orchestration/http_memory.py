@@ -66,7 +66,7 @@ class HttpMemoryClient:
             return f"the memory service at {self.url} did not answer in time"
         if exc.status:
             return f"the memory service at {self.url} failed: HTTP {exc.status}"
-        return f"the memory service at {self.url} is unreachable ({exc.detail.rsplit('(')[-1]}"
+        return f"the memory service at {self.url} is unreachable ({exc.reason})"
 
     def ping(self) -> None:
         """Raises MemoryUnavailable unless the memory service answers its health check."""

@@ -134,9 +134,7 @@ def _session(
     orchestration: Orchestration, header: str | None, project: str | None, user: str | None
 ) -> int:
     if header is not None:
-        session_id = _session_id(header)
-        orchestration.memory.scope_session_ids(session_id)  # NotFound for an unknown one
-        return session_id
+        return _session_id(header)  # an unknown one is the context's 404
     if user:
         return orchestration.memory.resolve_session(project, user)
     raise InvalidInput(

@@ -3,7 +3,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nexusai.memory.fts import STOPWORDS, build_fts_query, query_terms, tokenize
+from nexusai.keywords import STOPWORDS, query_terms, tokenize
+from nexusai.memory.fts import build_fts_query
 
 
 def test_spec_example_becomes_or_of_quoted_terms() -> None:

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nexusai import keywords
 from nexusai.memory import fts
 from nexusai.memory.store import Store
 from nexusai.models import NewEpisode
@@ -156,8 +157,8 @@ def test_chinese_and_japanese_words_are_found_inside_a_clause(store: Store) -> N
     assert [e.id for e in store.search_keyword("猫を飼っていますか")][:1] == [japanese]
     assert [e.id for e in store.search_keyword("上海")] == []
     assert {e.id for e in store.search_keyword("Beijing 北京")} == {chinese, english}
-    assert fts.query_terms("住在北京") == ["住在", "在北", "北京"]
-    assert fts.query_terms("python编程") == ["编程", "python"]
+    assert keywords.query_terms("住在北京") == ["住在", "在北", "北京"]
+    assert keywords.query_terms("python编程") == ["编程", "python"]
 
 
 def test_the_scope_in_the_match_gives_what_the_join_gives(tmp_path: Path) -> None:

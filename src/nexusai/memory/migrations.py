@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 
+from nexusai import keywords
 from nexusai.memory import fts
 from nexusai.memory.texts import compose_context_text, compose_search_text
 from nexusai.models import now_text
@@ -312,7 +313,7 @@ def m010_fts_cjk_and_scope(conn: sqlite3.Connection) -> None:
     )
     rows = conn.execute("SELECT id, search_text FROM episodes").fetchall()
     for episode_id, text in rows:
-        if cjk := fts.cjk_text(text):
+        if cjk := keywords.cjk_text(text):
             conn.execute("UPDATE episodes SET search_cjk = ? WHERE id = ?", (cjk, episode_id))
     fts.drop_index(conn)
     run_script(conn, fts.INDEX_DDL)
@@ -334,7 +335,7 @@ def m011_one_vector_per_episode(conn: sqlite3.Connection) -> None:
         context = "" if before is None else compose_context_text(before, before_text)
         conn.execute(
             "UPDATE episodes SET search_text = ?, context_text = ?, search_cjk = ? WHERE id = ?",
-            (search, context, fts.cjk_text(search), episode_id),
+            (search, context, keywords.cjk_text(search), episode_id),
         )
     conn.execute("UPDATE episodes SET vector_state = 'pending'")
 

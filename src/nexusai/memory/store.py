@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from nexusai import keywords
 from nexusai.errors import ConfigError, Conflict, InvalidInput, NexusError, NotFound, TooLarge
 from nexusai.memory import fts, vector_state
 from nexusai.memory.migrations import apply_migrations
@@ -390,7 +391,7 @@ class Store:
                 _search_text(row),
                 previous,
                 row.image_caption,
-                fts.cjk_text(_search_text(row)),
+                keywords.cjk_text(_search_text(row)),
             ),
         )
         episode_id = _lastrowid(cursor)
@@ -576,7 +577,7 @@ def _rewrite(conn: sqlite3.Connection, episode_id: int, row: _Row) -> None:
             row.image_caption,
             row.occurred_at,
             _search_text(row),
-            fts.cjk_text(_search_text(row)),
+            keywords.cjk_text(_search_text(row)),
             episode_id,
         ),
     )

@@ -219,8 +219,19 @@ class Endpoints:
         return Call("GET", "/episodes/search", _model(list[EpisodeOut]), params=params, safe=True)
 
     @staticmethod
-    def context(session_id: int, message: str, explain: bool = False) -> Call[ContextOut]:
-        body = {"sessionId": session_id, "message": message, "explain": explain}
+    def context(
+        session_id: int,
+        message: str,
+        explain: bool = False,
+        legs: bool = False,
+        settings: dict[str, float] | None = None,
+    ) -> Call[ContextOut]:
+        """`legs`: both legs' full lists too; `settings`: for this turn only, not saved."""
+        body: dict[str, Any] = {"sessionId": session_id, "message": message, "explain": explain}
+        if legs:
+            body["legs"] = True
+        if settings:
+            body["settings"] = settings
         return Call("POST", "/context", _model(ContextOut), body, safe=True)
 
     @staticmethod

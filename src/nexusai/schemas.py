@@ -72,6 +72,13 @@ class EpisodeOut(CamelModel):
         return Episode(**self.model_dump())
 
 
+class EpisodeDetailOut(EpisodeOut):
+    """An episode with what was derived from it, for browsing."""
+
+    vector_state: str = Field(description="indexed, or pending (not searchable by meaning yet)")
+    entities: list[str] = Field(description="Names of the entities it mentions")
+
+
 class EntityOut(CamelModel):
     id: int
     name: str
@@ -122,12 +129,25 @@ class MemoryOut(EpisodeOut):
     keyword_rank: int | None = Field(default=None, description="1-based; null: not found")
 
 
+class LegsOut(CamelModel):
+    """Both legs' ranked candidates as fusion took them, so a client can re-fuse them at
+    other weights: score = semanticWeight / (rrfK + semantic rank) + keywordWeight /
+    (rrfK + keyword rank), a list an episode is absent from adding nothing."""
+
+    semantic: list[int] = Field(description="Episode ids, best first")
+    keyword: list[int] = Field(description="Episode ids, best first")
+    terms: list[str] = Field(description="The message's keyword terms, as the index got them")
+    rrf_k: int
+    episodes: list[EpisodeOut] = Field(description="Every candidate once, in no order")
+
+
 class ContextOut(CamelModel):
     session_id: int
     recent: list[EpisodeOut]
     memories: list[MemoryOut]
     entities: list[EntityOut]
     warnings: list[str]
+    legs: LegsOut | None = Field(default=None, description="With `legs`: both legs' lists")
 
 
 class ChatOut(CamelModel):

@@ -21,6 +21,7 @@ from nexusai.schemas import (
     EntityDetail,
     EntityOut,
     EpisodeBatchOut,
+    EpisodeDetailOut,
     EpisodeOut,
     Health,
     Id,
@@ -261,13 +262,31 @@ def add_episodes(
     openapi_extra=PAGED,
 )
 def list_episodes(
-    request: Request, response: Response, session_id: PathId, limit: Limit = 100, offset: Offset = 0
-) -> list[EpisodeOut]:
+    request: Request,
+    response: Response,
+    session_id: PathId,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    detail: Annotated[
+        bool, Query(description="Add each episode's vector state and entity names")
+    ] = False,
+) -> list[EpisodeDetailOut] | list[EpisodeOut]:
     """A session's episodes in time order, a page at a time."""
-    store = memory_of(request).store
-    episodes = store.list_episodes(session_id, limit, offset)
-    page(request, response, store.count_episodes(session_id), limit, offset)
-    return [EpisodeOut.model_validate(e) for e in episodes]
+    memory = memory_of(request)
+    episodes = memory.store.list_episodes(session_id, limit, offset)
+    page(request, response, memory.store.count_episodes(session_id), limit, offset)
+    if not detail:
+        return [EpisodeOut.model_validate(e) for e in episodes]
+    ids = [e.id for e in episodes]
+    states, names = memory.vector_states(ids), memory.entities.names_by_episode(ids)
+    return [
+        EpisodeDetailOut(
+            **EpisodeOut.model_validate(e).model_dump(),
+            vector_state=states[e.id].value,
+            entities=names.get(e.id, []),
+        )
+        for e in episodes
+    ]
 
 
 @router.get("/sessions/{session_id}/scope", tags=["retrieval"], responses=errors(404, 422))

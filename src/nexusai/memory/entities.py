@@ -155,6 +155,19 @@ class EntityMemory:
         )
         return self.store.get_episodes([int(row[0]) for row in rows])
 
+    def names_by_episode(self, episode_ids: Sequence[int]) -> dict[int, list[str]]:
+        """The names of the entities each episode mentions, most mentioned first."""
+        rows = self.store.connection().execute(
+            "SELECT m.episode_id, n.name FROM entity_mentions m JOIN entities n"
+            " ON n.id = m.entity_id WHERE m.episode_id IN (SELECT value FROM json_each(?))"
+            " ORDER BY n.mention_count DESC, n.id",
+            [json.dumps([int(i) for i in episode_ids])],
+        )
+        names: dict[int, list[str]] = {}
+        for episode_id, name in rows:
+            names.setdefault(int(episode_id), []).append(str(name))
+        return names
+
     def count(self) -> int:
         return int(self.store.connection().execute("SELECT count(*) FROM entities").fetchone()[0])
 

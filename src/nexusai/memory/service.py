@@ -244,6 +244,9 @@ class Memory:
     ) -> list[Episode]:
         return self.store.search_keyword(query, limit, session_ids)
 
+    def vector_states(self, episode_ids: Sequence[int]) -> dict[int, VectorState]:
+        return vector_state.vector_states(self.store.connection(), episode_ids)
+
     def count_pending_vectors(self) -> int:
         return vector_state.count_pending_vectors(self.store.connection())
 

@@ -40,6 +40,14 @@ def indexed_episodes(conn: sqlite3.Connection) -> set[int]:
     return set(_ids(conn.execute(sql, (VectorState.INDEXED.value,))))
 
 
+def vector_states(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, VectorState]:
+    rows = conn.execute(
+        "SELECT id, vector_state FROM episodes WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps([int(i) for i in ids]),),
+    )
+    return {int(row[0]): VectorState(row[1]) for row in rows}
+
+
 def set_vectors(conn: sqlite3.Connection, ids: Sequence[int], state: VectorState) -> None:
     conn.execute(
         "UPDATE episodes SET vector_state = ? WHERE id IN (SELECT value FROM json_each(?))",

@@ -10,10 +10,13 @@ from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field, create_model
 
+from nexusai.config import RETRIEVAL
 from nexusai.errors import InvalidInput
 from nexusai.http import errors
+from nexusai.keywords import query_terms
 from nexusai.orchestration.chat import ChatFailed, chat_events, chat_turn, require_llm
 from nexusai.orchestration.context import Context
+from nexusai.orchestration.retrieval import Legs
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SETTINGS
 from nexusai.schemas import (
@@ -22,6 +25,7 @@ from nexusai.schemas import (
     EntityOut,
     EpisodeOut,
     Id,
+    LegsOut,
     MemoryOut,
     StrictCamelModel,
 )
@@ -55,10 +59,33 @@ class TurnIn(StrictCamelModel):
 
 class ContextIn(TurnIn):
     explain: bool = Field(default=False, description="Add score and both ranks to each memory")
+    legs: bool = Field(
+        default=False,
+        description="Add both legs' full ranked lists (asked whatever their weights) and the"
+        " message's keyword terms, to re-fuse at other weights without asking again",
+    )
+    settings: dict[str, Any] | None = Field(
+        default=None,
+        description="Settings for this turn only, any of GET /settings' names; checked like"
+        " PATCH /settings, never saved",
+        examples=[{"keywordWeight": 2.0, "semanticLimit": 30}],
+    )
 
 
 class ChatIn(TurnIn):
     stream: bool = Field(default=False, description="Stream the reply as server-sent events")
+
+
+def legs_out(message: str, legs: Legs) -> LegsOut:
+    semantic, keyword = legs.semantic, legs.keyword
+    episodes = {episode.id: episode for episode in [*semantic, *keyword]}
+    return LegsOut(
+        semantic=[episode.id for episode in semantic],
+        keyword=[episode.id for episode in keyword],
+        terms=query_terms(message),
+        rrf_k=RETRIEVAL.RRF_K,
+        episodes=[EpisodeOut.model_validate(e) for e in episodes.values()],
+    )
 
 
 def context_out(context: Context, explain: bool) -> ContextOut:
@@ -70,13 +97,16 @@ def context_out(context: Context, explain: bool) -> ContextOut:
             memory.semantic_rank = fused.semantic_rank
             memory.keyword_rank = fused.keyword_rank
         memories.append(memory)
-    return ContextOut(
+    out = ContextOut(
         session_id=context.session_id,
         recent=[EpisodeOut.model_validate(e) for e in context.recent],
         memories=memories,
         entities=[EntityOut.model_validate(e) for e in context.entities],
         warnings=context.warnings,
     )
+    if context.legs is not None:
+        out.legs = legs_out(context.message, context.legs)
+    return out
 
 
 @router.get("/settings", tags=["settings"], response_model=SettingsOut, responses=errors())
@@ -109,7 +139,9 @@ def patch_settings(
 )
 def post_context(request: Request, body: ContextIn) -> ContextOut:
     """Exactly what chat would give the LLM, without calling it."""
-    context = orchestration_of(request).context(body.session_id, body.checked_message(request))
+    context = orchestration_of(request).context(
+        body.session_id, body.checked_message(request), body.settings, body.legs
+    )
     return context_out(context, body.explain)
 
 

@@ -11,7 +11,7 @@ from nexusai.models import Entity, Episode
 from nexusai.observability import EMBED_SECONDS, timed
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.memory_client import MemoryClient
-from nexusai.orchestration.retrieval import POOL, get_fused_episodes
+from nexusai.orchestration.retrieval import POOL, Legs, fuse_legs, get_legs
 from nexusai.orchestration.settings import RuntimeSettings
 
 log = logging.getLogger("nexusai.context")
@@ -25,6 +25,7 @@ class Context:
     memories: list[FusedEpisode]
     entities: list[Entity] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    legs: Legs | None = None  # both legs' full lists, when asked for
 
 
 def embed_query(embedder: Embedder, text: str) -> Vector | None:
@@ -43,7 +44,10 @@ def assemble_context(
     settings: RuntimeSettings,
     session_id: int,
     message: str,
+    keep_legs: bool = False,
 ) -> Context:
+    """The turn's context; with `keep_legs`, both legs are asked whatever their weights and
+    their lists come back too (the inspector re-fuses them at other weights)."""
     # The scope and the recent turns are fetched while the message is embedded.
     scope_call = POOL.submit(memory.scope_session_ids, session_id)
     recent_call = (
@@ -54,15 +58,17 @@ def assemble_context(
     wants_entities = settings.entity_limit > 0
     vector = None
     warnings = []
-    if settings.semantic_weight > 0 or wants_entities:
+    if settings.semantic_weight > 0 or wants_entities or keep_legs:
         vector = embed_query(embedder, message)
         if vector is None:
             warnings.append("the embedder failed: only keyword memories this turn")
     scope = scope_call.result()  # NotFound for an unknown session
     recent = recent_call.result() if recent_call else []
     recent_ids = [episode.id for episode in recent]
-    memories = get_fused_episodes(memory, message, vector, scope, recent_ids, settings)
+    legs = get_legs(memory, message, vector, scope, recent_ids, settings, keep_legs)
+    memories = fuse_legs(legs, settings)
     entities = (
         memory.search_entities(vector, scope, settings.entity_limit) if wants_entities else []
     )
-    return Context(session_id, message, recent, memories, entities, warnings)
+    kept = legs if keep_legs else None
+    return Context(session_id, message, recent, memories, entities, warnings, kept)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from nexusai.models import Episode
 from nexusai.observability import RETRIEVAL_SECONDS, timed
@@ -42,6 +43,47 @@ def get_fts_results(
     return [episode for episode in rows if episode.id not in recent]
 
 
+@dataclass(frozen=True)
+class Legs:
+    """Each leg's ranked list exactly as fusion takes it (recent turns already left out)."""
+
+    semantic: list[Episode]
+    keyword: list[Episode]
+
+
+def get_legs(
+    memory: MemoryClient,
+    query: str,
+    query_vector: Sequence[float] | None,
+    session_ids: Sequence[int],
+    recent_ids: Sequence[int],
+    settings: RuntimeSettings,
+    every_leg: bool = False,
+) -> Legs:
+    """Both legs in the same scope, at the same time. A leg whose weight is 0 is not even
+    asked, unless `every_leg` (a client that re-fuses at other weights needs both)."""
+    limit = settings.semantic_limit
+    keyword: Future[list[Episode]] | None = None
+    if every_leg or settings.keyword_weight > 0:
+        keyword = POOL.submit(get_fts_results, memory, query, session_ids, recent_ids, limit)
+    semantic = (
+        get_semantic_episodes(memory, query_vector, session_ids, recent_ids, limit)
+        if every_leg or settings.semantic_weight > 0
+        else []
+    )
+    return Legs(semantic, keyword.result() if keyword else [])
+
+
+def fuse_legs(legs: Legs, settings: RuntimeSettings) -> list[FusedEpisode]:
+    return fuse_ranked(
+        legs.semantic,
+        legs.keyword,
+        settings.semantic_weight,
+        settings.keyword_weight,
+        settings.semantic_limit,
+    )
+
+
 def get_fused_episodes(
     memory: MemoryClient,
     query: str,
@@ -50,19 +92,8 @@ def get_fused_episodes(
     recent_ids: Sequence[int],
     settings: RuntimeSettings,
 ) -> list[FusedEpisode]:
-    """Both legs in the same scope, at the same time, fused; a leg whose weight is 0 is not
-    even asked."""
-    limit = settings.semantic_limit
-    keyword: Future[list[Episode]] | None = None
-    if settings.keyword_weight > 0:
-        keyword = POOL.submit(get_fts_results, memory, query, session_ids, recent_ids, limit)
-    semantic = (
-        get_semantic_episodes(memory, query_vector, session_ids, recent_ids, limit)
-        if settings.semantic_weight > 0
-        else []
-    )
-    found = keyword.result() if keyword else []
-    return fuse_ranked(semantic, found, settings.semantic_weight, settings.keyword_weight, limit)
+    legs = get_legs(memory, query, query_vector, session_ids, recent_ids, settings)
+    return fuse_legs(legs, settings)
 
 
 # Work that waits on I/O (SQLite, Qdrant, or the memory service over HTTP) runs beside

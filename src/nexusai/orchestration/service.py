@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nexusai.embedders import Embedder
@@ -18,12 +19,16 @@ class Orchestration:
     settings: SettingsStore
     llm: OpenAIChat | None
 
-    def context(self, session_id: int, message: str) -> Context:
-        """Settings are read fresh, so a PATCH takes effect on the very next turn."""
+    def context(
+        self,
+        session_id: int,
+        message: str,
+        overrides: Mapping[str, object] | None = None,
+        keep_legs: bool = False,
+    ) -> Context:
+        """Settings are read fresh, so a PATCH takes effect on the very next turn;
+        `overrides` change them for this turn only (validated like a PATCH, not saved)."""
+        settings = self.settings.get().with_changes(overrides or {})
         return assemble_context(
-            self.memory,
-            self.embedder,
-            self.settings.get(),
-            session_id,
-            message,
+            self.memory, self.embedder, settings, session_id, message, keep_legs
         )

@@ -83,6 +83,12 @@ class RuntimeSettings:
             entity_limit=int(values["entityLimit"]),
         )
 
+    def with_changes(self, changes: Mapping[str, object]) -> RuntimeSettings:
+        """These settings with `changes` applied, each validated like a PATCH (one bad value
+        is an InvalidInput naming it); nothing is saved."""
+        checked = {name: validate(name, value) for name, value in changes.items()}
+        return RuntimeSettings.from_values({**self.to_values(), **checked})
+
     def to_values(self) -> dict[str, float]:
         return {
             "semanticWeight": self.semantic_weight,

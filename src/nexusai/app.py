@@ -19,6 +19,7 @@ from nexusai.embedders import Embedder, create_embedder
 from nexusai.errors import ConfigError
 from nexusai.guard import Guard
 from nexusai.http import errors, install_error_handlers, install_offline_docs
+from nexusai.inspector import install_inspector
 from nexusai.llm import OpenAIChat, create_llm
 from nexusai.memory import api as memory_api
 from nexusai.memory.service import Memory
@@ -84,6 +85,7 @@ def create_app(
         app.include_router(openai_api.router)
     if role == "all":
         _mount_mcp(app, config)
+        install_inspector(app)  # the page browses memory and asks orchestration: both here
     if role == "orchestration":
         app.add_api_route(
             "/health", _orchestration_health, tags=["service"], responses=errors(open_route=True)

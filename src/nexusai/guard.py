@@ -19,10 +19,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-# Liveness, readiness and the API's own description hold no stored data: a browser or a
-# probe opens them without a key.
-OPEN_PATHS = frozenset({"/health", "/ready", "/docs", "/openapi.json"})
-OPEN_PREFIXES = ("/docs-assets/",)
+# Liveness, readiness, the API's own description and the inspector's static page hold no
+# stored data: a browser or a probe opens them without a key (the page then asks for one).
+OPEN_PATHS = frozenset({"/health", "/ready", "/docs", "/openapi.json", "/ui"})
+OPEN_PREFIXES = ("/docs-assets/", "/ui/")
 STREAMED_PATHS = frozenset({"/import"})  # spooled to disk, so no body limit
 JSON_METHODS = frozenset({"POST", "PUT", "PATCH"})
 

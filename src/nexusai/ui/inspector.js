@@ -1,0 +1,508 @@
+// The memory inspector: browse what is stored, ask what a turn would get, move the weights.
+// Everything here goes through the service's public HTTP API with the key the user gave;
+// the key lives in this tab's session storage, never in a URL.
+"use strict";
+
+const KEY_SLOT = "nexusai-api-key";
+const PAGE_SIZE = 50;
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  projects: [],
+  projectId: "",
+  sessionOffset: 0,
+  sessionId: null,
+  episodeOffset: 0,
+  episodeTotal: 0,
+  asked: null, // {legs, byId, baseline: ids at the weights asked with, session}
+  settings: null,
+  evalResults: null,
+};
+
+// -- talking to the service -------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+function explain(status, body) {
+  const detail = body && typeof body.detail === "string" ? body.detail : "";
+  const fields = body && Array.isArray(body.errors) ? body.errors : [];
+  const listed = fields.map((e) => `${e.field}: ${e.message}`).join("; ");
+  if (status === 401) return "The service wants an API key: enter it above and press Use.";
+  if (status === 404) return `Not found: ${detail || "no such item"}`;
+  if (status === 422) return `Refused: ${detail}${listed && !detail.includes(listed) ? ` (${listed})` : ""}`;
+  return `The service answered ${status}: ${detail || "no detail given"}`;
+}
+
+async function api(path, { method = "GET", body } = {}) {
+  const headers = { Accept: "application/json" };
+  const key = sessionStorage.getItem(KEY_SLOT);
+  if (key) headers.Authorization = `Bearer ${key}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let response;
+  try {
+    response = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (error) {
+    throw new ApiError(0, "The service does not answer: is nexus serve running?");
+  }
+  const data = response.status === 204 ? null : await response.json().catch(() => null);
+  if (!response.ok) throw new ApiError(response.status, explain(response.status, data));
+  return { data, total: Number(response.headers.get("X-Total-Count") ?? NaN) };
+}
+
+function showMessage(text, kind = "error") {
+  const box = $("message");
+  box.textContent = text;
+  box.className = kind;
+  box.hidden = false;
+}
+
+function clearMessage() {
+  $("message").hidden = true;
+}
+
+// Every action runs through here: a failure becomes a message on the page, never a blank.
+function guarded(action) {
+  return async (...args) => {
+    try {
+      await action(...args);
+    } catch (error) {
+      showMessage(error instanceof ApiError ? error.message : `Something broke: ${error}`);
+    }
+  };
+}
+
+// -- drawing ----------------------------------------------------------------------------
+
+function element(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (name === "className") node.className = value;
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value);
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined) node.append(child);
+  }
+  return node;
+}
+
+function when(text) {
+  return text ? text.replace("T", " ").replace(/(\.\d+)?(Z|\+00:00)$/, "") : "";
+}
+
+// A light stemmer for marking words only (which words to highlight); ranking is the server's.
+const SUFFIXES = ["ations", "ation", "ings", "ing", "ies", "ied", "ers", "er", "es", "ed", "ly", "s", "d"];
+
+function stem(word) {
+  for (const suffix of SUFFIXES) {
+    if (word.length - suffix.length >= 3 && word.endsWith(suffix)) {
+      return word.slice(0, -suffix.length).replace(/[ey]$/, "");
+    }
+  }
+  return word.replace(/[ey]$/, "");
+}
+
+function isTerm(word, terms) {
+  const lower = word.toLowerCase();
+  return terms.some((term) => term === lower || (stem(term).length >= 3 && stem(term) === stem(lower)));
+}
+
+const CJK = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}]/u;
+
+function matchRanges(text, terms) {
+  const ranges = [];
+  const cjkTerms = terms.filter((term) => CJK.test(term));
+  for (const match of text.matchAll(/[\p{L}\p{N}]+/gu)) {
+    const word = match[0];
+    if (isTerm(word, terms)) {
+      ranges.push([match.index, match.index + word.length]);
+      continue;
+    }
+    for (const term of cjkTerms) {
+      for (let at = word.indexOf(term); at >= 0; at = word.indexOf(term, at + 1)) {
+        ranges.push([match.index + at, match.index + at + term.length]);
+      }
+    }
+  }
+  return ranges.sort((a, b) => a[0] - b[0]);
+}
+
+function highlighted(text, terms) {
+  const node = element("p", { className: "content" });
+  let done = 0;
+  for (const [start, end] of matchRanges(text, terms || [])) {
+    if (start < done) continue;
+    node.append(text.slice(done, start), element("mark", {}, text.slice(start, end)));
+    done = end;
+  }
+  node.append(text.slice(done));
+  node.addEventListener("click", () => node.classList.toggle("open"));
+  return node;
+}
+
+function episodeItem(episode, { terms = [], badges = [], extra = null } = {}) {
+  const meta = element(
+    "div",
+    { className: "meta" },
+    element("b", {}, episode.speaker),
+    ` · ${when(episode.occurredAt)} · session ${episode.sessionId} · #${episode.id}`,
+    ...badges
+  );
+  return element("li", { "data-id": String(episode.id) }, meta, extra, highlighted(episode.content, terms));
+}
+
+function badge(text, className) {
+  return element("span", { className: `badge ${className}` }, text);
+}
+
+// -- Browse -----------------------------------------------------------------------------
+
+async function loadProjects() {
+  const { data } = await api("/projects?limit=200");
+  state.projects = data;
+  const select = $("project");
+  select.replaceChildren(
+    element("option", { value: "" }, "All sessions"),
+    ...data.map((p) => element("option", { value: String(p.id) }, `${p.name} (#${p.id})`))
+  );
+  select.value = state.projectId;
+}
+
+async function loadSessions(reset = true) {
+  if (reset) {
+    state.sessionOffset = 0;
+    $("sessions").replaceChildren();
+  }
+  const project = state.projectId ? `&projectId=${state.projectId}` : "";
+  const { data, total } = await api(`/sessions?limit=${PAGE_SIZE}&offset=${state.sessionOffset}${project}`);
+  state.sessionOffset += data.length;
+  $("session-count").textContent = Number.isNaN(total) ? "" : `(${total})`;
+  for (const session of data) {
+    const label = session.title || `session ${session.id}`;
+    const item = element("li", { "data-id": String(session.id) },
+      element("button", { onclick: guarded(() => selectSession(session.id)) }, label),
+      element("small", {}, ` #${session.id} · ${when(session.createdAt)}`));
+    $("sessions").append(item);
+  }
+  $("more-sessions").hidden = !(state.sessionOffset < total);
+  fillSessionPicker();
+}
+
+function fillSessionPicker() {
+  const picker = $("ask-session");
+  const chosen = picker.value || (state.sessionId ? String(state.sessionId) : "");
+  const options = [...$("sessions").children].map((item) =>
+    element("option", { value: item.dataset.id }, item.querySelector("button").textContent + ` (#${item.dataset.id})`)
+  );
+  picker.replaceChildren(...options);
+  if (chosen && options.some((o) => o.value === chosen)) picker.value = chosen;
+}
+
+async function selectSession(sessionId) {
+  state.sessionId = sessionId;
+  state.episodeOffset = 0;
+  for (const item of $("sessions").children) {
+    item.classList.toggle("selected", item.dataset.id === String(sessionId));
+  }
+  $("ask-session").value = String(sessionId);
+  await loadEpisodes();
+}
+
+async function loadEpisodes() {
+  clearMessage();
+  const path = `/sessions/${state.sessionId}/episodes?detail=true&limit=${PAGE_SIZE}&offset=${state.episodeOffset}`;
+  const { data, total } = await api(path);
+  state.episodeTotal = total;
+  $("episodes-title").textContent = `Episodes of session ${state.sessionId}`;
+  const last = state.episodeOffset + data.length;
+  $("page-info").textContent = total ? `${state.episodeOffset + 1}–${last} of ${total}` : "no episodes yet";
+  $("prev-page").disabled = state.episodeOffset === 0;
+  $("next-page").disabled = last >= total;
+  $("episodes").replaceChildren(
+    ...data.map((episode) => {
+      const stateBadge = badge(episode.vectorState, episode.vectorState === "indexed" ? "ok" : "warn");
+      const chips = episode.entities.length
+        ? element("ul", { className: "chips" }, ...episode.entities.map((name) => element("li", {}, name)))
+        : null;
+      return episodeItem(episode, { badges: [" ", stateBadge], extra: chips });
+    })
+  );
+}
+
+async function searchScope(event) {
+  event.preventDefault();
+  const query = $("search").value.trim();
+  if (!query) return;
+  clearMessage();
+  let scope = "";
+  if (state.sessionId) {
+    const { data } = await api(`/sessions/${state.sessionId}/scope`);
+    scope = `&sessionIds=${data.sessionIds.join(",")}`;
+  }
+  const { data } = await api(`/episodes/search?q=${encodeURIComponent(query)}&limit=50${scope}`);
+  const where = state.sessionId ? `the scope of session ${state.sessionId}` : "all sessions";
+  $("episodes-title").textContent = `${data.length} keyword matches for “${query}” in ${where}`;
+  $("page-info").textContent = "";
+  $("prev-page").disabled = $("next-page").disabled = true;
+  $("episodes").replaceChildren(...data.map((episode, i) => episodeItem(episode, { badges: [" ", badge(`keyword #${i + 1}`, "rank")] })));
+}
+
+// -- Ask --------------------------------------------------------------------------------
+
+function weights() {
+  return {
+    semanticWeight: Number($("semantic-weight").value),
+    keywordWeight: Number($("keyword-weight").value),
+    semanticLimit: Number($("limit").value),
+  };
+}
+
+function showWeights() {
+  const { semanticWeight, keywordWeight } = weights();
+  $("semantic-out").textContent = semanticWeight.toFixed(2);
+  $("keyword-out").textContent = keywordWeight.toFixed(2);
+}
+
+async function loadSettings() {
+  const { data } = await api("/settings");
+  state.settings = data;
+  $("semantic-weight").value = data.semanticWeight;
+  $("keyword-weight").value = data.keywordWeight;
+  $("limit").value = data.semanticLimit;
+  showWeights();
+}
+
+async function ask(event) {
+  if (event) event.preventDefault();
+  const sessionId = Number($("ask-session").value);
+  const message = $("ask-message").value;
+  if (!sessionId) return showMessage("Pick a session first (Browse lists them).");
+  clearMessage();
+  const asked = weights();
+  const { data } = await api("/context", {
+    method: "POST",
+    body: { sessionId, message, explain: true, legs: true, settings: asked },
+  });
+  const byId = new Map(data.legs.episodes.map((e) => [e.id, e]));
+  state.asked = { legs: data.legs, byId, baseline: data.memories.map((m) => m.id), asked };
+  $("recent").replaceChildren(...data.recent.map((e) => episodeItem(e)));
+  $("entities").replaceChildren(...data.entities.map((e) => element("li", { title: e.type }, `${e.name} · ${e.type}`)));
+  for (const warning of data.warnings) showMessage(warning, "warning");
+  renderMemories();
+}
+
+// Re-fuses the lists the server gave, at the sliders' weights: no request per move.
+function renderMemories() {
+  showWeights();
+  if (!state.asked) return;
+  const { legs, byId, baseline, asked } = state.asked;
+  const { semanticWeight, keywordWeight } = weights();
+  const fused = fuseLegs(legs.semantic, legs.keyword, semanticWeight, keywordWeight, asked.semanticLimit, legs.rrfK);
+  const inTop = new Set(fused.map((m) => m.id));
+  const before = new Set(baseline);
+  $("memories").replaceChildren(...fused.map((m) => memoryItem(m, byId.get(m.id), legs.terms, !before.has(m.id))));
+  const left = baseline.filter((id) => !inTop.has(id));
+  $("left-title").hidden = left.length === 0;
+  $("left").replaceChildren(...left.map((id) => episodeItem(byId.get(id), { terms: legs.terms, badges: [" ", badge("left", "warn")] })));
+  $("memories-note").textContent =
+    `${fused.length} of ${legs.semantic.length} semantic + ${legs.keyword.length} keyword candidates` +
+    ` · terms: ${legs.terms.join(", ") || "none (keyword leg sits out)"}`;
+  $("fusion-note").textContent =
+    semanticWeight === asked.semanticWeight && keywordWeight === asked.keywordWeight
+      ? "the server's order"
+      : `re-fused here at ${semanticWeight.toFixed(2)} / ${keywordWeight.toFixed(2)}`;
+}
+
+function memoryItem(fused, episode, terms, entered) {
+  const rank = (name, value) => badge(`${name} ${value === null ? "–" : `#${value}`}`, "rank");
+  const badges = [
+    " ",
+    rank("semantic", fused.semanticRank),
+    rank("keyword", fused.keywordRank),
+    badge(`score ${fused.score.toFixed(5)}`, "score"),
+    entered ? badge("entered", "ok") : null,
+  ];
+  const item = episodeItem(episode, { terms, badges });
+  item.classList.toggle("entered", entered);
+  return item;
+}
+
+async function saveWeights() {
+  const { data } = await api("/settings", { method: "PATCH", body: weights() });
+  state.settings = data;
+  showMessage(
+    `Saved: semanticWeight ${data.semanticWeight}, keywordWeight ${data.keywordWeight}, semanticLimit ${data.semanticLimit}.`,
+    "ok"
+  );
+}
+
+let limitTimer = null;
+
+// The limit changes which candidates each leg returns, so it asks again (once typing stops).
+function limitChanged() {
+  clearTimeout(limitTimer);
+  if (state.asked) limitTimer = setTimeout(guarded(ask), 400);
+}
+
+// -- Eval -------------------------------------------------------------------------------
+
+async function loadEvalFromServer() {
+  const { data } = await api("/eval-results");
+  showEval(data);
+}
+
+function loadEvalFile() {
+  const file = $("eval-file").files[0];
+  if (!file) return;
+  file.text().then(
+    (text) => {
+      try {
+        showEval(JSON.parse(text));
+      } catch (error) {
+        showMessage(`${file.name} is not a results file of nexus eval: ${error.message}`);
+      }
+    },
+    (error) => showMessage(`Could not read ${file.name}: ${error}`)
+  );
+}
+
+function showEval(results) {
+  const rows = results && Array.isArray(results.results) ? results.results : null;
+  if (!rows || !rows.length || !rows[0].recall) {
+    throw new Error("this JSON has no results rows with recall (expected nexus eval --json output)");
+  }
+  clearMessage();
+  state.evalResults = rows;
+  const ks = Object.keys(rows[0].recall);
+  const select = $("eval-k");
+  const chosen = select.value;
+  select.replaceChildren(...ks.map((k) => element("option", { value: k }, k)));
+  select.value = ks.includes(chosen) ? chosen : ks.includes("10") ? "10" : ks[0];
+  drawEval();
+}
+
+function keywordShare(row) {
+  const total = row.semanticWeight + row.keywordWeight;
+  return total ? row.keywordWeight / total : 0;
+}
+
+function drawEval() {
+  const rows = state.evalResults;
+  if (!rows) return;
+  const k = $("eval-k").value;
+  const current = state.settings ? keywordShare(state.settings) : null;
+  $("eval-plot").replaceChildren(evalPlot(rows, k, current));
+  const header = element("tr", {}, ...["dataset", "semantic", "keyword", `R@${k}`].map((h) => element("th", {}, h)));
+  const body = rows.map((r) => {
+    const isCurrent = state.settings && r.semanticWeight === state.settings.semanticWeight && r.keywordWeight === state.settings.keywordWeight;
+    return element("tr", { className: isCurrent ? "current" : "" },
+      element("td", {}, r.dataset || "—"), element("td", {}, String(r.semanticWeight)),
+      element("td", {}, String(r.keywordWeight)), element("td", {}, r.recall[k].toFixed(3)));
+  });
+  $("eval-table").replaceChildren(header, ...body);
+}
+
+// recall@k against the keyword share of the weights, a line per dataset; the current
+// weights are the dashed line.
+function evalPlot(rows, k, current) {
+  const width = 640, height = 300, pad = 44;
+  const svg = (tag, attributes, ...children) => {
+    const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+    node.append(...children);
+    return node;
+  };
+  const values = rows.map((r) => r.recall[k]);
+  const low = Math.max(0, Math.floor(Math.min(...values) * 10) / 10);
+  const high = Math.min(1, Math.ceil(Math.max(...values) * 10) / 10 || 1);
+  const x = (share) => pad + share * (width - 2 * pad);
+  const y = (value) => height - pad - ((value - low) / (high - low || 1)) * (height - 2 * pad);
+  const plot = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": `recall@${k} against the weights` });
+  plot.append(
+    svg("line", { x1: pad, y1: height - pad, x2: width - pad, y2: height - pad, class: "axis" }),
+    svg("line", { x1: pad, y1: pad, x2: pad, y2: height - pad, class: "axis" }),
+    svg("text", { x: pad, y: height - 12, class: "label" }, "semantic only"),
+    svg("text", { x: width - pad, y: height - 12, class: "label end" }, "keyword only"),
+    svg("text", { x: 4, y: pad - 10, class: "label" }, `recall@${k} (${low.toFixed(1)}–${high.toFixed(1)})`)
+  );
+  const datasets = [...new Set(rows.map((r) => r.dataset || "results"))];
+  datasets.forEach((name, index) => {
+    const points = rows
+      .filter((r) => (r.dataset || "results") === name)
+      .map((r) => [keywordShare(r), r.recall[k], r])
+      .sort((a, b) => a[0] - b[0]);
+    const line = points.map(([share, value]) => `${x(share)},${y(value)}`).join(" ");
+    plot.append(svg("polyline", { points: line, class: `series s${index % 4}` }));
+    for (const [share, value, row] of points) {
+      plot.append(svg("circle", { cx: x(share), cy: y(value), r: 4, class: `series s${index % 4}` },
+        svg("title", {}, `${name} ${row.semanticWeight}/${row.keywordWeight}: ${value.toFixed(3)}`)));
+    }
+    plot.append(svg("text", { x: width - pad, y: pad + 16 * index, class: `label end s${index % 4}` }, name));
+  });
+  if (current !== null) {
+    plot.append(svg("line", { x1: x(current), y1: pad, x2: x(current), y2: height - pad, class: "current" }),
+      svg("text", { x: x(current) + 4, y: pad + 4, class: "label" }, "current weights"));
+  }
+  return plot;
+}
+
+// -- wiring -----------------------------------------------------------------------------
+
+function showView(name) {
+  for (const tab of document.querySelectorAll("[role=tab]")) {
+    tab.setAttribute("aria-selected", String(tab.dataset.view === name));
+  }
+  for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== name;
+  if (name === "eval") drawEval();
+}
+
+const start = guarded(async () => {
+  clearMessage();
+  await Promise.all([loadProjects(), loadSessions(), loadSettings()]);
+});
+
+function wire() {
+  $("key").value = sessionStorage.getItem(KEY_SLOT) || "";
+  $("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(KEY_SLOT, $("key").value.trim());
+    start();
+  });
+  for (const tab of document.querySelectorAll("[role=tab]")) {
+    tab.addEventListener("click", () => showView(tab.dataset.view));
+  }
+  $("project").addEventListener("change", guarded(async () => {
+    state.projectId = $("project").value;
+    await loadSessions();
+  }));
+  $("more-sessions").addEventListener("click", guarded(() => loadSessions(false)));
+  $("prev-page").addEventListener("click", guarded(() => {
+    state.episodeOffset = Math.max(0, state.episodeOffset - PAGE_SIZE);
+    return loadEpisodes();
+  }));
+  $("next-page").addEventListener("click", guarded(() => {
+    state.episodeOffset += PAGE_SIZE;
+    return loadEpisodes();
+  }));
+  $("search-form").addEventListener("submit", guarded(searchScope));
+  $("ask-form").addEventListener("submit", guarded(ask));
+  $("semantic-weight").addEventListener("input", renderMemories);
+  $("keyword-weight").addEventListener("input", renderMemories);
+  $("limit").addEventListener("input", limitChanged);
+  $("save-weights").addEventListener("click", guarded(saveWeights));
+  $("eval-load").addEventListener("click", guarded(loadEvalFromServer));
+  $("eval-file").addEventListener("change", loadEvalFile);
+  $("eval-k").addEventListener("change", drawEval);
+  start();
+}
+
+wire();

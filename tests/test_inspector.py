@@ -1,0 +1,348 @@
+"""The memory inspector (/ui) in a real headless Chromium, against `nexus serve` as its own
+process with the real model, plus the API it stands on (`legs`, per-turn settings,
+episode detail, /eval-results)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from nexusai.client import Client
+from nexusai.models import Episode
+from nexusai.orchestration.fusion import fuse_ranked
+from nexusai.schemas import EpisodeOut
+from tests.live_server import server_process
+
+KEY = "inspector-test-key"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+QUESTION = "What did the vet say about Biscuit's allergy?"
+
+# An invented household's memory: the legs disagree on it (Biscuit and the vet are named in
+# some turns, only described in others), so the weights move the fused order.
+SESSIONS = {
+    "spring": [
+        ("user", "We adopted a beagle puppy and named him Biscuit."),
+        ("assistant", "Biscuit is a lovely name for a beagle! How old is he?"),
+        ("user", "He is ten weeks old and chews every shoe in the hallway."),
+        ("user", "My sister Hanna lives in Hamburg and visits in May."),
+        ("assistant", "A visit in May sounds lovely; Hamburg is beautiful in spring."),
+        ("user", "I started learning the cello; my teacher is called Mr. Okafor."),
+        ("user", "The dog keeps scratching his ears after walks in the park."),
+        ("assistant", "Frequent ear scratching can mean an infection or an allergy."),
+    ],
+    "summer": [
+        ("user", "The vet said Biscuit is allergic to chicken, so no more chicken treats."),
+        ("assistant", "Good to know. Salmon or lamb treats are common alternatives."),
+        ("user", "We switched his food to a grain-free lamb formula."),
+        ("user", "Hanna brought a cake from her bakery in Hamburg."),
+        ("user", "My cello recital is on the 14th of July at the community hall."),
+        ("assistant", "Good luck at the recital! Which piece are you playing?"),
+        ("user", "A Bach suite, the first one, in G major."),
+        ("user", "The veterinarian also wants a follow-up check in September."),
+    ],
+    "autumn": [
+        ("user", "Our puppy's itching is much better since the new diet."),
+        ("user", "I bought a raincoat for the dog because he hates getting wet."),
+        ("assistant", "A raincoat makes autumn walks easier for both of you."),
+        ("user", "The September check went well: the skin rash is gone."),
+        ("user", "I am planning a trip to Lisbon in October with my partner."),
+        ("assistant", "Lisbon in October is warm and less crowded."),
+        ("user", "Biscuit will stay with Hanna while we are in Lisbon."),
+        ("user", "Mr. Okafor says my bowing has improved a lot."),
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    data_dir = tmp_path_factory.mktemp("inspector")
+    with server_process(data_dir, NEXUS_API_KEY=KEY) as url, Client(url, KEY) as client:
+        project = client.create_project("household")
+        ids = {}
+        for title, turns in SESSIONS.items():
+            session = client.create_session(project.id, title)
+            ids[title] = session.id
+            client.add_episodes(session.id, [{"speaker": s, "content": c} for s, c in turns])
+        _wait_indexed(url)
+        yield {"url": url, "data_dir": data_dir, "sessions": ids, "client": client}
+
+
+def _wait_indexed(url: str) -> None:
+    for _ in range(200):
+        ready = httpx.get(f"{url}/ready").json()
+        if ready["pendingVectors"] == 0:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the vectors were not written")
+
+
+# -- the API the page stands on ----------------------------------------------------------
+
+
+def test_legs_refuse_at_any_weights_to_the_servers_order(served: dict[str, Any]) -> None:
+    client: Client = served["client"]
+    session = served["sessions"]["autumn"]
+    asked = client.context(session, QUESTION, legs=True, settings={"keywordWeight": 0})
+    assert asked.legs is not None
+    assert asked.legs.keyword, "both legs are asked even at keywordWeight 0"
+    assert asked.legs.terms == ["vet", "say", "biscuit", "allergy"]
+    assert asked.legs.rrf_k == 60
+    rows = {e.id: e.to_episode() for e in asked.legs.episodes}
+    semantic = [rows[i] for i in asked.legs.semantic]
+    keyword = [rows[i] for i in asked.legs.keyword]
+    for weights in [(1.0, 0.0), (1.0, 1.0), (0.25, 5.0), (0.0, 2.0)]:
+        settings = {"semanticWeight": weights[0], "keywordWeight": weights[1]}
+        server = client.context(session, QUESTION, settings=settings).memories
+        fused = fuse_ranked(semantic, keyword, *weights, limit=10)
+        assert [m.id for m in server] == [f.episode.id for f in fused], weights
+
+
+def test_turn_settings_are_checked_and_never_saved(served: dict[str, Any]) -> None:
+    url, session = served["url"], served["sessions"]["spring"]
+    headers = {"Authorization": f"Bearer {KEY}"}
+    before = httpx.get(f"{url}/settings", headers=headers).json()
+    body = {"sessionId": session, "message": "dog", "settings": {"semanticLimit": 500}}
+    refused = httpx.post(f"{url}/context", json=body, headers=headers)
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == "semanticLimit must be from 1 to 100, got 500"
+    body["settings"] = {"keywordWeight": 3}
+    assert httpx.post(f"{url}/context", json=body, headers=headers).status_code == 200
+    assert httpx.get(f"{url}/settings", headers=headers).json() == before
+
+
+def test_episode_detail_has_vector_state_and_entities(client: TestClient) -> None:
+    session = client.post("/sessions", json={}).json()["id"]
+    client.post(f"/sessions/{session}/episodes", json={"speaker": "user", "content": "hi"})
+    plain = client.get(f"/sessions/{session}/episodes").json()
+    detail = client.get(f"/sessions/{session}/episodes?detail=true").json()
+    assert "vectorState" not in plain[0]
+    assert detail[0]["vectorState"] == "indexed"
+    assert detail[0]["entities"] == []
+    assert EpisodeOut.model_validate(detail[0]).content == "hi"
+
+
+def test_eval_results_come_from_the_data_directory(client: TestClient, tmp_path: Path) -> None:
+    missing = client.get("/eval-results")
+    assert missing.status_code == 404
+    assert "nexus eval all --json" in missing.json()["detail"]
+    results = {"results": [{"dataset": "x", "semanticWeight": 1, "keywordWeight": 0}]}
+    (tmp_path / "data" / "eval-results.json").write_text(json.dumps(results))
+    assert client.get("/eval-results").json() == results
+
+
+def test_the_page_is_open_offline_and_its_data_is_not(served: dict[str, Any]) -> None:
+    url = served["url"]
+    page = httpx.get(f"{url}/ui/")
+    assert page.status_code == 200
+    assert "memory inspector" in page.text
+    for asset in re.findall(r'(?:src|href)="([^"]+)"', page.text):
+        assert "//" not in asset, f"{asset}: the page must work with no network"
+        if not asset.startswith("data:"):
+            assert httpx.get(f"{url}/ui/{asset}").status_code == 200, asset
+    assert httpx.get(f"{url}/eval-results").status_code == 401
+    assert httpx.get(f"{url}/sessions").status_code == 401
+
+
+# -- in a real browser ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if CHROMIUM is None:
+        reason = "no chromium on this machine (apt-get install chromium; .ci/run does)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the browser tests: {reason}")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+# Headless, as root, on a machine with no outside network: Chromium must not try to reach
+# Google's hosts (it would, many connections at a time, at every start).
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def page(browser: Any, served: dict[str, Any]) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    opened.goto(f"{served['url']}/ui/")
+    yield opened
+    context.close()
+    assert errors == [], "the page's script threw"
+
+
+def _enter_key(page: Any) -> None:
+    page.fill("#key", KEY)
+    page.click("#key-form button")
+    page.wait_for_selector("#sessions li")
+
+
+def _memory_ids(page: Any, selector: str = "#memories li") -> list[int]:
+    return [int(i) for i in page.eval_on_selector_all(selector, "ns => ns.map(n => n.dataset.id)")]
+
+
+def test_without_a_key_the_page_says_so(page: Any) -> None:
+    page.wait_for_selector("#message:not([hidden])")
+    assert "wants an API key" in page.inner_text("#message")
+
+
+def test_browse_a_session(page: Any, served: dict[str, Any]) -> None:
+    _enter_key(page)
+    session = served["sessions"]["summer"]
+    page.click(f"#sessions li[data-id='{session}'] button")
+    page.wait_for_selector("#episodes li")
+    items = page.query_selector_all("#episodes li")
+    assert len(items) == len(SESSIONS["summer"])
+    assert "allergic to chicken" in items[0].inner_text()
+    assert "indexed" in items[0].inner_text()
+    page.fill("#search", "Hamburg")
+    page.click("#search-form button")
+    page.wait_for_selector("#episodes-title:has-text('keyword matches')")
+    found = [i.inner_text() for i in page.query_selector_all("#episodes li")]
+    # Its three turns first; after them, turns that follow one (their context is indexed).
+    assert ["Hamburg" in text for text in found[:4]] == [True, True, True, False]
+
+
+def test_ask_then_move_the_keyword_slider(page: Any, served: dict[str, Any]) -> None:
+    client: Client = served["client"]
+    session = served["sessions"]["autumn"]
+    client.update_settings(semanticWeight=1.0, keywordWeight=0.0, semanticLimit=10)
+    _enter_key(page)
+    page.click("[data-view=ask]")
+    page.select_option("#ask-session", str(session))
+    page.fill("#ask-message", QUESTION)
+    page.click("#ask-form button[type=submit]")
+    page.wait_for_selector("#memories li")
+    server = client.context(session, QUESTION, explain=True).memories
+    assert _memory_ids(page) == [m.id for m in server]
+    first = page.query_selector("#memories li")
+    assert f"semantic #{server[0].semantic_rank}" in first.inner_text()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "inspector-ask.png"))
+
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.fill("#keyword-weight", "2")  # an input event, as a drag gives
+    moved = client.context(session, QUESTION, settings={"keywordWeight": 2.0}).memories
+    assert _memory_ids(page) == [m.id for m in moved]
+    assert _memory_ids(page) != [m.id for m in server], "the keyword leg must move the order"
+    assert requests == [], "moving a slider re-fuses in the page, without a request"
+    entered = _memory_ids(page, "#memories li.entered")
+    assert entered == [m.id for m in moved if m.id not in {s.id for s in server}]
+    assert page.query_selector_all("mark"), "matched keywords are highlighted"
+    page.screenshot(path=str(ARTIFACTS / "inspector-ask-keyword-2.png"))
+
+
+def test_the_pages_fusion_is_the_servers(page: Any) -> None:
+    """The page's weighted RRF against the service's, on random lists full of ties (ids in
+    both legs, in one, repeated) at weights on the sliders' 0.05 grid."""
+    rng = random.Random(7)
+    page.wait_for_function("typeof window.fuseLegs === 'function'")
+    for _ in range(200):
+        semantic = rng.sample(range(1, 40), rng.randint(0, 20))
+        keyword = [rng.randint(1, 40) for _ in range(rng.randint(0, 40))]
+        weights = (rng.randint(0, 100) * 0.05, rng.randint(0, 100) * 0.05)
+        limit = rng.randint(1, 30)
+        expected = fuse_ranked(_rows(semantic), _rows(keyword), *weights, limit)
+        got = page.evaluate(
+            "([s, k, ws, wk, n]) => fuseLegs(s, k, ws, wk, n, 60)",
+            [semantic, keyword, *weights, limit],
+        )
+        assert [(m["id"], m["score"]) for m in got] == [(f.episode.id, f.score) for f in expected]
+
+
+def _rows(ids: list[int]) -> list[Episode]:
+    return [Episode(i, 1, "user", f"turn {i}", "2026-01-01T00:00:00Z", "", {}) for i in ids]
+
+
+def test_save_weights_then_reload(page: Any, served: dict[str, Any]) -> None:
+    _enter_key(page)
+    page.click("[data-view=ask]")
+    page.fill("#semantic-weight", "0.5")
+    page.fill("#keyword-weight", "1.75")
+    page.click("#save-weights")
+    page.wait_for_selector("#message.ok")
+    page.reload()  # the key stays in this tab's session storage
+    page.wait_for_function("document.querySelector('#keyword-out').textContent === '1.75'")
+    assert page.input_value("#semantic-weight") == "0.5"
+    assert served["client"].get_settings()["keywordWeight"] == 1.75
+
+
+def test_refusals_and_outages_are_messages(page: Any, served: dict[str, Any]) -> None:
+    _enter_key(page)
+    page.click("[data-view=ask]")
+    page.select_option("#ask-session", str(served["sessions"]["spring"]))
+    page.fill("#ask-message", "dog")
+    page.fill("#limit", "500")
+    page.click("#ask-form button[type=submit]")
+    page.wait_for_selector("#message.error")
+    assert "semanticLimit must be from 1 to 100" in page.inner_text("#message")
+    page.fill("#limit", "10")
+    page.route("**/context", lambda route: route.abort())
+    page.click("#ask-form button[type=submit]")
+    page.wait_for_function("document.querySelector('#message').textContent.includes('answer')")
+    assert "does not answer" in page.inner_text("#message")
+
+
+def test_a_gone_session_is_a_404_message(page: Any, served: dict[str, Any]) -> None:
+    client: Client = served["client"]
+    doomed = client.create_session(None, "doomed")
+    _enter_key(page)
+    client.delete_session(doomed.id)
+    page.click(f"#sessions li[data-id='{doomed.id}'] button")
+    page.wait_for_selector("#message.error")
+    assert f"session {doomed.id} does not exist" in page.inner_text("#message")
+
+
+def test_eval_plot_marks_the_current_weights(page: Any, served: dict[str, Any]) -> None:
+    rows = [
+        {"dataset": name, "semanticWeight": s, "keywordWeight": k, "recall": {"10": r}}
+        for name, base in (("locomo", 0.6), ("beam", 0.4))
+        for s, k, r in ((1, 0, base), (1, 1, base + 0.1), (0, 1, base - 0.05))
+    ]
+    (served["data_dir"] / "eval-results.json").write_text(json.dumps({"results": rows}))
+    _enter_key(page)
+    page.click("[data-view=eval]")
+    page.click("#eval-load")
+    page.wait_for_selector("#eval-plot svg")
+    assert len(page.query_selector_all("#eval-plot polyline")) == 2
+    assert page.query_selector("#eval-plot line.current") is not None
+    assert len(page.query_selector_all("#eval-table tr")) == 1 + len(rows)
+
+
+def test_usable_on_a_phone(browser: Any, served: dict[str, Any]) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    phone = context.new_page()
+    phone.goto(f"{served['url']}/ui/")
+    _enter_key(phone)
+    phone.click("[data-view=ask]")
+    overflow = phone.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    context.close()
+    assert overflow <= 0, "nothing wider than the screen"

@@ -41,6 +41,8 @@ SESSIONS = {
         ("user", "I started learning the cello; my teacher is called Mr. Okafor."),
         ("user", "The dog keeps scratching his ears after walks in the park."),
         ("assistant", "Frequent ear scratching can mean an infection or an allergy."),
+        ("user", "Biscuit barked at the mailman all morning."),
+        ("user", "The vet clinic on Elm Street opens at eight on Saturdays."),
     ],
     "summer": [
         ("user", "The vet said Biscuit is allergic to chicken, so no more chicken treats."),
@@ -68,7 +70,8 @@ SESSIONS = {
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     data_dir = tmp_path_factory.mktemp("inspector")
-    with server_process(data_dir, NEXUS_API_KEY=KEY) as url, Client(url, KEY) as client:
+    serving = server_process(data_dir, NEXUS_API_KEY=KEY, NEXUS_EXTRACTOR="spacy")
+    with serving as url, Client(url, KEY) as client:
         project = client.create_project("household")
         ids = {}
         for title, turns in SESSIONS.items():
@@ -94,7 +97,8 @@ def _wait_indexed(url: str) -> None:
 def test_legs_refuse_at_any_weights_to_the_servers_order(served: dict[str, Any]) -> None:
     client: Client = served["client"]
     session = served["sessions"]["autumn"]
-    asked = client.context(session, QUESTION, legs=True, settings={"keywordWeight": 0})
+    only_semantic = {"semanticWeight": 1.0, "keywordWeight": 0.0, "semanticLimit": 10}
+    asked = client.context(session, QUESTION, legs=True, settings=only_semantic)
     assert asked.legs is not None
     assert asked.legs.keyword, "both legs are asked even at keywordWeight 0"
     assert asked.legs.terms == ["vet", "say", "biscuit", "allergy"]
@@ -103,7 +107,7 @@ def test_legs_refuse_at_any_weights_to_the_servers_order(served: dict[str, Any])
     semantic = [rows[i] for i in asked.legs.semantic]
     keyword = [rows[i] for i in asked.legs.keyword]
     for weights in [(1.0, 0.0), (1.0, 1.0), (0.25, 5.0), (0.0, 2.0)]:
-        settings = {"semanticWeight": weights[0], "keywordWeight": weights[1]}
+        settings = {"semanticWeight": weights[0], "keywordWeight": weights[1], "semanticLimit": 10}
         server = client.context(session, QUESTION, settings=settings).memories
         fused = fuse_ranked(semantic, keyword, *weights, limit=10)
         assert [m.id for m in server] == [f.episode.id for f in fused], weights
@@ -204,7 +208,7 @@ def _enter_key(page: Any) -> None:
     page.wait_for_selector("#sessions li")
 
 
-def _memory_ids(page: Any, selector: str = "#memories li") -> list[int]:
+def _memory_ids(page: Any, selector: str = "#memories > li") -> list[int]:
     return [int(i) for i in page.eval_on_selector_all(selector, "ns => ns.map(n => n.dataset.id)")]
 
 
@@ -217,15 +221,17 @@ def test_browse_a_session(page: Any, served: dict[str, Any]) -> None:
     _enter_key(page)
     session = served["sessions"]["summer"]
     page.click(f"#sessions li[data-id='{session}'] button")
-    page.wait_for_selector("#episodes li")
-    items = page.query_selector_all("#episodes li")
+    page.wait_for_selector("#episodes > li")
+    items = page.query_selector_all("#episodes > li")
     assert len(items) == len(SESSIONS["summer"])
     assert "allergic to chicken" in items[0].inner_text()
     assert "indexed" in items[0].inner_text()
+    hamburg = items[3].query_selector_all(".chips li")
+    assert sorted(chip.inner_text() for chip in hamburg) == ["Hamburg", "Hanna"]
     page.fill("#search", "Hamburg")
     page.click("#search-form button")
     page.wait_for_selector("#episodes-title:has-text('keyword matches')")
-    found = [i.inner_text() for i in page.query_selector_all("#episodes li")]
+    found = [i.inner_text() for i in page.query_selector_all("#episodes > li")]
     # Its three turns first; after them, turns that follow one (their context is indexed).
     assert ["Hamburg" in text for text in found[:4]] == [True, True, True, False]
 
@@ -233,16 +239,16 @@ def test_browse_a_session(page: Any, served: dict[str, Any]) -> None:
 def test_ask_then_move_the_keyword_slider(page: Any, served: dict[str, Any]) -> None:
     client: Client = served["client"]
     session = served["sessions"]["autumn"]
-    client.update_settings(semanticWeight=1.0, keywordWeight=0.0, semanticLimit=10)
+    client.update_settings(semanticWeight=1.0, keywordWeight=0.0, semanticLimit=5)
     _enter_key(page)
     page.click("[data-view=ask]")
     page.select_option("#ask-session", str(session))
     page.fill("#ask-message", QUESTION)
     page.click("#ask-form button[type=submit]")
-    page.wait_for_selector("#memories li")
+    page.wait_for_selector("#memories > li")
     server = client.context(session, QUESTION, explain=True).memories
     assert _memory_ids(page) == [m.id for m in server]
-    first = page.query_selector("#memories li")
+    first = page.query_selector("#memories > li")
     assert f"semantic #{server[0].semantic_rank}" in first.inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "inspector-ask.png"))
@@ -254,10 +260,22 @@ def test_ask_then_move_the_keyword_slider(page: Any, served: dict[str, Any]) -> 
     assert _memory_ids(page) == [m.id for m in moved]
     assert _memory_ids(page) != [m.id for m in server], "the keyword leg must move the order"
     assert requests == [], "moving a slider re-fuses in the page, without a request"
-    entered = _memory_ids(page, "#memories li.entered")
-    assert entered == [m.id for m in moved if m.id not in {s.id for s in server}]
+    assert _memory_ids(page, "#memories > li.entered") == []  # the same five, reordered
+
+    page.fill("#semantic-weight", "0.25")
+    page.fill("#keyword-weight", "5")
+    keyword_led = client.context(
+        session, QUESTION, settings={"semanticWeight": 0.25, "keywordWeight": 5.0}
+    ).memories
+    assert _memory_ids(page) == [m.id for m in keyword_led]
+    entered = _memory_ids(page, "#memories > li.entered")
+    assert entered, "keyword-only matches enter the top"
+    assert entered == [m.id for m in keyword_led if m.id not in {s.id for s in server}]
+    left = _memory_ids(page, "#left > li")
+    assert left == [m.id for m in server if m.id not in set(entered) | {m.id for m in keyword_led}]
+    assert requests == [], "moving a slider re-fuses in the page, without a request"
     assert page.query_selector_all("mark"), "matched keywords are highlighted"
-    page.screenshot(path=str(ARTIFACTS / "inspector-ask-keyword-2.png"))
+    page.screenshot(path=str(ARTIFACTS / "inspector-ask-moved.png"))
 
 
 def test_the_pages_fusion_is_the_servers(page: Any) -> None:

@@ -17,6 +17,7 @@ const state = {
   asked: null, // {legs, byId, baseline: ids at the weights asked with, session}
   settings: null,
   evalResults: null,
+  sessionTitles: new Map(), // id -> title, of the sessions listed so far
 };
 
 // -- talking to the service -------------------------------------------------------------
@@ -154,10 +155,15 @@ function episodeItem(episode, { terms = [], badges = [], extra = null } = {}) {
     "div",
     { className: "meta" },
     element("b", {}, episode.speaker),
-    ` · ${when(episode.occurredAt)} · session ${episode.sessionId} · #${episode.id}`,
+    ` · ${when(episode.occurredAt)} · ${sessionLabel(episode.sessionId)} · #${episode.id}`,
     ...badges
   );
   return element("li", { "data-id": String(episode.id) }, meta, extra, highlighted(episode.content, terms));
+}
+
+function sessionLabel(sessionId) {
+  const title = state.sessionTitles.get(sessionId);
+  return title ? `“${title}” (session ${sessionId})` : `session ${sessionId}`;
 }
 
 function badge(text, className) {
@@ -187,6 +193,7 @@ async function loadSessions(reset = true) {
   state.sessionOffset += data.length;
   $("session-count").textContent = Number.isNaN(total) ? "" : `(${total})`;
   for (const session of data) {
+    if (session.title) state.sessionTitles.set(session.id, session.title);
     const label = session.title || `session ${session.id}`;
     const item = element("li", { "data-id": String(session.id) },
       element("button", { onclick: guarded(() => selectSession(session.id)) }, label),

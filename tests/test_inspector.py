@@ -322,6 +322,11 @@ def test_refusals_and_outages_are_messages(page: Any, served: dict[str, Any]) ->
     page.click("#ask-form button[type=submit]")
     page.wait_for_selector("#message.error")
     assert "semanticLimit must be from 1 to 100" in page.inner_text("#message")
+    before = served["client"].get_settings()
+    page.click("#save-weights")
+    page.wait_for_function("document.querySelector('#message').textContent.includes('Refused')")
+    assert "semanticLimit must be from 1 to 100" in page.inner_text("#message")
+    assert served["client"].get_settings() == before, "a refused save changes nothing"
     page.fill("#limit", "10")
     page.route("**/context", lambda route: route.abort())
     page.click("#ask-form button[type=submit]")
@@ -339,7 +344,9 @@ def test_a_gone_session_is_a_404_message(page: Any, served: dict[str, Any]) -> N
     assert f"session {doomed.id} does not exist" in page.inner_text("#message")
 
 
-def test_eval_plot_marks_the_current_weights(page: Any, served: dict[str, Any]) -> None:
+def test_eval_plot_marks_the_current_weights(
+    page: Any, served: dict[str, Any], tmp_path: Path
+) -> None:
     rows = [
         {"dataset": name, "semanticWeight": s, "keywordWeight": k, "recall": {"10": r}}
         for name, base in (("locomo", 0.6), ("beam", 0.4))
@@ -353,6 +360,15 @@ def test_eval_plot_marks_the_current_weights(page: Any, served: dict[str, Any]) 
     assert len(page.query_selector_all("#eval-plot polyline")) == 2
     assert page.query_selector("#eval-plot line.current") is not None
     assert len(page.query_selector_all("#eval-table tr")) == 1 + len(rows)
+    opened = tmp_path / "mine.json"
+    opened.write_text(json.dumps({"results": rows[:3]}))
+    page.set_input_files("#eval-file", str(opened))
+    page.wait_for_function("document.querySelectorAll('#eval-table tr').length === 4")
+    assert len(page.query_selector_all("#eval-plot polyline")) == 1
+    opened.write_text("{not json")
+    page.set_input_files("#eval-file", str(opened))
+    page.wait_for_selector("#message.error")
+    assert "not a results file of nexus eval" in page.inner_text("#message")
 
 
 def test_usable_on_a_phone(browser: Any, served: dict[str, Any]) -> None:

@@ -370,6 +370,7 @@ async function loadEvalFromServer() {
 function loadEvalFile() {
   const file = $("eval-file").files[0];
   if (!file) return;
+  $("eval-file").value = ""; // so that opening the same file again, edited, reads it again
   file.text().then(
     (text) => {
       try {

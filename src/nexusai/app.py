@@ -22,8 +22,9 @@ from nexusai.http import errors, install_error_handlers, install_offline_docs
 from nexusai.inspector import install_inspector
 from nexusai.llm import OpenAIChat, create_llm
 from nexusai.memory import api as memory_api
+from nexusai.memory.keys import KeyStore
 from nexusai.memory.service import Memory
-from nexusai.observability import EPISODES, PENDING, RequestMetrics, render
+from nexusai.observability import AUTH_REFUSED, EPISODES, PENDING, RequestMetrics, render
 from nexusai.orchestration import api as orchestration_api
 from nexusai.orchestration import openai_api
 from nexusai.orchestration.http_memory import HttpMemoryClient
@@ -72,7 +73,13 @@ def create_app(
         redoc_url=None,
     )
     app.state.config = config
-    app.add_middleware(Guard, api_keys=config.api_keys, max_body_bytes=config.max_body_bytes)
+    app.add_middleware(
+        Guard,
+        api_keys=config.api_keys,
+        max_body_bytes=config.max_body_bytes,
+        project_keys=lambda: getattr(app.state, "keys", None),
+        on_refused=_refused,
+    )
     app.add_middleware(RequestMetrics)  # outermost: refused requests count too
     install_error_handlers(app)
     install_offline_docs(app)
@@ -117,6 +124,11 @@ def _mount_mcp(app: FastAPI, config: Config) -> None:
     server = build_server(lambda: client)
     app.mount("/mcp", server.streamable_http_app(streamable_http_path="/", host="0.0.0.0"))
     app.state.mcp = server
+
+
+def _refused(reason: str, path: str) -> None:
+    AUTH_REFUSED.labels(reason=reason).inc()
+    log.warning("refused a request to %s: %s", path, reason)  # never the key
 
 
 def _metrics(request: Request) -> Response:
@@ -170,6 +182,7 @@ async def _with_memory(
     app: FastAPI, config: Config, memory: Memory, llm: OpenAIChat | None, role: Role
 ) -> AsyncIterator[None]:
     app.state.memory = memory
+    app.state.keys = KeyStore(memory.store)
     # In one process, orchestration keeps its settings in the store's file, as always.
     settings = SettingsStore(config.db_path) if role == "all" else None
     if settings is not None:

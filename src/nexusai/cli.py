@@ -4,7 +4,8 @@ clean messages."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -216,6 +217,67 @@ def restore(source: Path, data_dir: Path | None) -> None:
             Config.from_env(data_dir=data_dir), source, lambda n: bar.advance(task, n)
         )
     click.echo(f"restored {count} episodes")
+
+
+@cli.group()
+def keys() -> None:
+    """Project API keys: each sees one project (NEXUS_API_KEY stays the admin key)."""
+
+
+@contextmanager
+def _key_store(data_dir: Path | None) -> Iterator[Any]:
+    from nexusai.config import Config
+    from nexusai.memory.keys import KeyStore
+    from nexusai.memory.store import Store
+
+    with Store(Config.from_env(data_dir=data_dir).db_path) as store:
+        yield KeyStore(store)
+
+
+@keys.command(name="create")
+@click.option("--project", required=True, help="The project's name (it must exist)")
+@click.option("--read-only", is_flag=True, help="Reads only: no writes of any kind")
+@click.option("--name", "label", default=None, help="A label to know it by in `keys list`")
+@DATA_DIR
+@clean_errors
+def keys_create(project: str, read_only: bool, label: str | None, data_dir: Path | None) -> None:
+    """Make a key and print it, once: only its hash is stored."""
+    import os
+
+    with _key_store(data_dir) as store:
+        key = store.create(project, read_only, label)
+    click.echo(key)
+    if not os.environ.get("NEXUS_API_KEY"):
+        click.echo(
+            "note: with a project key in the store, every request needs a key; set"
+            " NEXUS_API_KEY for the admin's (settings, metrics, all projects)",
+            err=True,
+        )
+
+
+@keys.command(name="list")
+@DATA_DIR
+@clean_errors
+def keys_list(data_dir: Path | None) -> None:
+    """Every key: id, project, access, label, when made, when revoked (never the key)."""
+    with _key_store(data_dir) as store:
+        made = store.list()
+    for key in made:
+        access = "read-only" if key.read_only else "read-write"
+        state = f"revoked {key.revoked_at}" if key.revoked_at else "active"
+        label = key.name or "-"
+        click.echo(f"{key.id}\t{key.project_name}\t{access}\t{label}\t{key.created_at}\t{state}")
+
+
+@keys.command(name="revoke")
+@click.argument("key_id", type=int)
+@DATA_DIR
+@clean_errors
+def keys_revoke(key_id: int, data_dir: Path | None) -> None:
+    """Revoke a key by its id (`keys list`): refused from the next request on."""
+    with _key_store(data_dir) as store:
+        store.revoke(key_id)
+    click.echo(f"revoked key {key_id}")
 
 
 @cli.command(name="import")

@@ -9,9 +9,11 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.exceptions import HTTPException
+
+from nexusai.access import ADMIN, Principal, refusal
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -27,24 +29,40 @@ STREAMED_PATHS = frozenset({"/import"})  # spooled to disk, so no body limit
 JSON_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
+class ProjectKeys(Protocol):
+    def verify(self, presented: str) -> Principal | None: ...
+
+    def any_active(self) -> bool: ...
+
+
 class BodyTooLarge(HTTPException):
     """Raised from inside the body read: FastAPI passes HTTP exceptions through as they are,
     so the client gets this 413 and its message."""
 
 
 class Guard:
-    def __init__(self, app: ASGIApp, api_keys: Sequence[str], max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        api_keys: Sequence[str],
+        max_body_bytes: int,
+        project_keys: Callable[[], ProjectKeys | None] = lambda: None,
+        on_refused: Callable[[str, str], None] = lambda reason, path: None,
+    ) -> None:
         self.app = app
         self.keys = [key.encode() for key in api_keys]
         self.max_body_bytes = max_body_bytes
+        self.project_keys = project_keys  # None until the store is open
+        self.on_refused = on_refused  # (reason, path): counted and logged, never the key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self.keys and not (_is_open(scope["path"]) or self._authorized(scope)):
-            detail = "missing or wrong API key: send Authorization: Bearer <key>"
-            await _reply(send, 401, detail, [(b"www-authenticate", b"Bearer")])
+        if not _is_open(scope["path"]) and not await self._admitted(scope, send):
+            return
+        if scope["path"] in STREAMED_PATHS:
+            await self.app(scope, receive, send)
             return
         if scope["path"] in STREAMED_PATHS:
             await self.app(scope, receive, send)
@@ -62,13 +80,37 @@ class Guard:
             return
         await self._limited(scope, receive, send)
 
-    def _authorized(self, scope: Scope) -> bool:
-        header = dict(scope["headers"]).get(b"authorization", b"")
-        scheme, _, given = header.partition(b" ")
+    async def _admitted(self, scope: Scope, send: Send) -> bool:
+        """Who is asking (kept in the request's state) and whether they may; refuses
+        with 401 or 403 and returns False when not."""
+        principal = self._principal(_bearer(scope))
+        if principal is None:
+            self.on_refused("unauthorized", scope["path"])
+            detail = "missing or wrong API key: send Authorization: Bearer <key>"
+            await _reply(send, 401, detail, [(b"www-authenticate", b"Bearer")])
+            return False
+        scope.setdefault("state", {})["principal"] = principal
+        reason = refusal(principal, scope["method"], scope["path"])
+        if reason is not None:
+            self.on_refused("forbidden", scope["path"])
+            await _reply(send, 403, reason)
+            return False
+        return True
+
+    def _principal(self, given: bytes | None) -> Principal | None:
         matched = False
         for key in self.keys:  # every key is compared, so timing says nothing about which
-            matched |= hmac.compare_digest(given.strip(), key)
-        return scheme.lower() == b"bearer" and matched
+            matched |= hmac.compare_digest(given or b"", key)
+        if matched:
+            return ADMIN
+        project_keys = self.project_keys()
+        if given and project_keys is not None:
+            found = project_keys.verify(given.decode("utf-8", "replace"))
+            if found is not None:
+                return found
+        # A service with no key of either kind is open, as on a developer's machine.
+        keys_exist = bool(self.keys) or (project_keys is not None and project_keys.any_active())
+        return None if keys_exist else ADMIN
 
     async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
         seen = 0
@@ -98,6 +140,12 @@ class Guard:
             f"the request body is over the limit of {self.max_body_bytes} bytes "
             "(NEXUS_MAX_BODY_BYTES); send large files to POST /import"
         )
+
+
+def _bearer(scope: Scope) -> bytes | None:
+    header = dict(scope["headers"]).get(b"authorization", b"")
+    scheme, _, given = header.partition(b" ")
+    return given.strip() if scheme.lower() == b"bearer" and given.strip() else None
 
 
 def _is_open(path: str) -> bool:

@@ -38,6 +38,12 @@ EMBED_SECONDS = Histogram(
     registry=REGISTRY,
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0),
 )
+AUTH_REFUSED = Counter(
+    "nexus_auth_refused",
+    "Requests refused at the door: no or a wrong key (unauthorized), or a key that may not",
+    ["reason"],
+    registry=REGISTRY,
+)
 EPISODES = Gauge("nexus_episodes_stored", "Episodes in the store", registry=REGISTRY)
 PENDING = Gauge("nexus_vectors_pending", "Episodes waiting for a vector", registry=REGISTRY)
 

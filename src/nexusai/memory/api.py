@@ -15,6 +15,7 @@ from nexusai.http import PathId, errors, parse_id_list
 from nexusai.memory.importing import import_stream
 from nexusai.memory.service import Memory
 from nexusai.memory.store import UNSET
+from nexusai.memory.tenancy import Tenancy
 from nexusai.models import NewEpisode
 from nexusai.schemas import (
     MAX_ID,
@@ -166,12 +167,17 @@ def list_projects(
     request: Request, response: Response, limit: Limit = 100, offset: Offset = 0
 ) -> list[ProjectOut]:
     store = memory_of(request).store
+    own = Tenancy.of(request).project_filter(None)
+    if own is not None:  # a project key lists its own project
+        page(request, response, 1, limit, offset)
+        return [ProjectOut.model_validate(store.get_project(own))][offset : offset + limit]
     page(request, response, store.count_projects(), limit, offset)
     return [ProjectOut.model_validate(p) for p in store.list_projects(limit, offset)]
 
 
 @router.get("/projects/{project_id}", tags=["projects"], responses=errors(404, 422))
 def get_project(request: Request, project_id: PathId) -> ProjectOut:
+    Tenancy.of(request).project(project_id)
     return ProjectOut.model_validate(memory_of(request).store.get_project(project_id))
 
 
@@ -186,7 +192,9 @@ def delete_project(request: Request, project_id: PathId) -> Response:
 @router.post("/sessions", status_code=201, tags=["sessions"], responses=errors(404, 415, 422))
 def create_session(request: Request, body: SessionIn | None = None) -> SessionOut:
     body = body or SessionIn()
-    session = memory_of(request).store.create_session(body.project_id, body.title)
+    tenancy = Tenancy.of(request)
+    project_id = tenancy.new_session_project(body.project_id or tenancy.principal.project_id)
+    session = memory_of(request).store.create_session(project_id, body.title)
     return SessionOut.model_validate(session)
 
 
@@ -194,7 +202,8 @@ def create_session(request: Request, body: SessionIn | None = None) -> SessionOu
 def resolve_session(request: Request, body: SessionResolveIn) -> SessionOut:
     """The session with this title in the project of this name (or in no project),
     created, with the project, when missing."""
-    session = memory_of(request).store.resolve_session(body.project, body.title)
+    project = Tenancy.of(request).project_name(body.project)
+    session = memory_of(request).store.resolve_session(project, body.title)
     return SessionOut.model_validate(session)
 
 
@@ -207,22 +216,25 @@ def list_sessions(
     offset: Offset = 0,
 ) -> list[SessionOut]:
     store = memory_of(request).store
+    project_id = Tenancy.of(request).project_filter(project_id)
     page(request, response, store.count_sessions(project_id), limit, offset)
     return [SessionOut.model_validate(s) for s in store.list_sessions(project_id, limit, offset)]
 
 
 @router.get("/sessions/{session_id}", tags=["sessions"], responses=errors(404, 422))
 def get_session(request: Request, session_id: PathId) -> SessionOut:
-    return SessionOut.model_validate(memory_of(request).store.get_session(session_id))
+    return SessionOut.model_validate(Tenancy.of(request).session(session_id))
 
 
 @router.patch("/sessions/{session_id}", tags=["sessions"], responses=errors(404, 415, 422))
 def update_session(request: Request, session_id: PathId, body: SessionPatch) -> SessionOut:
     given = body.model_fields_set
+    tenancy = Tenancy.of(request)
+    tenancy.session(session_id)
     session = memory_of(request).store.update_session(
         session_id,
         title=body.title if "title" in given else UNSET,
-        project_id=body.project_id if "project_id" in given else UNSET,
+        project_id=tenancy.new_session_project(body.project_id) if "project_id" in given else UNSET,
     )
     return SessionOut.model_validate(session)
 
@@ -231,6 +243,7 @@ def update_session(request: Request, session_id: PathId, body: SessionPatch) -> 
     "/sessions/{session_id}", status_code=204, tags=["sessions"], responses=errors(404, 422)
 )
 def delete_session(request: Request, session_id: PathId) -> Response:
+    Tenancy.of(request).session(session_id)
     memory_of(request).delete_session(session_id)
     return Response(status_code=204)
 
@@ -246,6 +259,7 @@ def add_episodes(
     session_id: PathId,
     body: EpisodesBody,
 ) -> EpisodeOut | EpisodeBatchOut:
+    Tenancy.of(request).session(session_id)
     items = body.episodes if isinstance(body, EpisodeBatchIn) else [body]
     limit = request.app.state.config.max_batch_size
     if len(items) > limit:
@@ -273,6 +287,7 @@ def list_episodes(
 ) -> list[EpisodeDetailOut] | list[EpisodeOut]:
     """A session's episodes in time order, a page at a time."""
     memory = memory_of(request)
+    Tenancy.of(request).session(session_id)
     episodes = memory.store.list_episodes(session_id, limit, offset)
     page(request, response, memory.store.count_episodes(session_id), limit, offset)
     if not detail:
@@ -292,6 +307,7 @@ def list_episodes(
 @router.get("/sessions/{session_id}/scope", tags=["retrieval"], responses=errors(404, 422))
 def session_scope(request: Request, session_id: PathId) -> ScopeOut:
     """The sessions a search from this session sees: its project's, or just itself."""
+    Tenancy.of(request).session(session_id)
     return ScopeOut(session_ids=memory_of(request).store.scope_session_ids(session_id))
 
 
@@ -301,7 +317,7 @@ def recent_episodes(
 ) -> list[EpisodeOut]:
     """The session's last `limit` episodes, oldest first (what a prompt holds as recent)."""
     store = memory_of(request).store
-    store.get_session(session_id)
+    Tenancy.of(request).session(session_id)
     return [EpisodeOut.model_validate(e) for e in store.recent_episodes(session_id, limit)]
 
 
@@ -314,7 +330,8 @@ def episodes_by_id(
     wanted = parse_id_list("ids", ids) or []
     if len(wanted) > 1000:
         raise InvalidInput(f"ids holds {len(wanted)} ids; the limit is 1000")
-    return [EpisodeOut.model_validate(e) for e in memory_of(request).store.get_episodes(wanted)]
+    found = Tenancy.of(request).visible_episodes(memory_of(request).store.get_episodes(wanted))
+    return [EpisodeOut.model_validate(e) for e in found]
 
 
 class VectorSearchIn(StrictCamelModel):
@@ -342,6 +359,7 @@ def vector_search_episodes(request: Request, body: VectorSearchIn) -> list[Episo
 
 def _checked_vector(request: Request, body: VectorSearchIn) -> Memory:
     _check_dimension(request, body.vector)
+    body.session_ids = Tenancy.of(request).scope(body.session_ids)
     return memory_of(request)
 
 
@@ -363,6 +381,7 @@ class EntitySearchIn(StrictCamelModel):
 def entity_search(request: Request, body: EntitySearchIn) -> list[EntityOut]:
     """The entity leg of a turn: nearest entities of the scope to the turn's query vector."""
     _check_dimension(request, body.vector)
+    body.session_ids = Tenancy.of(request).scope(body.session_ids) or []
     memory = memory_of(request)
     return [
         EntityOut.model_validate(e)
@@ -384,6 +403,7 @@ def list_entities(
     if q is not None and prefix is not None:
         raise InvalidInput("give q (search by meaning) or prefix (by name), not both")
     memory = memory_of(request)
+    Tenancy.of(request).session(session_id)
     scope = memory.scope_session_ids(session_id)
     if q:
         found = memory.search_entities(memory.embedder.embed_query(q), scope, limit)
@@ -398,13 +418,15 @@ def get_entity(
 ) -> EntityDetail:
     """One entity with the episodes that mention it, newest first (paged)."""
     memory = memory_of(request)
+    tenancy = Tenancy.of(request)
+    tenancy.entity(entity_id)
     found = memory.entities.get([entity_id])
     if not found:
         raise NotFound(f"entity {entity_id} does not exist")
     mentions = memory.entities.mentions(entity_id, limit, offset)
     return EntityDetail(
         **EntityOut.model_validate(found[0]).model_dump(),
-        mentions=[EpisodeOut.model_validate(e) for e in mentions],
+        mentions=[EpisodeOut.model_validate(e) for e in tenancy.visible_episodes(mentions)],
     )
 
 
@@ -420,7 +442,7 @@ def search_episodes(
     max_chars = request.app.state.config.max_query_chars
     if len(q) > max_chars:
         raise InvalidInput(f"q is {len(q)} characters; the limit is {max_chars}")
-    scope = parse_id_list("sessionIds", session_ids)
+    scope = Tenancy.of(request).scope(parse_id_list("sessionIds", session_ids))
     episodes = memory_of(request).search_keyword(q, limit, scope)
     return [EpisodeOut.model_validate(e) for e in episodes]
 
@@ -448,6 +470,7 @@ async def import_file(
 ) -> ImportOut:
     """Import a file sent as the raw request body. The body is spooled to disk as it
     arrives, so a large export never sits whole in memory."""
+    project = Tenancy.of(request).project_name(project)
     with tempfile.SpooledTemporaryFile(max_size=1024 * 1024) as spool:
         async for chunk in request.stream():
             spool.write(chunk)
@@ -459,7 +482,7 @@ async def import_file(
 
 @router.get("/episodes/{episode_id}", tags=["episodes"], responses=errors(404, 422))
 def get_episode(request: Request, episode_id: PathId) -> EpisodeOut:
-    return EpisodeOut.model_validate(memory_of(request).store.get_episode(episode_id))
+    return EpisodeOut.model_validate(Tenancy.of(request).episode(episode_id))
 
 
 @router.patch("/episodes/{episode_id}", tags=["episodes"], responses=errors(404, 413, 415, 422))
@@ -468,6 +491,7 @@ def update_episode(request: Request, episode_id: PathId, body: EpisodePatch) -> 
     given = body.model_fields_set
     if "content" in given and body.content is None:
         raise InvalidInput("content: give new text, or leave content out to keep it")
+    Tenancy.of(request).episode(episode_id)
     episode = memory_of(request).update_episode(
         episode_id,
         content=body.content,
@@ -483,5 +507,6 @@ def update_episode(request: Request, episode_id: PathId, body: EpisodePatch) -> 
     "/episodes/{episode_id}", status_code=204, tags=["episodes"], responses=errors(404, 422)
 )
 def delete_episode(request: Request, episode_id: PathId) -> Response:
+    Tenancy.of(request).episode(episode_id)
     memory_of(request).delete_episode(episode_id)
     return Response(status_code=204)

@@ -155,6 +155,15 @@ class EntityMemory:
         )
         return self.store.get_episodes([int(row[0]) for row in rows])
 
+    def scope_of(self, entity_id: int) -> str | None:
+        """`p:<project>` or `s:<session>`; None when there is no such entity."""
+        row = (
+            self.store.connection()
+            .execute("SELECT scope FROM entities WHERE id = ?", (entity_id,))
+            .fetchone()
+        )
+        return None if row is None else str(row[0])
+
     def names_by_episode(self, episode_ids: Sequence[int]) -> dict[int, list[str]]:
         """The names of the entities each episode mentions, most mentioned first."""
         rows = self.store.connection().execute(

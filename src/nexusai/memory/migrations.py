@@ -340,6 +340,26 @@ def m011_one_vector_per_episode(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE episodes SET vector_state = 'pending'")
 
 
+@migration
+def m012_api_keys(conn: sqlite3.Connection) -> None:
+    """Project API keys, stored as a keyed hash (memory/keys.py); a key goes with its
+    project."""
+    conn.execute(
+        """
+        CREATE TABLE api_keys (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            name TEXT,
+            project_id INTEGER NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+            read_only INTEGER NOT NULL CHECK (read_only IN (0, 1)),
+            hash TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            revoked_at TEXT
+        )
+        """
+    )
+    conn.execute("CREATE INDEX api_keys_project ON api_keys(project_id)")
+
+
 def _rebuild(conn: sqlite3.Connection, table: str, create: str, after: list[str]) -> None:
     """SQLite's way to change a table's definition: a new table, the rows copied with their
     ids, the old one dropped, the new one renamed; then its indexes and triggers again.

@@ -223,6 +223,9 @@ class Memory:
     def scope_session_ids(self, session_id: int) -> list[int]:
         return self.store.scope_session_ids(session_id)
 
+    def session_project(self, session_id: int) -> int | None:
+        return self.store.get_session(session_id).project_id
+
     def resolve_session(self, project: str | None, title: str) -> int:
         return self.store.resolve_session(project, title).id
 

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field, create_model
 
+from nexusai.access import check_project, principal_of
 from nexusai.config import RETRIEVAL
 from nexusai.errors import InvalidInput
 from nexusai.http import errors
@@ -44,11 +45,21 @@ def orchestration_of(request: Request) -> Orchestration:
     return orchestration
 
 
+def visible_session(request: Request, session_id: int) -> int:
+    """The session, if the caller's key sees it; the same 404 as a missing one if not."""
+    principal = principal_of(request)
+    if not principal.admin:  # the admin sees every session: no lookup on its turns
+        project = orchestration_of(request).memory.session_project(session_id)
+        check_project(principal, project, f"session {session_id}")
+    return session_id
+
+
 class TurnIn(StrictCamelModel):
     session_id: Id
     message: str = Field(min_length=1, examples=["What did I name my dog?"])
 
     def checked_message(self, request: Request) -> str:
+        visible_session(request, self.session_id)
         limit = request.app.state.config.max_query_chars
         if not self.message.strip():
             raise InvalidInput("message must not be empty or only whitespace")

@@ -75,6 +75,9 @@ class HttpMemoryClient:
     def scope_session_ids(self, session_id: int) -> list[int]:
         return self._send(Endpoints.scope(session_id)).session_ids
 
+    def session_project(self, session_id: int) -> int | None:
+        return self._send(Endpoints.get_session(session_id)).project_id
+
     def resolve_session(self, project: str | None, title: str) -> int:
         return self._send(Endpoints.resolve_session(project, title)).id
 

@@ -19,6 +19,10 @@ class MemoryClient(Protocol):
         """The session's project's sessions, or just the session."""
         ...
 
+    def session_project(self, session_id: int) -> int | None:
+        """The project the session is in (None: in none); NotFound for an unknown one."""
+        ...
+
     def resolve_session(self, project: str | None, title: str) -> int:
         """The id of the session with this title in the named project (or in none),
         created, with the project, when missing."""

@@ -22,9 +22,11 @@ from fastapi import APIRouter, Body, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
 
-from nexusai.errors import InvalidInput, NexusError
+from nexusai.access import principal_of
+from nexusai.errors import InvalidInput, NexusError, NotFound
 from nexusai.http import errors
 from nexusai.llm import Message, OpenAIChat
+from nexusai.orchestration.api import visible_session
 from nexusai.orchestration.chat import (
     SYSTEM,
     memory_block,
@@ -105,7 +107,9 @@ def chat_completions(
     orchestration: Orchestration = request.app.state.orchestration
     try:
         asked = _validated(body)
-        session_id = _session(orchestration, session_header, project_header, asked.user)
+        project = _project(request, project_header)
+        session_id = _session(orchestration, session_header, project, asked.user)
+        visible_session(request, session_id)
         context = orchestration.context(session_id, _last_user_message(asked))
         llm = require_llm(orchestration.llm)
         messages = _with_memories(context, asked.messages)
@@ -141,6 +145,14 @@ def _session(
         "say which conversation this is: an X-Nexus-Session header (a session id), or the"
         " request's user field (a session's name, in the X-Nexus-Project header's project)"
     )
+
+
+def _project(request: Request, header: str | None) -> str | None:
+    """The project named by X-Nexus-Project; a project key names its own, or none."""
+    principal = principal_of(request)
+    if principal.admin or header is None or header == principal.project_name:
+        return header if principal.admin else principal.project_name
+    raise NotFound(f"project {header!r} does not exist")
 
 
 def _session_id(header: str) -> int:

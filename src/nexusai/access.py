@@ -1,0 +1,84 @@
+"""Who is asking, and what that key may do.
+
+Two kinds of key. The admin key (`NEXUS_API_KEY`) sees and manages everything. A project
+key (`nexus keys create --project NAME`) sees one project: every id of another project is
+answered as if it did not exist (404, never 403, so a key cannot learn what others hold),
+lists and searches are narrowed to its project, and a read-only one cannot write. What
+needs the admin key (settings, metrics, creating projects) is a 403 for a project key.
+
+This module decides by method and path, before any route runs; the routes narrow by id
+(`memory/tenancy.py`, and the orchestration routes for `sessionId`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from nexusai.errors import NexusError, NotFound
+
+
+@dataclass(frozen=True)
+class Principal:
+    project_id: int | None  # None: every project (the admin key, or a service with no keys)
+    project_name: str | None = None
+    read_only: bool = False
+    key_id: int | None = None
+
+    @property
+    def admin(self) -> bool:
+        return self.project_id is None
+
+    def sees(self, project_id: int | None) -> bool:
+        return self.admin or project_id == self.project_id
+
+
+ADMIN = Principal(None)
+
+
+class Forbidden(NexusError):
+    status_code = 403
+
+
+def principal_of(request: Request) -> Principal:
+    """Set by the door (`guard.Guard`) for every request it lets through."""
+    principal: Principal = getattr(request.state, "principal", ADMIN)
+    return principal
+
+
+# Calls only the admin key makes: they change or show the whole service, not a project.
+_ADMIN_ONLY = [
+    ("POST", re.compile(r"/projects")),
+    ("DELETE", re.compile(r"/projects/[^/]+")),
+    ("*", re.compile(r"/settings")),
+    ("*", re.compile(r"/metrics")),
+    ("*", re.compile(r"/eval-results")),
+    # The MCP endpoint's tools call this API with the service's own key; a project key's
+    # MCP is `nexus mcp` pointed at the service with that key, which goes through the rules.
+    ("*", re.compile(r"/mcp(/.*)?")),
+]
+# POSTs that only read: a read-only key may make them.
+_READING_POSTS = frozenset(
+    {"/context", "/vectors/search", "/vectors/search/episodes", "/entities/search"}
+)
+_READING_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def refusal(principal: Principal, method: str, path: str) -> str | None:
+    """Why this key may not make this call (answered 403), or None when it may."""
+    if principal.admin:
+        return None
+    for allowed, pattern in _ADMIN_ONLY:
+        if allowed in ("*", method) and pattern.fullmatch(path):
+            return f"{method} {path} needs the admin key (NEXUS_API_KEY); this is a project key"
+    if principal.read_only and method not in _READING_METHODS and path not in _READING_POSTS:
+        return f"this key is read-only: {method} {path} writes"
+    return None
+
+
+def check_project(principal: Principal, project_id: int | None, name: str) -> None:
+    """NotFound, worded like a missing row, unless the key sees this project."""
+    if not principal.sees(project_id):
+        raise NotFound(f"{name} does not exist")

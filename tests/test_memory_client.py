@@ -136,3 +136,12 @@ def test_a_session_is_resolved_by_title_and_project_name(contract: Contract) -> 
     loose = contract.client.resolve_session(None, "alice")
     assert loose not in (first, other)
     assert contract.client.scope_session_ids(loose) == [loose]
+
+
+def test_session_project(contract: Contract) -> None:
+    project = contract.new_project("work")
+    inside, alone = contract.new_session(project), contract.new_session(None)
+    assert contract.client.session_project(inside) == project
+    assert contract.client.session_project(alone) is None
+    with pytest.raises(NotFound):
+        contract.client.session_project(10**9)

@@ -25,6 +25,18 @@ class Conflict(NexusError):
     status_code = 409
 
 
+class StorageFull(NexusError):
+    """The disk (or the filesystem's quota) is full: nothing of the write was kept."""
+
+    status_code = 507
+
+
+DISK_FULL = (
+    "the disk is full: nothing of this request was stored; free space on the data"
+    " directory's disk and send it again (reads go on working meanwhile)"
+)
+
+
 class ConfigError(NexusError):
     """A setting in the environment is missing or out of range."""
 

@@ -6,6 +6,7 @@ an unexpected exception is logged here and answered with a 500 that carries no t
 
 from __future__ import annotations
 
+import errno
 import logging
 from typing import Annotated, Any
 
@@ -13,7 +14,7 @@ from fastapi import FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from nexusai.errors import InvalidInput, NexusError
+from nexusai.errors import DISK_FULL, InvalidInput, NexusError
 from nexusai.schemas import MAX_ID, ErrorOut
 
 log = logging.getLogger("nexusai.http")
@@ -25,20 +26,22 @@ def _error(description: str) -> dict[str, Any]:
 
 _ERRORS: dict[int, str] = {
     401: "Missing or wrong API key (when NEXUS_API_KEY is set)",
-    404: "An id that does not exist",
+    403: "A project key may not do this (it is read-only, or this needs the admin key)",
+    404: "An id that does not exist (or of a project the key does not see)",
     409: "Conflicts with what is stored",
     413: "Over a size limit (the message gives it)",
     415: "The body is not sent as application/json",
     422: "Invalid input (the message names the field)",
     502: "The LLM failed (the user's message is stored)",
     503: "A service this one needs is unavailable",
+    507: "The disk is full: nothing of the request was stored",
 }
 
 
 def errors(*codes: int, open_route: bool = False) -> dict[int | str, dict[str, Any]]:
     """The error answers one operation can give, for its OpenAPI entry: the codes named,
-    and 401 unless the route is open."""
-    wanted = sorted({*codes, *(() if open_route else (401,))})
+    and 401 and 403 (keys) unless the route is open."""
+    wanted = sorted({*codes, *(() if open_route else (401, 403))})
     return {code: _error(_ERRORS[code]) for code in wanted}
 
 
@@ -94,6 +97,9 @@ async def _number_too_large(_: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        log.error("disk full on %s %s", request.method, request.url.path)
+        return JSONResponse({"detail": DISK_FULL}, 507)
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return JSONResponse({"detail": "internal error; the server log has the details"}, 500)
 

@@ -252,7 +252,7 @@ def delete_session(request: Request, session_id: PathId) -> Response:
     "/sessions/{session_id}/episodes",
     status_code=201,
     tags=["episodes"],
-    responses=errors(404, 413, 415, 422),
+    responses=errors(404, 413, 415, 422, 507),
 )
 def add_episodes(
     request: Request,
@@ -461,7 +461,7 @@ BINARY = {"schema": {"type": "string", "format": "binary"}}
             },
         }
     },
-    responses=errors(422),
+    responses=errors(422, 507),
 )
 async def import_file(
     request: Request,
@@ -485,7 +485,9 @@ def get_episode(request: Request, episode_id: PathId) -> EpisodeOut:
     return EpisodeOut.model_validate(Tenancy.of(request).episode(episode_id))
 
 
-@router.patch("/episodes/{episode_id}", tags=["episodes"], responses=errors(404, 413, 415, 422))
+@router.patch(
+    "/episodes/{episode_id}", tags=["episodes"], responses=errors(404, 413, 415, 422, 507)
+)
 def update_episode(request: Request, episode_id: PathId, body: EpisodePatch) -> EpisodeOut:
     """Change a turn. Fields left out keep their values; `metadata` merges (RFC 7396)."""
     given = body.model_fields_set

@@ -7,6 +7,7 @@ the write instead of failing with "database is locked".
 
 from __future__ import annotations
 
+import errno
 import json
 import sqlite3
 import threading
@@ -18,7 +19,16 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from nexusai import keywords
-from nexusai.errors import ConfigError, Conflict, InvalidInput, NexusError, NotFound, TooLarge
+from nexusai.errors import (
+    DISK_FULL,
+    ConfigError,
+    Conflict,
+    InvalidInput,
+    NexusError,
+    NotFound,
+    StorageFull,
+    TooLarge,
+)
 from nexusai.memory import fts, vector_state
 from nexusai.memory.migrations import apply_migrations
 from nexusai.memory.texts import compose_context_text, compose_search_text
@@ -145,10 +155,13 @@ class Store:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:  # SQLite may have rolled back already (disk full)
+                    conn.execute("ROLLBACK")
+                if _disk_full(exc):
+                    raise StorageFull(DISK_FULL) from exc
                 raise
-            conn.execute("COMMIT")
 
     def _rows(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
         return self.connection().execute(sql, params).fetchall()
@@ -639,3 +652,9 @@ def _lastrowid(cursor: sqlite3.Cursor) -> int:
 
 def _ids(rows: Iterable[sqlite3.Row]) -> list[int]:
     return [int(row[0]) for row in rows]
+
+
+def _disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, sqlite3.OperationalError):
+        return "database or disk is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno == errno.ENOSPC

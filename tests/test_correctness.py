@@ -208,7 +208,8 @@ def test_entities_take_q_or_prefix_not_both(client: TestClient) -> None:
 def test_each_operation_documents_only_its_own_errors(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     assert set(paths["/health"]["get"]["responses"]) == {"200"}
-    assert set(paths["/projects"]["post"]["responses"]) == {"201", "401", "409", "415", "422"}
+    expected = {"201", "401", "403", "409", "415", "422"}
+    assert set(paths["/projects"]["post"]["responses"]) == expected
     assert "502" in paths["/chat"]["post"]["responses"]
     assert "502" not in paths["/context"]["post"]["responses"]
     assert "X-Total-Count" in paths["/sessions"]["get"]["responses"]["200"]["headers"]

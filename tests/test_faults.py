@@ -3,10 +3,14 @@ or damaged vector index, an embedder or LLM that hangs, fails or talks nonsense.
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import sqlite3
 import subprocess
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,9 @@ from fastapi.testclient import TestClient
 
 from nexusai.app import create_app
 from nexusai.config import Config
+from nexusai.embedders import Vector
+from nexusai.memory.service import Memory
+from nexusai.models import NewEpisode
 from tests.conftest import SwitchableEmbedder
 
 
@@ -79,3 +86,117 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_recovers(
     with sqlite3.connect(config.db_path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("SELECT count(*) FROM episodes").fetchone()[0] == stored + 1
+
+
+# -- the vector index lost or damaged -------------------------------------------------------
+
+
+class GatedEmbedder(SwitchableEmbedder):
+    """The real model; batches of several texts (a rebuild's, never a query's) wait at a
+    gate, so a test sees the service while the rebuild is under way."""
+
+    def __init__(self, inner: SwitchableEmbedder) -> None:
+        super().__init__(inner.inner)
+        self.gate = threading.Event()
+
+    def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
+        if len(texts) > 1:
+            self.gate.wait(timeout=60)
+        return super().embed_batch(texts)
+
+
+GARDEN = [f"turn {n}: the weather was mild" for n in range(29)] + [
+    "I planted heirloom tomatoes along the south fence"
+]
+
+
+def _stored_garden(config: Config, embedder: SwitchableEmbedder) -> tuple[int, int]:
+    """A project with a chat of 30 turns, all indexed; returns (that session, a new one)."""
+    memory = Memory.open(config, embedder)
+    try:
+        project = memory.store.create_project("home").id
+        chat = memory.store.create_session(project, "garden").id
+        memory.add_episodes(chat, [NewEpisode("user", text) for text in GARDEN])
+        later = memory.store.create_session(project, "later").id
+        assert memory.count_pending_vectors() == 0
+        return chat, later
+    finally:
+        memory.close()
+
+
+def _damage(config: Config, how: str) -> None:
+    episodes = config.vectors_path / "episodes"
+    if how == "deleted":
+        shutil.rmtree(episodes)
+    else:
+        for chunk in episodes.glob("segments/*/vector_storage/vectors/chunk_*.mmap"):
+            os.truncate(chunk, 100)
+
+
+@pytest.mark.parametrize("how", ["deleted", "truncated"])
+def test_a_lost_vector_index_is_rebuilt_while_keyword_search_serves(
+    how: str, tmp_path: Path, embedder: SwitchableEmbedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = Config.from_env({}, data_dir=tmp_path / "data", extractor="none")
+    _, later = _stored_garden(config, embedder)
+    before = _rows(config.db_path)
+    _damage(config, how)
+    gated = GatedEmbedder(embedder)
+    turn = {"sessionId": later, "message": "what did I plant by the fence?", "explain": True}
+    with caplog.at_level(logging.WARNING), TestClient(create_app(config, gated)) as client:
+        assert "lacks the vectors of 30 episodes" in caplog.text
+        if how == "truncated":
+            assert "could not be read" in caplog.text
+            assert list(config.vectors_path.glob("episodes.damaged-*"))
+        assert client.get("/ready").json()["pendingVectors"] == 30
+        assert client.get("/health").json()["vectorsRebuilding"] == 30
+        assert "nexus_vectors_pending 30.0" in client.get("/metrics").text
+        during = client.post("/context", json={**turn, "settings": {"keywordWeight": 1}})
+        assert during.status_code == 200
+        assert during.json()["warnings"] == [
+            "the vector index is being rebuilt: 30 episodes are found by keyword only until it ends"
+        ]
+        found = during.json()["memories"][0]
+        assert "heirloom tomatoes" in found["content"]
+        assert (found["semanticRank"], found["keywordRank"]) == (None, 1)
+
+        gated.gate.set()
+        _wait_for(lambda: client.get("/ready").json()["pendingVectors"] == 0)
+        after = client.post("/context", json=turn).json()
+        assert after["warnings"] == []
+        assert after["memories"][0]["semanticRank"] == 1
+    assert _rows(config.db_path) == before, "SQLite is the source: nothing in it changed"
+
+
+def _rows(db: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT id, session_id, speaker, content FROM episodes").fetchall()
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_an_index_deleted_while_running_is_rebuilt_at_the_next_start(
+    tmp_path: Path, embedder: SwitchableEmbedder
+) -> None:
+    config = Config.from_env({}, data_dir=tmp_path / "data", extractor="none")
+    chat, later = _stored_garden(config, embedder)
+    turn = {"sessionId": later, "message": "what did I plant by the fence?", "explain": True}
+    with TestClient(create_app(config, embedder)) as client:
+        shutil.rmtree(config.vectors_path / "episodes")
+        assert client.post("/context", json=turn).status_code == 200
+        added = client.post(
+            f"/sessions/{chat}/episodes",
+            json={"speaker": "user", "content": "the rain stopped at noon"},
+        )
+        assert added.status_code == 201, "the write is kept even if its vector is not"
+    with TestClient(create_app(config, embedder)) as client:
+        _wait_for(lambda: client.get("/ready").json()["pendingVectors"] == 0)
+        memories = client.post("/context", json=turn).json()["memories"]
+        # The new turn follows the tomato one, and is embedded with its end: both lead.
+        assert any("heirloom tomatoes" in m["content"] for m in memories[:2])
+        assert all(m.get("semanticRank") for m in memories[:2])

@@ -223,10 +223,18 @@ async def _orchestration_only(
         settings.close()
 
 
+REPAIR_RETRY_SECONDS = 5.0
+
+
 def _repair_vectors(memory: Memory) -> None:
-    indexed = memory.sync_pending()
-    if indexed:
-        log.info("indexed %d episodes that were waiting for vectors", indexed)
+    """Until no episode waits for its vector (or the service stops): an embedder that
+    fails is tried again a few seconds later, so a rebuild of a lost index always ends."""
+    while True:
+        indexed = memory.sync_pending()
+        if indexed:
+            log.info("indexed %d episodes that were waiting for vectors", indexed)
+        if memory.count_pending_vectors() == 0 or memory.stopping.wait(REPAIR_RETRY_SECONDS):
+            break
     extracted = memory.entities.sync()
     if extracted:
         log.info("extracted the entities of %d episodes that were waiting", extracted)

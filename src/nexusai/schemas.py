@@ -104,6 +104,9 @@ class EpisodeBatchOut(CamelModel):
 class Health(CamelModel):
     status: str
     episodes: int
+    vectors_rebuilding: int = Field(
+        default=0, description="Episodes waiting for a vector the index lost (being rebuilt)"
+    )
 
 
 class VectorHit(CamelModel):

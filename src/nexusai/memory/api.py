@@ -154,7 +154,12 @@ def page(request: Request, response: Response, total: int, limit: int, offset: i
 
 @router.get("/health", tags=["service"], responses=errors(open_route=True))
 def health(request: Request) -> Health:
-    return Health(status="ok", episodes=memory_of(request).store.count_episodes())
+    memory = memory_of(request)
+    return Health(
+        status="ok",
+        episodes=memory.store.count_episodes(),
+        vectors_rebuilding=memory.vectors_rebuilding(),
+    )
 
 
 @router.post("/projects", status_code=201, tags=["projects"], responses=errors(409, 415, 422))

@@ -86,6 +86,22 @@ class EntityMemory:
         with self.store.atomic() as conn:
             conn.execute("UPDATE entities SET vector_state = ?", (VectorState.PENDING.value,))
 
+    def reconcile(self) -> None:
+        """When the entity index lost vectors, every entity is marked for a new one (the
+        next `sync` makes them; there are far fewer entities than episodes)."""
+        if self.vectors is None:
+            return
+        indexed = (
+            self.store.connection()
+            .execute(
+                "SELECT count(*) FROM entities WHERE vector_state = ?", (VectorState.INDEXED.value,)
+            )
+            .fetchone()[0]
+        )
+        if self.vectors.count() < int(indexed):
+            with self.store.atomic() as conn:
+                conn.execute("UPDATE entities SET vector_state = ?", (VectorState.PENDING.value,))
+
     def _needing_vectors(self, ids: Sequence[int] | None) -> list[int]:
         sql = "SELECT id FROM entities WHERE vector_state = ?"
         params: list[object] = [VectorState.PENDING.value]

@@ -16,7 +16,7 @@ from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
 from nexusai.errors import ConfigError
 from nexusai.memory import vector_state
-from nexusai.memory.chunks import VECTOR_WINDOWS, EpisodeVectors, windows
+from nexusai.memory.chunks import VECTOR_WINDOWS, EpisodeVectors, episode_of, windows
 from nexusai.memory.entities import EntityMemory
 from nexusai.memory.extractors import Extractor, create_extractor
 from nexusai.memory.store import ImportedSession, Store
@@ -80,6 +80,7 @@ class Memory:
         self.entities = EntityMemory(
             store, embedder, entity_vectors, extractor, self.stopping, batch_size
         )
+        self._rebuilding = 0  # episodes whose lost vectors are being made again
 
     @classmethod
     def open(
@@ -104,7 +105,38 @@ class Memory:
         except BaseException:
             store.close()
             raise
-        return cls(store, embedder, vectors, extractor=extractor, entity_vectors=entity_vectors)
+        memory = cls(store, embedder, vectors, extractor=extractor, entity_vectors=entity_vectors)
+        memory.reconcile_vectors()
+        return memory
+
+    def reconcile_vectors(self) -> int:
+        """Episodes marked indexed whose vectors the index no longer holds (its directory
+        deleted, or set aside as damaged) are marked pending again, to be rebuilt from
+        SQLite in the background; keyword search serves them meanwhile. Returns how many."""
+        for index in (self.vectors.index, self.entities.vectors):
+            if getattr(index, "damaged", None):
+                log.warning("%s", index.damaged)  # type: ignore[union-attr]
+        conn = self.store.connection()
+        if self.vectors.index.count() >= vector_state.count_indexed_vectors(conn):
+            lost = 0  # every indexed episode has at least its one point
+        else:
+            held = {episode_of(point) for point in self.vectors.index.ids()}
+            missing = sorted(vector_state.indexed_episodes(conn) - held)
+            with self.store.atomic() as write:
+                vector_state.set_vectors(write, missing, VectorState.PENDING)
+            lost = len(missing)
+            log.warning(
+                "the vector index lacks the vectors of %d episodes: keyword search serves them"
+                " while they are rebuilt from SQLite in the background (progress: /ready)",
+                lost,
+            )
+        self._rebuilding = lost
+        self.entities.reconcile()
+        return lost
+
+    def vectors_rebuilding(self) -> int:
+        """How many episodes still wait for a vector the index lost (0 normally)."""
+        return self._rebuilding
 
     def close(self) -> None:
         self.stopping.set()
@@ -193,6 +225,7 @@ class Memory:
                 break
             done += len(ids)
             batches += 1
+            self._rebuilding = max(self._rebuilding - len(ids), 0)
             if progress:
                 progress(len(ids))
         return done

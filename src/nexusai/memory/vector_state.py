@@ -35,6 +35,11 @@ def count_pending_vectors(conn: sqlite3.Connection) -> int:
     return int(conn.execute(sql, (VectorState.PENDING.value,)).fetchone()[0])
 
 
+def count_indexed_vectors(conn: sqlite3.Connection) -> int:
+    sql = "SELECT count(*) FROM episodes WHERE vector_state = ?"
+    return int(conn.execute(sql, (VectorState.INDEXED.value,)).fetchone()[0])
+
+
 def indexed_episodes(conn: sqlite3.Connection) -> set[int]:
     sql = "SELECT id FROM episodes WHERE vector_state = ?"
     return set(_ids(conn.execute(sql, (VectorState.INDEXED.value,))))

@@ -8,8 +8,10 @@ entity the list of sessions it is visible to) that searches filter on.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,8 @@ import qdrant_edge as edge
 
 from nexusai.config import Config
 from nexusai.errors import ConfigError, NexusError
+
+log = logging.getLogger("nexusai.vectors")
 
 SCOPE_KEY = "session_id"
 
@@ -76,19 +80,19 @@ class EdgeVectorIndex:
         self.path = path
         self.dimension = dimension
         self._write_lock = threading.Lock()
+        self.damaged: str | None = None  # why the index found on disk was set aside
         self._shard = self._open()
 
     def _open(self) -> edge.EdgeShard:
         if (self.path / "edge_config.json").exists():
             try:
-                return edge.EdgeShard.load(str(self.path))
-            except Exception as exc:
-                if "WouldBlock" in str(exc):
-                    raise VectorIndexBusy(
-                        f"the vector index in {self.path} is open in another process; only one"
-                        " process may use it at a time (stop `nexus serve` first)"
-                    ) from None
+                return self._load()
+            except VectorIndexBusy:
                 raise
+            except Exception as exc:
+                self.damaged = _set_aside(self.path, exc)
+        elif self.path.exists() and any(self.path.iterdir()):
+            self.damaged = _set_aside(self.path, "its configuration file is missing")
         self.path.mkdir(parents=True, exist_ok=True)
         config = edge.EdgeConfig(
             vectors=edge.EdgeVectorParams(size=self.dimension, distance=edge.Distance.Cosine)
@@ -97,6 +101,23 @@ class EdgeVectorIndex:
         shard.update(
             edge.UpdateOperation.create_field_index(SCOPE_KEY, edge.PayloadSchemaType.Integer)
         )
+        return shard
+
+    def _load(self) -> edge.EdgeShard:
+        try:
+            shard = edge.EdgeShard.load(str(self.path))
+        except Exception as exc:
+            if "WouldBlock" in str(exc):
+                raise VectorIndexBusy(
+                    f"the vector index in {self.path} is open in another process; only one"
+                    " process may use it at a time (stop `nexus serve` first)"
+                ) from None
+            raise
+        try:
+            _probe(shard, self.dimension)
+        except Exception:
+            shard.close()
+            raise
         return shard
 
     def upsert(self, points: Sequence[VectorPoint]) -> None:
@@ -164,7 +185,15 @@ class EdgeVectorIndex:
 
     def close(self) -> None:
         with self._write_lock:
-            self._shard.flush()
+            try:
+                self._shard.flush()
+            except Exception as exc:  # its files went away under it: SQLite still has all
+                log.warning(
+                    "the vector index in %s could not be saved (%s); the next start checks"
+                    " it against SQLite and rebuilds what is missing",
+                    self.path,
+                    str(exc).splitlines()[0][:200],
+                )
             self._shard.close()
 
 
@@ -279,6 +308,23 @@ def _int_id(point_id: object) -> int:
 
 def _scope(scope: int | Sequence[int]) -> int | list[int]:
     return int(scope) if isinstance(scope, int) else [int(s) for s in scope]
+
+
+def _probe(shard: edge.EdgeShard, dimension: int) -> None:
+    """A search that reads the stored vectors: a truncated or garbled file fails here, at
+    start, rather than in a user's turn."""
+    count = int(shard.info().points_count)
+    if count:
+        probe = [1.0 / dimension**0.5] * dimension
+        shard.query(edge.QueryRequest(limit=min(count, 10), query=edge.Query.Nearest(probe)))
+
+
+def _set_aside(path: Path, why: object) -> str:
+    """Moves a damaged index out of the way (kept for a look, never deleted) and says so."""
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+    path.rename(aside)
+    reason = str(why).strip().splitlines()[0][:200] if str(why).strip() else type(why).__name__
+    return f"the vector index in {path} could not be read ({reason}); set aside as {aside.name}"
 
 
 def open_vector_index(config: Config, collection: str, dimension: int) -> VectorIndex:

@@ -63,6 +63,11 @@ def assemble_context(
         if vector is None:
             warnings.append("the embedder failed: only keyword memories this turn")
     scope = scope_call.result()  # NotFound for an unknown session
+    if rebuilding := memory.vectors_rebuilding():
+        warnings.append(
+            f"the vector index is being rebuilt: {rebuilding} episodes are found by keyword"
+            " only until it ends"
+        )
     recent = recent_call.result() if recent_call else []
     recent_ids = [episode.id for episode in recent]
     legs = get_legs(memory, message, vector, scope, recent_ids, settings, keep_legs)

@@ -9,6 +9,7 @@ stays a 404, a memory service that is down or slow a 503 that names it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
@@ -35,6 +36,7 @@ class HttpMemoryClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = base_url.rstrip("/")
+        self._rebuilding, self._rebuilding_at = 0, float("-inf")
         # No retries: a turn waits on these calls, and a slow memory service should be
         # a prompt 503, not three time-outs in a row.
         self._client = Client(self.url, api_key, timeout, retries=0, transport=transport)
@@ -74,6 +76,14 @@ class HttpMemoryClient:
 
     def scope_session_ids(self, session_id: int) -> list[int]:
         return self._send(Endpoints.scope(session_id)).session_ids
+
+    def vectors_rebuilding(self) -> int:
+        """From memory's /health, asked at most every two seconds: every turn wants it."""
+        now = time.monotonic()
+        if now - self._rebuilding_at > 2.0:
+            self._rebuilding = self._send(Endpoints.health()).vectors_rebuilding
+            self._rebuilding_at = now
+        return self._rebuilding
 
     def session_project(self, session_id: int) -> int | None:
         return self._send(Endpoints.get_session(session_id)).project_id

@@ -19,6 +19,10 @@ class MemoryClient(Protocol):
         """The session's project's sessions, or just the session."""
         ...
 
+    def vectors_rebuilding(self) -> int:
+        """Episodes waiting for a vector the index lost (0 normally); a turn warns of it."""
+        ...
+
     def session_project(self, session_id: int) -> int | None:
         """The project the session is in (None: in none); NotFound for an unknown one."""
         ...

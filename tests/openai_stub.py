@@ -18,7 +18,8 @@ from typing import Any
 class StubState:
     def __init__(self) -> None:
         self.reply = "Your dog is called Biscuit."
-        self.mode = "ok"  # ok | error | stall
+        self.mode = "ok"  # ok | error | stall | garbage (chat completions)
+        self.embed_mode = "ok"  # the same, for /embeddings
         self.stall_seconds = 3.0
         self.requests: list[dict[str, Any]] = []
 
@@ -34,14 +35,48 @@ class _Handler(BaseHTTPRequestHandler):
         self.state.requests.append(
             {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
         )
-        if self.state.mode == "error":
-            return self._send(500, {"error": {"message": "model crashed"}})
+        if self.path.endswith("/embeddings"):
+            return self._embeddings(body)
+        if self._failed(self.state.mode):
+            return None
         if self.state.mode == "stall":
             time.sleep(self.state.stall_seconds)
         if body.get("stream"):
             return self._stream()
         message = {"role": "assistant", "content": self.state.reply}
         self._send(200, {"choices": [{"index": 0, "message": message}], "model": body["model"]})
+
+    def _failed(self, mode: str) -> bool:
+        """Answers as a broken endpoint would, for the modes that fail at once."""
+        if mode == "error":
+            self._send(500, {"error": {"message": "model crashed"}})
+        elif mode == "garbage":
+            self._raw(200, b"<html>upstream proxy says hello</html>")
+        return mode in ("error", "garbage")
+
+    def _embeddings(self, body: dict[str, Any]) -> None:
+        """Deterministic 8-dimensional vectors: a text's letters, counted by their code
+        modulo 8, so texts that share words are near."""
+        if self._failed(self.state.embed_mode):
+            return
+        if self.state.embed_mode == "stall":
+            time.sleep(self.state.stall_seconds)
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = []
+        for i, text in enumerate(texts):
+            vector = [0.0] * 8
+            for char in text.lower():
+                if char.isalpha():
+                    vector[ord(char) % 8] += 1.0
+            data.append({"index": i, "embedding": [v + 0.01 for v in vector]})
+        self._send(200, {"data": data, "model": body["model"]})
+
+    def _raw(self, status: int, data: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -61,12 +96,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"data: [DONE]\n\n")
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that gave up on a stalled answer closed its end: nothing to report."""
+
+
 @contextmanager
 def openai_stub() -> Iterator[tuple[str, StubState]]:
     """Yields the base URL (…/v1) and the state that steers the server."""
     state = StubState()
     handler = type("Handler", (_Handler,), {"state": state})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

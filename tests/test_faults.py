@@ -11,8 +11,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -22,6 +24,8 @@ from nexusai.embedders import Vector
 from nexusai.memory.service import Memory
 from nexusai.models import NewEpisode
 from tests.conftest import SwitchableEmbedder
+from tests.live_server import live_server
+from tests.openai_stub import openai_stub
 
 
 @pytest.fixture
@@ -200,3 +204,84 @@ def test_an_index_deleted_while_running_is_rebuilt_at_the_next_start(
         # The new turn follows the tomato one, and is embedded with its end: both lead.
         assert any("heirloom tomatoes" in m["content"] for m in memories[:2])
         assert all(m.get("semanticRank") for m in memories[:2])
+
+
+# -- an embedder or an LLM that hangs, fails or talks nonsense -----------------------------
+
+
+POOLS = ("nexus-turn", "AnyIO worker thread", "ThreadPoolExecutor")
+
+
+def _pool(prefix: str) -> int:
+    return sum(1 for t in threading.enumerate() if t.name.startswith(prefix))
+
+
+def _others() -> list[str]:
+    """Threads outside the bounded pools (the stub server's own are not the service's)."""
+    return sorted(
+        t.name
+        for t in threading.enumerate()
+        if not t.name.startswith(POOLS) and "process_request_thread" not in t.name
+    )
+
+
+def _sockets() -> int:
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if os.path.realpath(fd).startswith("socket:"))
+
+
+def _calls(url: str, path: str, body: dict[str, object], times: int) -> list[httpx.Response]:
+    with httpx.Client(base_url=url, timeout=30) as http, ThreadPoolExecutor(16) as pool:
+        return list(pool.map(lambda _: http.post(path, json=body), range(times)))
+
+
+def test_a_hanging_failing_or_garbled_embedder_or_llm_piles_nothing_up(tmp_path: Path) -> None:
+    with openai_stub() as (stub_url, stub):
+        stub.stall_seconds = 1.0
+        config = Config.from_env(
+            {},
+            data_dir=tmp_path / "data",
+            extractor="none",
+            embedder="openai",
+            embedder_base_url=stub_url,
+            embedder_model="stub-embed",
+            embedder_timeout=0.2,
+            llm_base_url=stub_url,
+            llm_model="stub-chat",
+            llm_timeout=0.2,
+        )
+        app = create_app(config)
+        with live_server(app) as url:
+            session = httpx.post(f"{url}/sessions", json={}).json()["id"]
+            httpx.post(
+                f"{url}/sessions/{session}/episodes",
+                json={"speaker": "user", "content": "my bicycle is a green gravel bike"},
+            )
+            httpx.patch(f"{url}/settings", json={"keywordWeight": 1.0, "recentLimit": 0})
+            turn = {"sessionId": session, "message": "what colour is my bicycle?"}
+            _calls(url, "/context", turn, 32)  # warm: every pool at its working size
+            others, sockets = _others(), _sockets()
+
+            for mode in ("stall", "error", "garbage"):
+                stub.embed_mode = mode
+                answers = _calls(url, "/context", turn, 200 if mode == "stall" else 50)
+                assert {a.status_code for a in answers} == {200}, mode
+                for answer in answers:
+                    found = answer.json()
+                    assert found["warnings"] == [
+                        "the embedder failed: only keyword memories this turn"
+                    ]
+                    assert "green gravel bike" in found["memories"][0]["content"]
+            stub.embed_mode = "ok"
+            for mode in ("stall", "error", "garbage"):
+                stub.mode = mode
+                answers = _calls(url, "/chat", turn, 200 if mode == "stall" else 50)
+                assert {a.status_code for a in answers} == {502}, mode
+                assert all("userEpisodeId" in a.json() for a in answers)
+            time.sleep(stub.stall_seconds + 0.5)  # the stub's stalled handlers end
+            # Threads come only from the two bounded pools, each within its bound; nothing
+            # else was started on the way.
+            assert _pool("nexus-turn") <= 16
+            assert _pool("AnyIO worker thread") <= 40
+            assert _others() == others, "threads piled up"
+            assert _sockets() <= sockets + 4, "connections piled up"

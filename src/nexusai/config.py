@@ -39,6 +39,7 @@ class Config:
     embedder_model: str | None = None
     embedder_api_key: str | None = field(default=None, repr=False)
     embedder_dimension: int | None = None
+    embedder_timeout: float = 10.0
     model_cache_dir: Path | None = None
     extractor: str = "spacy"
     qdrant_url: str | None = None
@@ -94,6 +95,8 @@ class Config:
             raise ConfigError(f"NEXUS_LOG_FORMAT must be text or json, got {self.log_format!r}")
         if self.memory_timeout <= 0:
             raise ConfigError("NEXUS_MEMORY_TIMEOUT must be a positive number of seconds")
+        if self.embedder_timeout <= 0:
+            raise ConfigError("NEXUS_EMBEDDER_TIMEOUT must be a positive number of seconds")
         if self.llm_timeout <= 0:
             raise ConfigError("NEXUS_LLM_TIMEOUT must be a positive number of seconds")
 
@@ -122,6 +125,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "max_body_bytes": _number(int, "NEXUS_MAX_BODY_BYTES"),
     "max_query_chars": _number(int, "NEXUS_MAX_QUERY_CHARS"),
     "llm_timeout": _number(float, "NEXUS_LLM_TIMEOUT"),
+    "embedder_timeout": _number(float, "NEXUS_EMBEDDER_TIMEOUT"),
     "memory_timeout": _number(float, "NEXUS_MEMORY_TIMEOUT"),
     "embedder_dimension": _number(int, "NEXUS_EMBEDDER_DIMENSION"),
 }

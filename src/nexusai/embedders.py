@@ -158,17 +158,34 @@ class OpenAIEmbedder(Embedder):
         self.dimension = dimension or len(self.embed_one("dimension probe"))
 
     def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
-        body = self._post({"model": self.model, "input": list(texts)})
+        return self._vectors(texts, self.retries)
+
+    def embed_query(self, text: str) -> Vector:
+        """One attempt only: a turn waits on it, and goes on without it (keyword memories)
+        rather than sit through retries; writes retry, in the background."""
+        return self._vectors([text], attempts=1)[0]
+
+    def _vectors(self, texts: Sequence[str], attempts: int) -> list[Vector]:
+        body = self._post({"model": self.model, "input": list(texts)}, attempts)
         try:
             rows = sorted(body["data"], key=lambda row: row["index"])
-            return [_unit([float(x) for x in row["embedding"]]) for row in rows]
+            vectors = [_unit([float(x) for x in row["embedding"]]) for row in rows]
         except (KeyError, TypeError, ValueError) as exc:
             raise EmbeddingError(
                 f"embedding endpoint answered in an unknown shape: {exc}"
             ) from None
+        expected = getattr(self, "dimension", None)  # unknown during the probe
+        if len(vectors) != len(texts) or any(
+            expected is not None and len(v) != expected for v in vectors
+        ):
+            raise EmbeddingError(
+                f"embedding endpoint answered {len(vectors)} vectors for {len(texts)} texts, or"
+                f" vectors that are not {expected}-dimensional"
+            )
+        return vectors
 
-    def _post(self, payload: dict[str, Any]) -> Any:
-        for attempt in range(1, self.retries + 1):
+    def _post(self, payload: dict[str, Any], attempts: int) -> Any:
+        for attempt in range(1, attempts + 1):
             try:
                 response = self._client.post("/embeddings", json=payload)
                 if response.status_code < 500 and response.status_code != 429:
@@ -181,9 +198,10 @@ class OpenAIEmbedder(Embedder):
                 ) from None
             except (httpx.TransportError, ValueError) as exc:
                 problem = type(exc).__name__
-            log.warning("embedding attempt %d/%d failed: %s", attempt, self.retries, problem)
-            time.sleep(0.2 * 2**attempt)
-        raise EmbeddingError(f"embedding endpoint failed {self.retries} times ({problem})")
+            log.warning("embedding attempt %d/%d failed: %s", attempt, attempts, problem)
+            if attempt < attempts:
+                time.sleep(0.2 * 2**attempt)
+        raise EmbeddingError(f"embedding endpoint failed {attempts} times ({problem})")
 
     def close(self) -> None:
         self._client.close()
@@ -202,6 +220,7 @@ def _openai(config: Config) -> Embedder:
         config.embedder_model or "text-embedding-3-small",
         config.embedder_api_key,
         config.embedder_dimension,
+        config.embedder_timeout,
     )
 
 

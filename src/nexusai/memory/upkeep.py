@@ -8,6 +8,7 @@ rebuilds them from SQLite with the configured embedder.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 from dataclasses import dataclass, field
@@ -100,7 +101,7 @@ def restore(config: Config, source: Path, progress: Progress | None = None) -> i
         )
     check_backup(source)
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, config.db_path)
+    _put_in_place(source, config.db_path)
     shutil.rmtree(config.vectors_path, ignore_errors=True)
     memory = Memory.open(config, check=False)
     try:
@@ -108,6 +109,23 @@ def restore(config: Config, source: Path, progress: Progress | None = None) -> i
         return memory.store.count_episodes()
     finally:
         memory.close()
+
+
+def _put_in_place(source: Path, target: Path) -> None:
+    """The copy appears whole or not at all: written beside the target, flushed to disk,
+    then renamed over it. A restore killed midway leaves no half-copied store to start on
+    (the next restore clears its leftover)."""
+    partial = target.with_name(target.name + ".restoring")
+    for stale in (
+        partial,
+        target.with_name(target.name + "-wal"),
+        target.with_name(target.name + "-shm"),
+    ):
+        stale.unlink(missing_ok=True)  # pieces of no store: the target does not exist
+    shutil.copyfile(source, partial)
+    with partial.open("rb") as written:
+        os.fsync(written.fileno())
+    os.replace(partial, target)
 
 
 def check_backup(source: Path) -> None:

@@ -1,0 +1,186 @@
+"""SIGKILL at random points of `nexus reindex`, `nexus restore` and the migration of an
+existing store, 20 times each: the next start finishes the work or rolls it back, and the
+store holds exactly what its source held."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nexusai.config import Config
+from nexusai.embedders import LocalEmbedder
+from nexusai.memory import fts
+from nexusai.memory.migrations import MIGRATIONS, apply_migrations
+from nexusai.memory.service import Memory
+from nexusai.memory.store import Store
+from nexusai.models import NewEpisode
+
+KILLS = 20
+TOPICS = ["walrus", "violin", "glacier", "saffron", "lantern", "orchard", "comet", "harbor"]
+
+
+def _config(data_dir: Path) -> Config:
+    return Config.from_env({}, data_dir=data_dir, extractor="none")
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory, minilm: LocalEmbedder) -> Path:
+    """A data directory of 3 sessions and 360 indexed episodes, and its backup."""
+    data_dir = tmp_path_factory.mktemp("source")
+    memory = Memory.open(_config(data_dir), minilm)
+    try:
+        for s in range(3):
+            session = memory.store.create_session(None, f"chat {s}").id
+            memory.add_episodes(
+                session,
+                [
+                    NewEpisode("user", f"note {s}-{i} about the {TOPICS[i % 8]} and more")
+                    for i in range(120)
+                ],
+            )
+    finally:
+        memory.close()
+    from nexusai.memory import upkeep
+
+    upkeep.backup(_config(data_dir), data_dir.parent / "source-backup.db")
+    return data_dir
+
+
+def _rows(db: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT id, session_id, content FROM episodes ORDER BY id").fetchall()
+
+
+def _killed(command: list[str], after: float) -> bool:
+    """Runs the command and SIGKILLs it `after` seconds in; False if it ended first."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        process.wait(timeout=after)
+        return False
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        return True
+
+
+def _timed(command: list[str]) -> float:
+    started = time.monotonic()
+    subprocess.run(command, check=True, capture_output=True)
+    return time.monotonic() - started
+
+
+def _next_start_finishes(
+    data_dir: Path, expected: list[tuple[object, ...]], model: LocalEmbedder
+) -> None:
+    """What `nexus serve` does at start: open (checks, reconciles), then index what waits."""
+    memory = Memory.open(_config(data_dir), model)
+    try:
+        memory.sync_pending()
+        assert memory.count_pending_vectors() == 0
+        assert memory.vectors.count() == len(expected)
+        assert fts.integrity_check(memory.store.connection())
+    finally:
+        memory.close()
+    assert _rows(_config(data_dir).db_path) == expected
+
+
+NEXUS = [sys.executable, "-m", "nexusai.cli"]
+
+
+def test_killed_reindex(source: Path, minilm: LocalEmbedder, tmp_path: Path) -> None:
+    expected = _rows(_config(source).db_path)
+    rng = random.Random(14)
+    work = tmp_path / "work"
+    shutil.copytree(source, work)
+    full = _timed([*NEXUS, "reindex", "--data-dir", str(work)])
+    kills = 0
+    for _ in range(KILLS):
+        shutil.rmtree(work)
+        shutil.copytree(source, work)
+        kills += _killed([*NEXUS, "reindex", "--data-dir", str(work)], rng.uniform(0.3, 1) * full)
+        _next_start_finishes(work, expected, minilm)
+    assert kills >= KILLS * 3 // 4, "most runs must be killed before they end"
+
+
+def test_killed_restore(source: Path, minilm: LocalEmbedder, tmp_path: Path) -> None:
+    backup = source.parent / "source-backup.db"
+    expected = _rows(backup)
+    rng = random.Random(15)
+    full = _timed([*NEXUS, "restore", str(backup), "--data-dir", str(tmp_path / "timing")])
+    kills = 0
+    for n in range(KILLS):
+        target = tmp_path / f"restored-{n}"
+        kills += _killed(
+            [*NEXUS, "restore", str(backup), "--data-dir", str(target)],
+            rng.uniform(0.05, 1.0) * full,
+        )
+        if not _config(target).db_path.exists():  # killed before the copy was in place
+            assert not list(target.glob("nexus.db*")) or list(target.glob("*.restoring"))
+            continue  # rolled back: nothing to start on, and `nexus restore` may run again
+        _next_start_finishes(target, expected, minilm)
+    assert kills >= KILLS * 3 // 4, "most runs must be killed before they end"
+
+
+def _old_store(path: Path, episodes: int) -> list[tuple[object, ...]]:
+    """A store as an early version left it (migrations m001 to m006), full of episodes."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    apply_migrations(conn, MIGRATIONS[:6])
+    conn.execute("INSERT INTO sessions (id, created_at) VALUES (1, 't'), (2, 't')")
+    conn.executemany(
+        "INSERT INTO episodes (id, session_id, speaker, content, occurred_at, created_at,"
+        " search_text) VALUES (?, ?, 'user', ?, ?, 't', ?)",
+        [
+            (
+                i,
+                1 + i % 2,
+                f"turn {i} on the {TOPICS[i % 8]}",
+                f"2024-01-01T00:{i % 60:02}:00Z",
+                f"user: turn {i} on the {TOPICS[i % 8]}",
+            )
+            for i in range(1, episodes + 1)
+        ],
+    )
+    conn.execute("COMMIT")
+    rows = conn.execute("SELECT id, session_id, content FROM episodes ORDER BY id").fetchall()
+    conn.close()
+    return rows
+
+
+OPEN_STORE = [
+    sys.executable,
+    "-c",
+    "import sys\nfrom nexusai.memory.store import Store\nStore(sys.argv[1]).close()",
+]
+
+
+def test_killed_migration(tmp_path: Path) -> None:
+    old = tmp_path / "old.db"
+    expected = _old_store(old, 6_000)
+    rng = random.Random(16)
+    timing = tmp_path / "timing.db"
+    shutil.copyfile(old, timing)
+    full = _timed([*OPEN_STORE, str(timing)])
+    kills = 0
+    for n in range(KILLS):
+        work = tmp_path / f"migrating-{n}.db"
+        shutil.copyfile(old, work)
+        kills += _killed([*OPEN_STORE, str(work)], rng.uniform(0.2, 1.0) * full)
+        with Store(work) as store:  # the next start: migrations done, or done now
+            assert {m.__name__ for m in MIGRATIONS} <= set(_applied(store))
+            assert fts.integrity_check(store.connection())
+            assert [e.id for e in store.search_keyword("saffron", 3)]
+        assert _rows(work) == expected
+    assert kills >= KILLS * 3 // 4, "most runs must be killed before they end"
+
+
+def _applied(store: Store) -> list[str]:
+    return [row[0] for row in store.connection().execute("SELECT name FROM _migrations")]

@@ -14,6 +14,7 @@ BENCHMARKS = {
     "load": "benchmarks.bench_load",
     "entity-precision": "benchmarks.bench_entity_precision",
     "import-long": "benchmarks.bench_import_long",
+    "soak": "benchmarks.bench_soak",
 }
 
 

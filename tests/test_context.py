@@ -4,6 +4,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
+from fastapi.testclient import TestClient
 
 from nexusai.config import Config
 from nexusai.memory.service import Memory
@@ -119,3 +120,17 @@ def test_fused_result_has_at_most_semantic_limit(
     fused = get_fused_episodes(memory, "garden", vector, [sid], [], settings)
     assert len(fused) == 4
     assert all(f.semantic_rank or f.keyword_rank for f in fused)
+
+
+def test_server_timing_says_where_the_turn_went(client: TestClient) -> None:
+    session = client.post("/sessions", json={}).json()["id"]
+    client.post(f"/sessions/{session}/episodes", json={"speaker": "user", "content": "tea"})
+    body = {"sessionId": session, "message": "tea", "settings": {"keywordWeight": 1}}
+    header = client.post("/context", json=body).headers["Server-Timing"]
+    steps = dict(part.split(";dur=") for part in header.split(", "))
+    assert list(steps) == ["embed", "semantic", "keyword", "fuse", "entities", "shape", "total"]
+    spent = {name: float(ms) for name, ms in steps.items()}
+    assert all(ms >= 0 for ms in spent.values())
+    assert spent["total"] >= spent["embed"] + spent["fuse"]
+    no_keyword = client.post("/context", json={**body, "settings": {"keywordWeight": 0}})
+    assert "keyword;" not in no_keyword.headers["Server-Timing"]

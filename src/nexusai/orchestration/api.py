@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field, create_model
 
@@ -148,12 +149,25 @@ def patch_settings(
     response_model_exclude_unset=True,
     responses=errors(404, 415, 422, 503),
 )
-def post_context(request: Request, body: ContextIn) -> ContextOut:
-    """Exactly what chat would give the LLM, without calling it."""
+def post_context(request: Request, response: Response, body: ContextIn) -> ContextOut:
+    """Exactly what chat would give the LLM, without calling it. The `Server-Timing`
+    header says where the turn's time went (ms): embed, semantic, keyword (the legs run at
+    the same time), fuse, entities, shape (building the answer)."""
+    started = time.perf_counter()
     context = orchestration_of(request).context(
         body.session_id, body.checked_message(request), body.settings, body.legs
     )
-    return context_out(context, body.explain)
+    shaped = time.perf_counter()
+    out = context_out(context, body.explain)
+    timings = {**context.timings, "shape": (time.perf_counter() - shaped) * 1000}
+    timings["total"] = (time.perf_counter() - started) * 1000
+    response.headers["Server-Timing"] = ", ".join(
+        f"{name};dur={timings[name]:.2f}" for name in TIMED_STEPS if name in timings
+    )
+    return out
+
+
+TIMED_STEPS = ("embed", "semantic", "keyword", "fuse", "entities", "shape", "total")
 
 
 @router.post(

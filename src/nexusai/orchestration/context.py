@@ -4,6 +4,9 @@ that one vector serves both fused episode search and entity search."""
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from nexusai.embedders import Embedder, Vector
@@ -26,6 +29,7 @@ class Context:
     entities: list[Entity] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     legs: Legs | None = None  # both legs' full lists, when asked for
+    timings: dict[str, float] = field(default_factory=dict)  # ms per step, for Server-Timing
 
 
 def embed_query(embedder: Embedder, text: str) -> Vector | None:
@@ -58,8 +62,10 @@ def assemble_context(
     wants_entities = settings.entity_limit > 0
     vector = None
     warnings = []
+    timings: dict[str, float] = {}
     if settings.semantic_weight > 0 or wants_entities or keep_legs:
-        vector = embed_query(embedder, message)
+        with _clock(timings, "embed"):
+            vector = embed_query(embedder, message)
         if vector is None:
             warnings.append("the embedder failed: only keyword memories this turn")
     scope = scope_call.result()  # NotFound for an unknown session
@@ -70,10 +76,21 @@ def assemble_context(
         )
     recent = recent_call.result() if recent_call else []
     recent_ids = [episode.id for episode in recent]
-    legs = get_legs(memory, message, vector, scope, recent_ids, settings, keep_legs)
-    memories = fuse_legs(legs, settings)
-    entities = (
-        memory.search_entities(vector, scope, settings.entity_limit) if wants_entities else []
-    )
+    legs = get_legs(memory, message, vector, scope, recent_ids, settings, keep_legs, timings)
+    with _clock(timings, "fuse"):
+        memories = fuse_legs(legs, settings)
+    with _clock(timings, "entities"):
+        entities = (
+            memory.search_entities(vector, scope, settings.entity_limit) if wants_entities else []
+        )
     kept = legs if keep_legs else None
-    return Context(session_id, message, recent, memories, entities, warnings, kept)
+    return Context(session_id, message, recent, memories, entities, warnings, kept, timings)
+
+
+@contextmanager
+def _clock(timings: dict[str, float], name: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = (time.perf_counter() - started) * 1000

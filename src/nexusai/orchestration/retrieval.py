@@ -3,9 +3,11 @@ filtered against the turns the prompt holds (`recent_ids`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from nexusai.models import Episode
 from nexusai.observability import RETRIEVAL_SECONDS, timed
@@ -59,19 +61,51 @@ def get_legs(
     recent_ids: Sequence[int],
     settings: RuntimeSettings,
     every_leg: bool = False,
+    timings: dict[str, float] | None = None,
 ) -> Legs:
     """Both legs in the same scope, at the same time. A leg whose weight is 0 is not even
-    asked, unless `every_leg` (a client that re-fuses at other weights needs both)."""
+    asked, unless `every_leg` (a client that re-fuses at other weights needs both). Each
+    leg's own duration goes into `timings` (ms) when given."""
     limit = settings.semantic_limit
+    spent = timings if timings is not None else {}
     keyword: Future[list[Episode]] | None = None
     if every_leg or settings.keyword_weight > 0:
-        keyword = POOL.submit(get_fts_results, memory, query, session_ids, recent_ids, limit)
+        keyword = POOL.submit(
+            _clocked,
+            spent,
+            "keyword",
+            get_fts_results,
+            memory,
+            query,
+            session_ids,
+            recent_ids,
+            limit,
+        )
     semantic = (
-        get_semantic_episodes(memory, query_vector, session_ids, recent_ids, limit)
+        _clocked(
+            spent,
+            "semantic",
+            get_semantic_episodes,
+            memory,
+            query_vector,
+            session_ids,
+            recent_ids,
+            limit,
+        )
         if every_leg or settings.semantic_weight > 0
         else []
     )
     return Legs(semantic, keyword.result() if keyword else [])
+
+
+def _clocked(
+    timings: dict[str, float], name: str, leg: Callable[..., list[Episode]], *args: Any
+) -> list[Episode]:
+    started = time.perf_counter()
+    try:
+        return leg(*args)
+    finally:
+        timings[name] = (time.perf_counter() - started) * 1000
 
 
 def fuse_legs(legs: Legs, settings: RuntimeSettings) -> list[FusedEpisode]:

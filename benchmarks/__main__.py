@@ -15,6 +15,7 @@ BENCHMARKS = {
     "entity-precision": "benchmarks.bench_entity_precision",
     "import-long": "benchmarks.bench_import_long",
     "soak": "benchmarks.bench_soak",
+    "curve": "benchmarks.bench_curve",
 }
 
 

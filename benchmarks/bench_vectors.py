@@ -84,14 +84,20 @@ def noisy_copies(base: np.ndarray, count: int, seed: int = 3) -> np.ndarray:
     return unit
 
 
-def fill_index(index: EdgeVectorIndex, vectors: np.ndarray) -> None:
+def fill_index(index: EdgeVectorIndex, vectors: np.ndarray, per_session: int = 0) -> None:
+    """Episode i + 1 in session i // per_session + 1, as `build_store` writes them (or,
+    without `per_session`, dealt round the sessions)."""
     for start in range(0, len(vectors), 2000):
         index.upsert(
             [
-                VectorPoint(i + 1, vectors[i].tolist(), (i % SESSIONS) + 1)
+                VectorPoint(i + 1, vectors[i].tolist(), _session_of(i, per_session))
                 for i in range(start, min(start + 2000, len(vectors)))
             ]
         )
+
+
+def _session_of(index: int, per_session: int) -> int:
+    return index // per_session + 1 if per_session else index % SESSIONS + 1
 
 
 def search(report: Report, index: EdgeVectorIndex, queries: np.ndarray, label: str) -> None:
@@ -157,7 +163,7 @@ def build_store(
             vector_state.set_vectors(conn, list(range(1, size + 1)), VectorState.INDEXED)
         record_embedder(store, embedder)
     index = EdgeVectorIndex(data_dir / "vectors" / "episodes", base.shape[1])
-    fill_index(index, noisy_copies(base, size))
+    fill_index(index, noisy_copies(base, size), per_session=size // SESSIONS)
     index.close()
 
 

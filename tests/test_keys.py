@@ -3,15 +3,20 @@ never reaches another project's data, on any route the OpenAPI schema lists."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+import httpx2
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from nexusai.app import create_app
 from nexusai.cli import cli
@@ -20,6 +25,7 @@ from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.keys import KeyStore
 from nexusai.memory.service import Memory
 from tests.conftest import SwitchableEmbedder
+from tests.live_server import live_server
 
 ADMIN = "admin-key-for-tests"
 MARKER = "zebracorn"  # in every text of the other project, and nowhere else
@@ -308,3 +314,56 @@ def _bravo_state(client: TestClient, served: dict[str, Any]) -> Any:
         client.get(f"/sessions/{bravo['session']}/episodes", headers=admin).json(),
         client.get(f"/entities/{bravo['entity']}", headers=admin).json(),
     )
+
+
+def test_mcp_tools_speak_with_the_callers_key(tmp_path: Path, embedder: SwitchableEmbedder) -> None:
+    """Over /mcp, a project key's tools see its project only, and a read-only one's
+    cannot write: each tool call goes through the door with the caller's own key."""
+    config = Config.from_env({}, data_dir=tmp_path / "data", api_key=ADMIN, extractor="none")
+    app = create_app(config, embedder)
+    with live_server(app) as url:
+        admin = _as(ADMIN)
+        ids = {}
+        for name in ("alpha", "bravo"):
+            project = httpx.post(f"{url}/projects", json={"name": name}, headers=admin).json()
+            made = httpx.post(
+                f"{url}/sessions", json={"projectId": project["id"], "title": "chat"}, headers=admin
+            ).json()
+            httpx.post(
+                f"{url}/sessions/{made['id']}/episodes",
+                json={"speaker": "user", "content": f"the {name} {MARKER} plan"},
+                headers=admin,
+            )
+            ids[name] = made["id"]
+        keys = KeyStore(app.state.memory.store)
+        own, reader = keys.create("alpha"), keys.create("alpha", read_only=True)
+
+        async def tools(key: str) -> dict[str, Any]:
+            async with (
+                httpx2.AsyncClient(headers=_as(key)) as http,
+                streamable_http_client(f"{url}/mcp/", http_client=http) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                mine = await session.call_tool(
+                    "recall", {"query": MARKER, "session_id": ids["alpha"]}
+                )
+                theirs = await session.call_tool(
+                    "recall", {"query": MARKER, "session_id": ids["bravo"]}
+                )
+                listed = await session.call_tool("sessions", {})
+                wrote = await session.call_tool(
+                    "remember", {"messages": [{"content": "hi"}], "session_id": ids["alpha"]}
+                )
+                return {"mine": mine, "theirs": theirs, "listed": listed, "wrote": wrote}
+
+        seen = asyncio.run(tools(own))
+        assert not seen["mine"].is_error
+        assert seen["theirs"].is_error
+        assert f"session {ids['bravo']} does not exist" in seen["theirs"].content[0].text
+        assert "bravo" not in str(seen["listed"].structured_content)
+        assert not seen["wrote"].is_error
+        read_only = asyncio.run(tools(reader))
+        assert not read_only["mine"].is_error
+        assert read_only["wrote"].is_error
+        assert "read-only" in read_only["wrote"].content[0].text

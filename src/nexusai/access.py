@@ -55,10 +55,10 @@ _ADMIN_ONLY = [
     ("*", re.compile(r"/settings")),
     ("*", re.compile(r"/metrics")),
     ("*", re.compile(r"/eval-results")),
-    # The MCP endpoint's tools call this API with the service's own key; a project key's
-    # MCP is `nexus mcp` pointed at the service with that key, which goes through the rules.
-    ("*", re.compile(r"/mcp(/.*)?")),
 ]
+# The MCP endpoint: its tools call this API with the caller's own key, each call through
+# this door again, so the endpoint itself is open to any valid key.
+_MCP = re.compile(r"/mcp(/.*)?")
 # POSTs that only read: a read-only key may make them.
 _READING_POSTS = frozenset(
     {"/context", "/vectors/search", "/vectors/search/episodes", "/entities/search"}
@@ -73,6 +73,8 @@ def refusal(principal: Principal, method: str, path: str) -> str | None:
     for allowed, pattern in _ADMIN_ONLY:
         if allowed in ("*", method) and pattern.fullmatch(path):
             return f"{method} {path} needs the admin key (NEXUS_API_KEY); this is a project key"
+    if _MCP.fullmatch(path):
+        return None
     if principal.read_only and method not in _READING_METHODS and path not in _READING_POSTS:
         return f"this key is read-only: {method} {path} writes"
     return None

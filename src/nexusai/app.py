@@ -113,15 +113,17 @@ async def _mcp_sessions(app: FastAPI) -> AsyncIterator[None]:
 
 def _mount_mcp(app: FastAPI, config: Config) -> None:
     """MCP's streamable HTTP transport at /mcp: the MCP tools, speaking to this very app
-    through an in-process ASGI transport (the same routes, the same key rule)."""
+    through an in-process ASGI transport with the caller's key (the same routes, the same
+    key rule)."""
     import httpx
 
     from nexusai.client import AsyncClient
-    from nexusai.mcp_server import build_server
+    from nexusai.mcp_server import build_server, per_caller
 
-    key = next(iter(config.api_keys), None)
-    client = AsyncClient("http://nexusai", key, transport=httpx.ASGITransport(app=app))
-    server = build_server(lambda: client)
+    transport = httpx.ASGITransport(app=app)
+    server = build_server(
+        per_caller(lambda key: AsyncClient("http://nexusai", key, transport=transport))
+    )
     app.mount("/mcp", server.streamable_http_app(streamable_http_path="/", host="0.0.0.0"))
     app.state.mcp = server
 

@@ -450,7 +450,7 @@ async def _serve_mcp(url: str | None) -> None:
             client = await stack.enter_async_context(AsyncClient(url))
         else:
             client = await stack.enter_async_context(embedded_client())
-        await build_server(lambda: client).run_stdio_async()
+        await build_server(lambda _call: client).run_stdio_async()
 
 
 cli.add_command(client_cli.settings)

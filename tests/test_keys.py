@@ -20,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from nexusai.app import create_app
 from nexusai.cli import cli
+from nexusai.client import Client, ForbiddenError
 from nexusai.config import Config
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.keys import KeyStore
@@ -367,3 +368,5 @@ def test_mcp_tools_speak_with_the_callers_key(tmp_path: Path, embedder: Switchab
         assert not read_only["mine"].is_error
         assert read_only["wrote"].is_error
         assert "read-only" in read_only["wrote"].content[0].text
+        with Client(url, reader) as client, pytest.raises(ForbiddenError, match="read-only"):
+            client.add_episodes(ids["alpha"], [{"speaker": "user", "content": "x"}])

@@ -57,6 +57,10 @@ class NexusAPIError(Exception):
 class UnauthorizedError(NexusAPIError): ...
 
 
+class ForbiddenError(NexusAPIError):
+    """The key is valid but may not do this (read-only, or it needs the admin key)."""
+
+
 class NotFoundError(NexusAPIError): ...
 
 
@@ -72,6 +76,10 @@ class InvalidInputError(NexusAPIError): ...
 class LLMFailedError(NexusAPIError): ...
 
 
+class StorageFullError(NexusAPIError):
+    """The service's disk is full: nothing of the write was kept; send it again later."""
+
+
 class UnavailableError(NexusAPIError):
     """The service (or one it needs) is down or does not answer; status 0 when no
     connection could be made at all, `timed_out` when one was made and nothing came."""
@@ -82,6 +90,7 @@ class UnavailableError(NexusAPIError):
 
 _ERRORS: dict[int, type[NexusAPIError]] = {
     401: UnauthorizedError,
+    403: ForbiddenError,
     404: NotFoundError,
     409: ConflictError,
     413: TooLargeError,
@@ -89,6 +98,7 @@ _ERRORS: dict[int, type[NexusAPIError]] = {
     422: InvalidInputError,
     502: LLMFailedError,
     503: UnavailableError,
+    507: StorageFullError,
 }
 
 

@@ -2,6 +2,10 @@
 `NEXUS_SOAK_SECONDS`, default 5 minutes, `--quick` 1 minute), mixing chat, context, writes,
 deletes and keyword searches, with the embedder failing for a minute in the middle.
 
+The store is held at a steady size: each client deletes its oldest episode whenever it
+holds more than `KEEP`, so that memory and latency over time show the service itself (a
+leak, a pile-up), not a store that grows. Texts are the benchmarks' chat-like sentences.
+
 The embedder and the LLM are a local OpenAI-compatible server (tests/openai_stub.py), so
 that the fault is a real one on the wire: for the fault's minute every embedding request
 gets a 500. Reported: requests and errors by status, acknowledged writes missing at the end
@@ -23,11 +27,11 @@ import httpx
 from tests.live_server import free_port, start_server
 from tests.openai_stub import StubState, openai_stub
 
-from benchmarks.common import Report
+from benchmarks.common import Report, sentences
 from nexusai.evaluation.metrics import percentile
 
 CLIENTS = 32
-WORDS = ["walrus", "garden", "train", "coffee", "deadline", "Lisbon", "violin", "harbor"]
+KEEP = 60  # episodes each client holds at most: about 2,000 in the store in all
 
 
 @dataclass
@@ -41,13 +45,13 @@ class Ledger:
 
 
 def _one(
-    client: httpx.Client, session: int, mine: list[int], rng: random.Random
+    client: httpx.Client, session: int, mine: list[int], rng: random.Random, words: str
 ) -> tuple[str, int, list[int], list[int]]:
-    """One request of a random kind: (route, status, ids written, ids deleted)."""
-    words = " ".join(rng.choice(WORDS) for _ in range(6))
-    kind = rng.choices(["chat", "context", "write", "delete", "search"], [1, 3, 3, 1, 2])[0]
-    if kind == "delete" and mine:
-        victim = mine.pop(rng.randrange(len(mine)))
+    """One request: (route, status, ids written, ids deleted). A client over its share
+    deletes its oldest episode; otherwise the kind is drawn."""
+    kind = rng.choices(["chat", "context", "write", "search"], [1, 3, 3, 2])[0]
+    if len(mine) > KEEP:
+        victim = mine.pop(0)
         status = client.delete(f"/episodes/{victim}").status_code
         return "delete", status, [], [victim] if status == 204 else []
     if kind == "chat":
@@ -71,13 +75,14 @@ def _client(
     url: str, sessions: list[int], until: float, seed: int, ledger: Ledger, started: float
 ) -> None:
     rng = random.Random(seed)
+    texts = sentences(10**7, seed=seed)
     mine: list[int] = []
     with httpx.Client(base_url=url, timeout=60) as client:
         while time.monotonic() < until:
             session = rng.choice(sessions)
             began = time.perf_counter()
             try:
-                route, status, written, deleted = _one(client, session, mine, rng)
+                route, status, written, deleted = _one(client, session, mine, rng, next(texts))
             except httpx.HTTPError:
                 route, status, written, deleted = "transport", 0, [], []
             elapsed = (time.perf_counter() - began) * 1000
@@ -221,6 +226,13 @@ def _print(
     step = max(1, len(samples) // 12)
     for t, rss, fds in samples[::step] + samples[-1:]:
         memory.add(f"{t:.0f}", rss, fds)
+    warm = next((sample for sample in samples if sample[0] >= window), None)
+    if warm and samples:
+        end = samples[-1]
+        memory.notes.append(
+            f"after warm-up ({warm[0]:.0f} s) to the end: RSS {warm[1]} -> {end[1]} MB"
+            f" ({(end[1] - warm[1]) / warm[1]:+.0%}), descriptors {warm[2]} -> {end[2]}"
+        )
     memory.print()
 
 

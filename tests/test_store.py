@@ -313,3 +313,25 @@ def test_serve_refuses_a_damaged_store_in_one_line(tmp_path: Path) -> None:
     assert "is damaged" in result.output
     assert "nexus restore" in result.output
     assert result.output.count("\n") == 1
+
+
+def test_connections_of_ended_threads_are_closed(store: Store) -> None:
+    """Pool threads come and go (AnyIO retires idle workers after 10 s): each one's
+    connection is closed once it has ended, so neither descriptors nor caches pile up."""
+    import os
+    import threading
+
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    store.connection()
+    before = fds()
+    for _ in range(50):
+        worker = threading.Thread(target=lambda: store.search_keyword("anything", 5))
+        worker.start()
+        worker.join()
+    last = threading.Thread(target=store.connection)
+    last.start()
+    last.join()
+    assert store.open_connections() <= 2  # this thread's, and the last worker's
+    assert fds() <= before + 3

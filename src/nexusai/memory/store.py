@@ -86,7 +86,9 @@ class Store:
         self.max_content_bytes = max_content_bytes
         self._busy_timeout = busy_timeout
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        # Each thread's connection, by thread: a pool thread that ends (AnyIO retires idle
+        # workers after 10 s) leaves its connection here, closed when the next one opens.
+        self._connections: dict[threading.Thread, sqlite3.Connection] = {}
         self._connections_lock = threading.Lock()
         self._write_lock = threading.RLock()
         # Called with every SQL statement any connection runs, when set before it opens.
@@ -141,7 +143,8 @@ class Store:
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
             with self._connections_lock:
-                self._connections.append(conn)
+                self._close_orphans()
+                self._connections[threading.current_thread()] = conn
         return conn
 
     @contextmanager
@@ -163,12 +166,21 @@ class Store:
                     raise StorageFull(DISK_FULL) from exc
                 raise
 
+    def _close_orphans(self) -> None:
+        """Closes the connections of threads that have ended (none can be using them)."""
+        for thread in [t for t in self._connections if not t.is_alive()]:
+            self._connections.pop(thread).close()
+
+    def open_connections(self) -> int:
+        with self._connections_lock:
+            return len(self._connections)
+
     def _rows(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
         return self.connection().execute(sql, params).fetchall()
 
     def close(self) -> None:
         with self._connections_lock:
-            for conn in self._connections:
+            for conn in self._connections.values():
                 conn.close()
             self._connections.clear()
         self._local = threading.local()

@@ -34,8 +34,10 @@ function explain(status, body) {
   const fields = body && Array.isArray(body.errors) ? body.errors : [];
   const listed = fields.map((e) => `${e.field}: ${e.message}`).join("; ");
   if (status === 401) return "The service wants an API key: enter it above and press Use.";
+  if (status === 403) return `Not allowed with this key: ${detail}`;
   if (status === 404) return `Not found: ${detail || "no such item"}`;
   if (status === 422) return `Refused: ${detail}${listed && !detail.includes(listed) ? ` (${listed})` : ""}`;
+  if (status === 507) return `The service's disk is full: ${detail}`;
   return `The service answered ${status}: ${detail || "no detail given"}`;
 }
 

@@ -195,11 +195,14 @@ async def _with_memory(
     # holding up start-up.
     repair = threading.Thread(target=_repair_vectors, args=(memory,), daemon=True)
     repair.start()
+    flusher = threading.Thread(target=_flush_vectors, args=(memory,), daemon=True)
+    flusher.start()
     try:
         yield
     finally:
         memory.stopping.set()
         repair.join()
+        flusher.join()
         memory.close()
         if settings is not None:
             settings.close()
@@ -226,6 +229,16 @@ async def _orchestration_only(
 
 
 REPAIR_RETRY_SECONDS = 5.0
+FLUSH_SECONDS = 30.0
+
+
+def _flush_vectors(memory: Memory) -> None:
+    """Every half minute, the vector indexes' buffers go to disk (a few tens of ms)."""
+    while not memory.stopping.wait(FLUSH_SECONDS):
+        try:
+            memory.flush_vectors()
+        except Exception as exc:  # a vanished index is found and rebuilt at the next start
+            log.warning("flushing the vector index failed: %s", str(exc).splitlines()[0][:200])
 
 
 def _repair_vectors(memory: Memory) -> None:

@@ -70,6 +70,10 @@ class VectorIndex(Protocol):
         """Build search indexes now (slow; run it off the request path)."""
         ...
 
+    def flush(self) -> None:
+        """Write what is buffered to disk, so the write-ahead log can be cut short."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -181,7 +185,8 @@ class EdgeVectorIndex:
         self._shard.optimize()
 
     def flush(self) -> None:
-        self._shard.flush()
+        with self._write_lock:
+            self._shard.flush()
 
     def close(self) -> None:
         with self._write_lock:
@@ -296,6 +301,9 @@ class QdrantVectorIndex:
 
     def optimize(self) -> None:
         """The server optimizes on its own schedule."""
+
+    def flush(self) -> None:
+        """The server flushes on its own schedule."""
 
     def close(self) -> None:
         self._client.close()

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 
 import httpx
@@ -87,7 +88,7 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_recovers(
             f"/sessions/{session}/episodes", json={"speaker": "user", "content": "back again"}
         )
         assert again.status_code == 201
-    with sqlite3.connect(config.db_path) as conn:
+    with closing(sqlite3.connect(config.db_path)) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("SELECT count(*) FROM episodes").fetchone()[0] == stored + 1
 
@@ -173,7 +174,7 @@ def test_a_lost_vector_index_is_rebuilt_while_keyword_search_serves(
 
 
 def _rows(db: Path) -> list[tuple[object, ...]]:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn:
         return conn.execute("SELECT id, session_id, speaker, content FROM episodes").fetchall()
 
 

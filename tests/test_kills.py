@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -51,11 +52,19 @@ def source(tmp_path_factory: pytest.TempPathFactory, minilm: LocalEmbedder) -> P
     from nexusai.memory import upkeep
 
     upkeep.backup(_config(data_dir), data_dir.parent / "source-backup.db")
+    with closing(sqlite3.connect(_config(data_dir).db_path)) as conn:  # all of it in the one file
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return data_dir
 
 
+def _copy(source: Path, target: Path) -> None:
+    """The data directory as a stopped service leaves it: the checkpointed store file and
+    the vectors (a stray WAL file would belong to no one)."""
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
+
+
 def _rows(db: Path) -> list[tuple[object, ...]]:
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn:
         return conn.execute("SELECT id, session_id, content FROM episodes ORDER BY id").fetchall()
 
 
@@ -99,12 +108,12 @@ def test_killed_reindex(source: Path, minilm: LocalEmbedder, tmp_path: Path) -> 
     expected = _rows(_config(source).db_path)
     rng = random.Random(14)
     work = tmp_path / "work"
-    shutil.copytree(source, work)
+    _copy(source, work)
     full = _timed([*NEXUS, "reindex", "--data-dir", str(work)])
     kills = 0
     for _ in range(KILLS):
         shutil.rmtree(work)
-        shutil.copytree(source, work)
+        _copy(source, work)
         kills += _killed([*NEXUS, "reindex", "--data-dir", str(work)], rng.uniform(0.3, 1) * full)
         _next_start_finishes(work, expected, minilm)
     assert kills >= KILLS * 3 // 4, "most runs must be killed before they end"

@@ -333,6 +333,20 @@ def _checked(response: httpx.Response) -> Any:
     return response.json() if response.content else None
 
 
+def _import_params(format: str, project: str | None) -> dict[str, str]:
+    return {"format": format, **({"project": project} if project else {})}
+
+
+def _counted(stream: IO[bytes], progress: Callable[[int], None] | None) -> Iterator[bytes]:
+    """The file in 64 KiB pieces; `progress` is told the bytes sent so far."""
+    sent = 0
+    while chunk := stream.read(1 << 16):
+        sent += len(chunk)
+        if progress:
+            progress(sent)
+        yield chunk
+
+
 def _unreachable(url: str, exc: Exception) -> UnavailableError:
     error = UnavailableError(0, f"no nexusai service answers at {url} ({type(exc).__name__})")
     error.timed_out = isinstance(exc, httpx.TimeoutException)
@@ -419,17 +433,9 @@ class Client:
     ) -> ImportOut:
         """Streams a file to `POST /import`; `progress` is told the bytes sent so far."""
 
-        def chunks() -> Iterator[bytes]:
-            sent = 0
-            while chunk := stream.read(1 << 16):
-                sent += len(chunk)
-                if progress:
-                    progress(sent)
-                yield chunk
-
-        params = {"format": format, **({"project": project} if project else {})}
+        params = _import_params(format, project)
         try:
-            response = self._http.post("/import", params=params, content=chunks())
+            response = self._http.post("/import", params=params, content=_counted(stream, progress))
         except httpx.TransportError as exc:
             raise _unreachable(self.url, exc) from None
         return ImportOut.model_validate(_checked(response))
@@ -515,15 +521,11 @@ class AsyncClient:
     ) -> ImportOut:
         """Streams a file to `POST /import`; `progress` is told the bytes sent so far."""
 
-        async def chunks() -> AsyncIterator[bytes]:
-            sent = 0
-            while chunk := stream.read(1 << 16):
-                sent += len(chunk)
-                if progress:
-                    progress(sent)
+        async def chunks() -> AsyncIterator[bytes]:  # httpx's async client wants an async body
+            for chunk in _counted(stream, progress):
                 yield chunk
 
-        params = {"format": format, **({"project": project} if project else {})}
+        params = _import_params(format, project)
         try:
             response = await self._http.post("/import", params=params, content=chunks())
         except httpx.TransportError as exc:

@@ -59,6 +59,17 @@ def timed(histogram: Histogram, **labels: str) -> Iterator[None]:
         (histogram.labels(**labels) if labels else histogram).observe(time.perf_counter() - started)
 
 
+@contextmanager
+def stopwatch(timings: dict[str, float], name: str) -> Iterator[None]:
+    """Adds the block's duration (ms) to `timings` under `name`: a turn's steps, for its
+    Server-Timing header."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = (time.perf_counter() - started) * 1000
+
+
 def render() -> bytes:
     return generate_latest(REGISTRY)
 

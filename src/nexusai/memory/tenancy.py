@@ -41,7 +41,7 @@ class Tenancy:
         if self.principal.admin:
             return name
         if name is not None and name != self.principal.project_name:
-            raise_missing_project(name)
+            raise NotFound(f"project {name!r} does not exist")
         return self.principal.project_name
 
     def session(self, session_id: int) -> Session:
@@ -90,10 +90,6 @@ class Tenancy:
         assert self.principal.project_id is not None
         sessions = self.memory.store.list_sessions(self.principal.project_id, limit=-1)  # all
         return [s.id for s in sessions]
-
-
-def raise_missing_project(name: str) -> None:
-    raise NotFound(f"project {name!r} does not exist")
 
 
 def _project_of_scope(scope: str | None) -> int | None:

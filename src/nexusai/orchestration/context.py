@@ -4,14 +4,11 @@ that one vector serves both fused episode search and entity search."""
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from nexusai.embedders import Embedder, Vector
 from nexusai.models import Entity, Episode
-from nexusai.observability import EMBED_SECONDS, timed
+from nexusai.observability import EMBED_SECONDS, stopwatch, timed
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.retrieval import POOL, Legs, fuse_legs, get_legs
@@ -64,7 +61,7 @@ def assemble_context(
     warnings = []
     timings: dict[str, float] = {}
     if settings.semantic_weight > 0 or wants_entities or keep_legs:
-        with _clock(timings, "embed"):
+        with stopwatch(timings, "embed"):
             vector = embed_query(embedder, message)
         if vector is None:
             warnings.append("the embedder failed: only keyword memories this turn")
@@ -77,20 +74,11 @@ def assemble_context(
     recent = recent_call.result() if recent_call else []
     recent_ids = [episode.id for episode in recent]
     legs = get_legs(memory, message, vector, scope, recent_ids, settings, keep_legs, timings)
-    with _clock(timings, "fuse"):
+    with stopwatch(timings, "fuse"):
         memories = fuse_legs(legs, settings)
-    with _clock(timings, "entities"):
+    with stopwatch(timings, "entities"):
         entities = (
             memory.search_entities(vector, scope, settings.entity_limit) if wants_entities else []
         )
     kept = legs if keep_legs else None
     return Context(session_id, message, recent, memories, entities, warnings, kept, timings)
-
-
-@contextmanager
-def _clock(timings: dict[str, float], name: str) -> Iterator[None]:
-    started = time.perf_counter()
-    try:
-        yield
-    finally:
-        timings[name] = (time.perf_counter() - started) * 1000

@@ -3,14 +3,13 @@ filtered against the turns the prompt holds (`recent_ids`)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from nexusai.models import Episode
-from nexusai.observability import RETRIEVAL_SECONDS, timed
+from nexusai.observability import RETRIEVAL_SECONDS, stopwatch, timed
 from nexusai.orchestration.fusion import FusedEpisode, fuse_ranked
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.settings import RuntimeSettings
@@ -101,11 +100,8 @@ def get_legs(
 def _clocked(
     timings: dict[str, float], name: str, leg: Callable[..., list[Episode]], *args: Any
 ) -> list[Episode]:
-    started = time.perf_counter()
-    try:
+    with stopwatch(timings, name):
         return leg(*args)
-    finally:
-        timings[name] = (time.perf_counter() - started) * 1000
 
 
 def fuse_legs(legs: Legs, settings: RuntimeSettings) -> list[FusedEpisode]:

@@ -1,12 +1,19 @@
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from qdrant_client import QdrantClient
 
-from nexusai.memory.vectors import EdgeVectorIndex, QdrantVectorIndex, VectorIndex, VectorPoint
+from nexusai.memory.vectors import (
+    NO_HNSW_KB,
+    EdgeVectorIndex,
+    QdrantVectorIndex,
+    VectorIndex,
+    VectorPoint,
+)
 
 
 def unit(*xs: float) -> list[float]:
@@ -92,3 +99,40 @@ def test_second_process_gets_a_clear_error(tmp_path: Path) -> None:
     first.close()
     assert result.returncode != 0
     assert "open in another process" in result.stderr
+
+
+def _spread(n: int, start: int = 0) -> list[VectorPoint]:
+    return [VectorPoint(i, unit(1, i / n, (i % 7) / 7 + 0.01), i % 50) for i in range(start, n)]
+
+
+def test_edge_vacuums_deleted_points_once_they_are_many(tmp_path: Path) -> None:
+    index = EdgeVectorIndex(tmp_path / "episodes", 3)
+    try:
+        index.upsert(_spread(5_000))
+        index.delete(list(range(0, 5_000, 10)))  # 500: a tenth, and under the minimum
+        assert not index.compact()
+        index.delete([*range(0, 5_000, 3), 5, 7, 99_999])  # 1,500 more, some gone
+        assert index.compact()
+        assert not index.compact()  # nothing deleted since
+        assert index.count() == 5_000 - len(set(range(0, 5_000, 10)) | set(range(0, 5_000, 3))) - 2
+        hits = index.search(unit(1, 0.5, 0.3), [1, 2, 3], [], 50)
+        assert hits
+        assert all(i % 3 and i % 10 and i % 50 in (1, 2, 3) for i, _ in hits)
+    finally:
+        index.close()
+
+
+def test_edge_index_is_opened_never_to_build_hnsw_by_itself(tmp_path: Path) -> None:
+    """Only `optimize` (nexus reindex) builds the graph; a vacuum in the service must not,
+    since the build holds the GIL for minutes at scale."""
+    index = EdgeVectorIndex(tmp_path / "episodes", 3)
+    try:
+        index.upsert(_spread(2_000))
+        index.optimize()
+        assert index.count() == 2_000
+        index.upsert(_spread(2_100, 2_000))
+        assert index.count() == 2_100
+    finally:
+        index.close()
+    saved = json.loads((tmp_path / "episodes" / "edge_config.json").read_text())
+    assert saved["optimizers"]["indexing_threshold"] == NO_HNSW_KB

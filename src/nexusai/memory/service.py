@@ -137,10 +137,13 @@ class Memory:
     def flush_vectors(self) -> None:
         """Writes the vector indexes' buffers to disk. Qdrant Edge keeps every write in its
         write-ahead log, mapped in memory, until a flush: without one now and then the
-        process grows with every vector ever written (measured: about 1 KB each)."""
-        self.vectors.index.flush()
-        if self.entities.vectors is not None:
-            self.entities.vectors.flush()
+        process grows with every vector ever written (measured: about 1 KB each). Deleted
+        points stay in memory too, until a vacuum, which runs here once they are many."""
+        for index in (self.vectors.index, self.entities.vectors):
+            if index is not None:
+                if index.compact():
+                    log.info("vacuumed the vector index's deleted points")
+                index.flush()
 
     def vectors_rebuilding(self) -> int:
         """How many episodes still wait for a vector the index lost (0 normally)."""

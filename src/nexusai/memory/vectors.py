@@ -26,6 +26,17 @@ log = logging.getLogger("nexusai.vectors")
 
 SCOPE_KEY = "session_id"
 
+# Qdrant Edge's optimizer builds an HNSW graph once a segment passes its indexing threshold,
+# and holds the GIL while it does: minutes at 100,000 vectors, every request stalled. So a
+# shard the service opens never builds one (its optimizer only vacuums deleted points);
+# `nexus reindex`, with the service stopped, builds it at Qdrant's usual threshold.
+NO_HNSW_KB = 2**40
+BUILD_HNSW_KB = 10_000
+# Deleted points stay in memory until a vacuum; one runs when they are this share of the
+# index (Qdrant's own trigger) and at least this many.
+VACUUM_SHARE = 0.2
+VACUUM_MIN_POINTS = 1_000
+
 
 class VectorIndexBusy(NexusError):
     status_code = 409
@@ -67,7 +78,12 @@ class VectorIndex(Protocol):
         ...
 
     def optimize(self) -> None:
-        """Build search indexes now (slow; run it off the request path)."""
+        """Build search indexes now (slow, blocks the process: `nexus reindex` only)."""
+        ...
+
+    def compact(self) -> bool:
+        """Reclaim the memory of deleted points once they are many (a short pause, which
+        is why it waits for many); True if it ran."""
         ...
 
     def flush(self) -> None:
@@ -85,7 +101,14 @@ class EdgeVectorIndex:
         self.dimension = dimension
         self._write_lock = threading.Lock()
         self.damaged: str | None = None  # why the index found on disk was set aside
+        self._deleted = 0  # points deleted since the last vacuum (or since opening)
         self._shard = self._open()
+
+    def _config(self, indexing_kb: int = NO_HNSW_KB) -> edge.EdgeConfig:
+        return edge.EdgeConfig(
+            vectors=edge.EdgeVectorParams(size=self.dimension, distance=edge.Distance.Cosine),
+            optimizers=edge.EdgeOptimizersConfig(indexing_threshold=indexing_kb),
+        )
 
     def _open(self) -> edge.EdgeShard:
         if (self.path / "edge_config.json").exists():
@@ -98,18 +121,15 @@ class EdgeVectorIndex:
         elif self.path.exists() and any(self.path.iterdir()):
             self.damaged = _set_aside(self.path, "its configuration file is missing")
         self.path.mkdir(parents=True, exist_ok=True)
-        config = edge.EdgeConfig(
-            vectors=edge.EdgeVectorParams(size=self.dimension, distance=edge.Distance.Cosine)
-        )
-        shard = edge.EdgeShard.create(str(self.path), config)
+        shard = edge.EdgeShard.create(str(self.path), self._config())
         shard.update(
             edge.UpdateOperation.create_field_index(SCOPE_KEY, edge.PayloadSchemaType.Integer)
         )
         return shard
 
-    def _load(self) -> edge.EdgeShard:
+    def _load(self, indexing_kb: int = NO_HNSW_KB) -> edge.EdgeShard:
         try:
-            shard = edge.EdgeShard.load(str(self.path))
+            shard = edge.EdgeShard.load(str(self.path), self._config(indexing_kb))
         except Exception as exc:
             if "WouldBlock" in str(exc):
                 raise VectorIndexBusy(
@@ -137,7 +157,9 @@ class EdgeVectorIndex:
     def delete(self, ids: Sequence[int]) -> None:
         if ids:
             with self._write_lock:
+                before = self._shard.info().points_count
                 self._shard.update(edge.UpdateOperation.delete_points([int(i) for i in ids]))
+                self._deleted += before - self._shard.info().points_count
 
     def search(
         self,
@@ -182,7 +204,28 @@ class EdgeVectorIndex:
             self._shard = self._open()
 
     def optimize(self) -> None:
-        self._shard.optimize()
+        with self._write_lock:
+            self._reload(BUILD_HNSW_KB)
+            try:
+                self._shard.optimize()
+            finally:
+                self._reload(NO_HNSW_KB)  # what the service may do to it from now on
+            self._deleted = 0
+
+    def _reload(self, indexing_kb: int) -> None:
+        self._shard.flush()
+        self._shard.close()
+        self._shard = self._load(indexing_kb)
+
+    def compact(self) -> bool:
+        with self._write_lock:
+            live = self._shard.info().points_count
+            if self._deleted < max(VACUUM_MIN_POINTS, VACUUM_SHARE * (live + self._deleted)):
+                return False
+            self._shard.optimize()  # vacuum only: this shard never builds HNSW
+            self._shard.flush()
+            self._deleted = 0
+            return True
 
     def flush(self) -> None:
         with self._write_lock:
@@ -301,6 +344,10 @@ class QdrantVectorIndex:
 
     def optimize(self) -> None:
         """The server optimizes on its own schedule."""
+
+    def compact(self) -> bool:
+        """The server vacuums on its own schedule."""
+        return False
 
     def flush(self) -> None:
         """The server flushes on its own schedule."""

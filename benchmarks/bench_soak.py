@@ -101,20 +101,45 @@ def _fault(stub: StubState, start: float, seconds: float, stop: threading.Event)
     stub.embed_mode = "ok"
 
 
-def _sample(
-    pid: int, started: float, samples: list[tuple[float, int, int]], stop: threading.Event
-) -> None:
-    """The server's RSS (MB) and open descriptors, every 5 s."""
+@dataclass(frozen=True)
+class Sample:
+    at: float
+    rss: int  # MB, all of it
+    anon: int  # MB the process allocated (heap, arenas): where a leak shows
+    file: int  # MB of mapped files in memory (vector storage, libraries): the kernel may drop
+    fds: int
+
+
+def _sample(pid: int, started: float, samples: list[Sample], stop: threading.Event) -> None:
+    """The server's memory and open descriptors, every 5 s."""
     while not stop.wait(5):
         try:
-            status = Path(f"/proc/{pid}/status").read_text()
-            rss = int(
-                next(line for line in status.splitlines() if line.startswith("VmRSS")).split()[1]
+            status = dict(
+                line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
             )
             fds = len(os.listdir(f"/proc/{pid}/fd"))
-        except (OSError, StopIteration):
+        except (OSError, ValueError):
             return
-        samples.append((time.monotonic() - started, rss // 1024, fds))
+        mb = {k: int(status[k].split()[0]) // 1024 for k in ("VmRSS", "RssAnon", "RssFile")}
+        at = time.monotonic() - started
+        samples.append(Sample(at, mb["VmRSS"], mb["RssAnon"], mb["RssFile"], fds))
+
+
+def _mappings(pid: int, top: int = 6) -> list[tuple[str, int]]:
+    """Where the server's resident memory is at the end (MB per mapping, files of one
+    directory together), to tell a leak from a cache."""
+    sizes: Counter[str] = Counter()
+    name = "(anonymous)"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        first = line.split(maxsplit=5)
+        if len(first) >= 5 and "-" in first[0] and ":" in first[3]:
+            name = first[5] if len(first) > 5 else "(anonymous)"
+            # Files of one directory together; "[heap]" and the like in parentheses.
+            name = str(Path(name).parent) if name.startswith("/") else name.replace("[", "(")
+            name = name.replace("]", ")")
+        elif line.startswith("Rss:"):
+            sizes[name] += int(line.split()[1])
+    return [(n, kb // 1024) for n, kb in sizes.most_common(top)]
 
 
 def _missing(url: str, ledger: Ledger) -> tuple[int, int]:
@@ -138,7 +163,7 @@ def run(quick: bool = False) -> None:
     fault_seconds = min(60.0, seconds / 5)
     window = 300.0 if seconds >= 1800 else seconds / 5
     ledger, stop = Ledger(), threading.Event()
-    samples: list[tuple[float, int, int]] = []
+    samples: list[Sample] = []
     with tempfile.TemporaryDirectory() as tmp, openai_stub() as (stub_url, stub):
         env = {
             "NEXUS_EMBEDDER": "openai",
@@ -180,10 +205,15 @@ def run(quick: bool = False) -> None:
             for thread in helpers:
                 thread.join()
             missing, undeleted = _missing(url, ledger)
+            where = _mappings(process.pid)
         finally:
             process.terminate()
             process.wait(timeout=60)
     _print(seconds, fault_seconds, window, ledger, samples, missing, undeleted)
+    places = Report("where the server's memory is at the end", ["mapping", "MB"])
+    for name, mb in where:
+        places.add(name.replace(tmp, "<data dir>"), mb)
+    places.print()
 
 
 def _print(
@@ -191,7 +221,7 @@ def _print(
     fault: float,
     window: float,
     ledger: Ledger,
-    samples: list[tuple[float, int, int]],
+    samples: list[Sample],
     missing: int,
     undeleted: int,
 ) -> None:
@@ -222,16 +252,20 @@ def _print(
             *(percentile(buckets[w], 95) if buckets[w] else "-" for w in _windows(seconds, window)),
         )
     latency.print()
-    memory = Report("server RSS and open file descriptors", ["at s", "RSS MB", "fds"])
+    memory = Report(
+        "server memory and open file descriptors",
+        ["at s", "RSS MB", "anonymous MB", "mapped files MB", "fds"],
+    )
     step = max(1, len(samples) // 12)
-    for t, rss, fds in samples[::step] + samples[-1:]:
-        memory.add(f"{t:.0f}", rss, fds)
-    warm = next((sample for sample in samples if sample[0] >= window), None)
+    for sample in samples[::step] + samples[-1:]:
+        memory.add(f"{sample.at:.0f}", sample.rss, sample.anon, sample.file, sample.fds)
+    warm = next((sample for sample in samples if sample.at >= window), None)
     if warm and samples:
         end = samples[-1]
         memory.notes.append(
-            f"after warm-up ({warm[0]:.0f} s) to the end: RSS {warm[1]} -> {end[1]} MB"
-            f" ({(end[1] - warm[1]) / warm[1]:+.0%}), descriptors {warm[2]} -> {end[2]}"
+            f"after warm-up ({warm.at:.0f} s) to the end: RSS {warm.rss} -> {end.rss} MB"
+            f" ({(end.rss - warm.rss) / warm.rss:+.0%}), anonymous {warm.anon} -> {end.anon} MB"
+            f" ({(end.anon - warm.anon) / warm.anon:+.0%}), descriptors {warm.fds} -> {end.fds}"
         )
     memory.print()
 

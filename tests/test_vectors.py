@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from psycopg_pool import ConnectionPool
 from qdrant_client import QdrantClient
 
+from nexusai.memory.pgvector import PgVectorIndex
 from nexusai.memory.vectors import (
     NO_HNSW_KB,
     EdgeVectorIndex,
@@ -21,10 +24,12 @@ def unit(*xs: float) -> list[float]:
     return [x / norm for x in xs]
 
 
-@pytest.fixture(params=["edge", "qdrant-client"])
+@pytest.fixture(params=["edge", "qdrant-client", "pgvector"])
 def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorIndex]:
     if request.param == "edge":
         made: VectorIndex = EdgeVectorIndex(tmp_path / "episodes", 3)
+    elif request.param == "pgvector":
+        made = PgVectorIndex(request.getfixturevalue("pg_pool"), "episodes", 3)
     else:
         made = QdrantVectorIndex(QdrantClient(location=":memory:"), "episodes", 3)
     yield made
@@ -136,3 +141,45 @@ def test_edge_index_is_opened_never_to_build_hnsw_by_itself(tmp_path: Path) -> N
         index.close()
     saved = json.loads((tmp_path / "episodes" / "edge_config.json").read_text())
     assert saved["optimizers"]["indexing_threshold"] == NO_HNSW_KB
+
+
+def test_pgvector_filtered_search_is_exact_on_a_narrow_scope(pg_pool: ConnectionPool) -> None:
+    """HNSW alone returns its ef_search nearest and a session filter may drop them all;
+    the iterative scan must still give a 2-of-300-session scope its true nearest. The
+    planner is kept to the HNSW index, as it is at scale (here it would scan the table)."""
+    with pg_pool.connection() as conn:
+        database = conn.info.dbname
+        for setting in ("enable_seqscan", "enable_bitmapscan"):
+            conn.execute(f"ALTER DATABASE {database} SET {setting} = off")
+    pg_pool.drain()  # connections made from now on have the settings
+    rng = random.Random(3)
+    points = [
+        VectorPoint(i, unit(rng.gauss(0, 1), rng.gauss(0, 1), rng.gauss(0, 1)), i % 300)
+        for i in range(1, 3_001)
+    ]
+    index = PgVectorIndex(pg_pool, "episodes", 3)
+    index.upsert(points)
+    query = unit(0.3, -0.5, 0.8)
+    for scope in ([7, 123], [299], None):
+        within = [p for p in points if scope is None or p.scope in scope]
+        exact = sorted(
+            within, key=lambda p: -sum(a * b for a, b in zip(p.vector, query, strict=True))
+        )
+        hits = index.search(query, scope, [exact[0].id], 10)
+        assert [i for i, _ in hits] == [p.id for p in exact[1:11]]
+
+
+def test_pgvector_table_of_another_dimension_is_set_aside(pg_pool: ConnectionPool) -> None:
+    first = PgVectorIndex(pg_pool, "episodes", 3)
+    fill(first)
+    again = PgVectorIndex(pg_pool, "episodes", 4)  # the embedder changed
+    assert again.damaged is not None
+    assert "set aside as vectors_episodes_set_aside_" in again.damaged
+    assert again.count() == 0
+    again.upsert([VectorPoint(1, unit(1, 0, 0, 0), 1)])
+    assert again.search(unit(1, 0, 0, 0), [1], [], 3)[0][0] == 1
+    with pg_pool.connection() as conn:
+        kept = conn.execute(
+            "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'vectors_episodes_set_aside_%'"
+        ).fetchone()
+    assert kept == (1,)

@@ -16,6 +16,7 @@ BENCHMARKS = {
     "import-long": "benchmarks.bench_import_long",
     "soak": "benchmarks.bench_soak",
     "curve": "benchmarks.bench_curve",
+    "pg-keyword": "benchmarks.bench_pg_keyword",
 }
 
 

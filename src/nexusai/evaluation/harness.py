@@ -111,7 +111,7 @@ def _evaluate_conversation(
             memory.import_conversation(conversation.sessions, project)
             imported = memory.store.imported_episode_ids(f"{conversation.key}:")
             ids = {turn: imported[episode] for turn, episode in keys.items() if episode in imported}
-            questions, dropped = _resolved(item, ids)
+            questions, dropped = resolve_questions(item, ids)
             scope = [s.id for s in memory.store.list_sessions(project, limit=10_000)]
             for question in questions:
                 _ask(memory, embedder, question, scope, runs)
@@ -149,7 +149,7 @@ def _line(episode: NewEpisode, with_speaker: bool) -> str:
     return said(episode.speaker, text) if with_speaker else text
 
 
-def _resolved(item: EvalConversation, ids: dict[str, int]) -> tuple[list[Asked], int]:
+def resolve_questions(item: EvalConversation, ids: dict[str, int]) -> tuple[list[Asked], int]:
     """Questions with at least one resolvable evidence message; refs that resolve to none
     (typos in the data) are dropped and counted. Messages merged into one episode count
     once."""

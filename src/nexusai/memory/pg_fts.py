@@ -1,0 +1,154 @@
+"""Keyword search on PostgreSQL: what `fts.py` is to SQLite FTS5, for the PostgreSQL store
+(issue #18).
+
+The spec's rules come first and are the same as FTS5's: `keywords.query_terms` splits the
+message into letter/number tokens and drops stopwords, and the terms are OR'ed. Each term
+reaches PostgreSQL as a bound parameter of `plainto_tsquery`, which reads plain words and
+no operators, so `OR`, `*`, `"`, `!`, `&` or `<->` in a message are searched for, never
+parsed.
+
+The text search configuration mirrors FTS5's `porter unicode61 remove_diacritics 2`:
+accents folded (`unaccent`), English stemming. A turn is indexed with weight A and the end
+of the turn before it with weight B, worth half (FTS5's column weights 1.0 and 0.5).
+
+Two rankings:
+- `bm25`: Okapi BM25 as FTS5 computes it (k1 1.2, b 0.75, idf floored at 1e-6, the
+  columns' weights applied to term frequency), from the table's own statistics: document
+  frequency by the GIN index, lengths from a column filled at write time.
+- `ts_rank_cd`: PostgreSQL's cover density, which ignores how rare a term is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, cast
+
+from psycopg import Connection
+
+from nexusai.keywords import query_terms
+
+CONFIG = "nexus_english"
+K1, B = 1.2, 0.75
+TURN_WEIGHT, CONTEXT_WEIGHT = 1.0, 0.5
+Ranking = Literal["bm25", "ts_rank_cd"]
+
+SETUP_DDL = f"""
+    CREATE EXTENSION IF NOT EXISTS unaccent;
+    DO $$ BEGIN
+        CREATE TEXT SEARCH CONFIGURATION {CONFIG} (COPY = english);
+        ALTER TEXT SEARCH CONFIGURATION {CONFIG}
+            ALTER MAPPING FOR hword, hword_part, word WITH unaccent, english_stem;
+    EXCEPTION WHEN unique_violation THEN NULL;
+    END $$;
+"""
+
+# The keyword index beside the episodes, as FTS5's table is beside SQLite's: one row per
+# episode, its session (the scope filter), its tsvector and its length in tokens (BM25's
+# length norm), filled from the texts the store composes (texts.py). The length counts one
+# token more, as FTS5's does for the session token each of its rows carries, so that the
+# two engines rank the same rows alike.
+TABLE = "episode_keywords"
+TABLE_DDL = f"""
+    CREATE TABLE IF NOT EXISTS {TABLE} (
+        id bigint PRIMARY KEY,
+        session_id bigint NOT NULL,
+        search_length integer NOT NULL,
+        search_tsv tsvector NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS {TABLE}_tsv ON {TABLE} USING gin (search_tsv);
+    CREATE INDEX IF NOT EXISTS {TABLE}_session ON {TABLE} (session_id);
+"""
+_UPSERT = f"""
+    INSERT INTO {TABLE} (id, session_id, search_length, search_tsv)
+    SELECT %(id)s, %(session_id)s,
+        1 + (SELECT coalesce(sum(array_length(positions, 1)), 0) FROM unnest(d.tsv)), d.tsv
+    FROM (SELECT
+        setweight(to_tsvector('{CONFIG}', %(search_text)s || ' ' || %(search_cjk)s), 'A')
+        || setweight(to_tsvector('{CONFIG}', %(context_text)s), 'B') AS tsv) AS d
+    ON CONFLICT (id) DO UPDATE SET session_id = EXCLUDED.session_id,
+        search_length = EXCLUDED.search_length, search_tsv = EXCLUDED.search_tsv
+"""
+
+
+def setup(conn: Connection[tuple[object, ...]]) -> None:
+    """The text search configuration and the table (once per database; replicas starting
+    together wait for each other)."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext('nexus_keywords'))")
+    conn.execute(SETUP_DDL)
+    conn.execute(TABLE_DDL)
+
+
+def index_documents(
+    conn: Connection[tuple[object, ...]], rows: Sequence[tuple[int, int, str, str, str]]
+) -> None:
+    """(episode id, session id, search_text, context_text, search_cjk) into the index."""
+    keys = ("id", "session_id", "search_text", "context_text", "search_cjk")
+    with conn.cursor() as cursor:
+        cursor.executemany(_UPSERT, [dict(zip(keys, row, strict=True)) for row in rows])
+
+
+def search(
+    conn: Connection[tuple[object, ...]],
+    query: str,
+    limit: int,
+    session_ids: Sequence[int] | None,
+    ranking: Ranking = "bm25",
+) -> list[int]:
+    """Ids of the episodes matching `query`, best first, ties by id; scoped to the
+    sessions given (none for an empty scope, everywhere for None)."""
+    terms = query_terms(query)
+    if not terms or limit <= 0 or (session_ids is not None and not session_ids):
+        return []
+    tsquery = " || ".join(f"plainto_tsquery('{CONFIG}', %(t{i})s)" for i in range(len(terms)))
+    params: dict[str, object] = {f"t{i}": term for i, term in enumerate(terms)}
+    params |= {"limit": limit, "sessions": [int(s) for s in session_ids or []], "terms": terms}
+    scope = "AND session_id = ANY(%(sessions)s::bigint[])" if session_ids is not None else ""
+    if ranking == "ts_rank_cd":
+        sql = (
+            f"SELECT id FROM {TABLE} WHERE search_tsv @@ ({tsquery}) {scope}"
+            f" ORDER BY ts_rank_cd('{{0, 0, {CONTEXT_WEIGHT}, {TURN_WEIGHT}}}', search_tsv,"
+            f" ({tsquery})) DESC, id LIMIT %(limit)s"
+        )
+    else:
+        sql = _bm25_sql(tsquery, scope)
+    # Put together from constants and placeholders only: user text is a bound parameter.
+    rows = conn.execute(sql, params).fetchall()
+    return [cast(int, row[0]) for row in rows]
+
+
+def _bm25_sql(tsquery: str, scope: str, table: str = TABLE) -> str:
+    """FTS5's bm25(): per query lexeme, idf from its document frequency over the whole
+    table (as FTS5's statistics are), tf weighted by column, length-normalised."""
+    return f"""
+        WITH query AS (SELECT ({tsquery}) AS q),
+        lexemes AS (
+            SELECT DISTINCT lexeme FROM unnest(%(terms)s::text[]) AS term,
+                unnest(tsvector_to_array(to_tsvector('{CONFIG}', term))) AS lexeme
+        ),
+        stats AS (SELECT count(*)::float8 AS n, avg(search_length)::float8 AS avgdl
+                  FROM {table}),
+        idf AS (
+            SELECT l.lexeme, greatest(1e-6, ln((s.n - df.n + 0.5) / (df.n + 0.5))) AS idf
+            FROM lexemes l CROSS JOIN stats s CROSS JOIN LATERAL (
+                SELECT count(*)::float8 AS n FROM {table}
+                WHERE search_tsv @@ plainto_tsquery('simple', l.lexeme)
+            ) df
+        ),
+        hits AS (
+            SELECT id, search_length, search_tsv FROM {table}, query
+            WHERE search_tsv @@ query.q {scope}
+        )
+        SELECT h.id FROM hits h
+        CROSS JOIN stats s
+        CROSS JOIN LATERAL unnest(h.search_tsv) AS u
+        JOIN idf ON idf.lexeme = u.lexeme
+        CROSS JOIN LATERAL (
+            SELECT {TURN_WEIGHT} * count(*) FILTER (WHERE w = 'A')
+                 + {CONTEXT_WEIGHT} * count(*) FILTER (WHERE w = 'B') AS tf
+            FROM unnest(u.weights) AS w
+        ) f
+        GROUP BY h.id
+        ORDER BY sum(idf.idf * f.tf * ({K1} + 1)
+                     / (f.tf + {K1} * (1 - {B} + {B} * h.search_length / s.avgdl))) DESC, h.id
+        LIMIT %(limit)s
+    """

@@ -8,6 +8,7 @@ are those of real long chats: about 2,300 characters on average, some over 100,0
 from __future__ import annotations
 
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -37,7 +38,7 @@ def run(quick: bool = False) -> None:
         f"Importing long chats: {messages:,} BEAM messages, {chars:,} characters",
         ["what", "seconds", "characters/s", "vs the embedder"],
     )
-    plain, texts = _import(conversations, embedder, None)
+    plain, _, texts = _import(conversations, embedder, None)
     started = time.perf_counter()
     embedder.embed(texts)
     raw = time.perf_counter() - started
@@ -50,15 +51,24 @@ def run(quick: bool = False) -> None:
     report.add(
         "write path, no extraction", f"{plain:.1f}", f"{chars / plain:,.0f}", f"{raw / plain:.2f}"
     )
-    extracting, _ = _import(conversations, embedder, SpacyExtractor())
-    share = (extracting - plain) / extracting
+    written, extracted, _ = _import(conversations, embedder, SpacyExtractor())
     report.add(
-        "write path with spaCy extraction",
-        f"{extracting:.1f}",
-        f"{chars / extracting:,.0f}",
-        f"{raw / extracting:.2f}",
+        "write path, spaCy extracting behind it (as the service runs)",
+        f"{written:.1f}",
+        f"{chars / written:,.0f}",
+        f"{raw / written:.2f}",
     )
-    report.notes.append(f"Entity extraction takes {share:.0%} of the write path's time.")
+    report.add(
+        "... until the last entity is extracted",
+        f"{extracted:.1f}",
+        f"{chars / extracted:,.0f}",
+        f"{raw / extracted:.2f}",
+    )
+    report.notes.append(
+        "The import returns when its episodes are stored and embedded; a thread extracts"
+        " their entities behind it, sharing the machine's cores with the embedder"
+        " (GET /health counts what waits: entitiesPending)."
+    )
     report.notes.append("Target: the write path at 0.8 of the embedder or better.")
     report.print()
 
@@ -67,18 +77,26 @@ def _import(
     conversations: list[SourceConversation],
     embedder: LocalEmbedder,
     extractor: SpacyExtractor | None,
-) -> tuple[float, list[str]]:
+) -> tuple[float, float, list[str]]:
+    """(seconds until the import returned, seconds until its entities were all extracted,
+    the texts embedded), with extraction behind the writes as `nexus serve` runs it."""
     with tempfile.TemporaryDirectory() as tmp:
         config = Config.from_env({}, data_dir=Path(tmp), extractor="none")
         memory = Memory.open(config, embedder, extractor=extractor)
+        behind = threading.Thread(target=memory.extract_behind, daemon=True)
         try:
             started = time.perf_counter()
+            behind.start()
             for conversation in conversations:
                 project = memory.store.ensure_project(conversation.key)
                 memory.import_conversation(conversation.sessions, project)
-            seconds = time.perf_counter() - started
+            written = time.perf_counter() - started
+            while memory.entities_pending():
+                time.sleep(0.05)
+            extracted = time.perf_counter() - started
             episodes = memory.store.get_episodes(memory.store.episode_ids())
             texts = [t for e in episodes for t in embedding_texts(e, embedder.window_chars)]
         finally:
             memory.close()
-    return seconds, texts
+            behind.join()
+    return written, extracted, texts

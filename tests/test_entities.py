@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import io
+import json
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
@@ -9,6 +12,7 @@ from fastapi.testclient import TestClient
 from nexusai.app import create_app
 from nexusai.config import Config
 from nexusai.memory.extractors import Extractor, Mention, SpacyExtractor, clean, normalize
+from nexusai.memory.importing import import_stream
 from nexusai.memory.service import Memory
 from nexusai.models import NewEpisode
 from nexusai.orchestration.context import assemble_context
@@ -263,3 +267,45 @@ def test_one_name_is_one_entity_of_the_type_most_mentions_give(
         assert memory.entities.count() == 1
     finally:
         memory.close()
+
+
+def test_an_import_is_extracted_behind_its_write(
+    entity_memory: Memory,
+) -> None:
+    """An import returns once its episodes are stored and embedded; their entities follow
+    (the service's `extract_behind` thread, or `extract_pending`), and are then the same
+    as if extracted inline."""
+    lines = [
+        {"session": "s1", "speaker": "user", "content": text}
+        for text in ["Maria Lopez moved to Lisbon in March.", "She works for Siemens now."]
+    ]
+    data = io.BytesIO("\n".join(json.dumps(line) for line in lines).encode())
+    import_stream(entity_memory, data, "jsonl", project="mine")
+    assert entity_memory.extraction_due.is_set()
+    assert entity_memory.entities_pending() == 2
+    assert entity_memory.entities.count() == 0
+    assert entity_memory.extract_pending() == 2
+    assert entity_memory.entities_pending() == 0
+    session = entity_memory.store.list_sessions(None, limit=5)[0].id
+    assert {"Maria Lopez", "Lisbon", "Siemens"} <= set(names(entity_memory, session))
+
+
+def test_the_service_extracts_imports_in_the_background(
+    config: Config, embedder: SwitchableEmbedder, spacy_extractor: SpacyExtractor
+) -> None:
+    app = create_app(config, embedder)
+    with TestClient(app) as client:
+        app.state.memory.entities.extractor = spacy_extractor
+        line = {
+            "session": "s",
+            "speaker": "user",
+            "content": "Ada Lovelace met Charles Babbage in London.",
+        }
+        assert client.post("/import?format=jsonl", content=json.dumps(line)).status_code == 200
+        deadline = time.monotonic() + 30
+        while client.get("/health").json()["entitiesPending"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.get("/health").json()["entitiesPending"] == 0
+        session = client.get("/sessions").json()[0]["id"]
+        listed = client.get("/entities", params={"sessionId": session}).json()
+        assert {"Ada Lovelace", "Charles Babbage", "London"} <= {e["name"] for e in listed}

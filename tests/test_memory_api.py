@@ -20,7 +20,12 @@ def post_episode(client: TestClient, session_id: int, content: str, **extra: Any
 
 
 def test_health_and_openapi(client: TestClient) -> None:
-    assert client.get("/health").json() == {"status": "ok", "episodes": 0, "vectorsRebuilding": 0}
+    assert client.get("/health").json() == {
+        "status": "ok",
+        "episodes": 0,
+        "vectorsRebuilding": 0,
+        "entitiesPending": 0,
+    }
     schema = client.get("/openapi.json").json()
     assert "/episodes/search" in schema["paths"]
     assert client.get("/docs").status_code == 200

@@ -198,12 +198,18 @@ async def _with_memory(
     repair.start()
     tender = threading.Thread(target=_tend, args=(memory,), daemon=True)
     tender.start()
+    # Entities of imports (and of anything left waiting before this start) are extracted
+    # behind the writes.
+    extractor = threading.Thread(target=memory.extract_behind, daemon=True)
+    extractor.start()
     try:
         yield
     finally:
         memory.stopping.set()
         repair.join()
         tender.join()
+        memory.extraction_due.set()
+        extractor.join()
         memory.close()
         if settings is not None:
             settings.close()
@@ -268,6 +274,3 @@ def _repair_vectors(memory: Memory) -> None:
             log.info("indexed %d episodes that were waiting for vectors", indexed)
         if memory.count_pending_vectors() == 0 or memory.stopping.wait(REPAIR_RETRY_SECONDS):
             break
-    extracted = memory.entities.sync()
-    if extracted:
-        log.info("extracted the entities of %d episodes that were waiting", extracted)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from nexusai.config import Config
     from nexusai.evaluation.report import EvalOptions
+    from nexusai.memory.service import Memory
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -306,12 +307,24 @@ def import_command(file: Path, fmt: str, project: str | None, data_dir: Path | N
 
             summary = import_stream(memory, stream, fmt, project, advance)
             bar.update(task, completed=file.stat().st_size)
+        _extract_entities(memory)
     finally:
         memory.close()
     click.echo(
         f"{summary.conversations} conversations, {summary.sessions} new sessions, "
         f"{summary.episodes} episodes, {summary.skipped} skipped, {summary.seconds:.1f} s"
     )
+
+
+def _extract_entities(memory: Memory) -> None:
+    """What the service does behind an import, done here before the command ends."""
+    from rich.progress import Progress
+
+    waiting = memory.entities_pending()
+    if waiting:
+        with Progress() as bar:
+            task = bar.add_task("extracting entities", total=waiting)
+            memory.extract_pending(progress=lambda n: bar.advance(task, n))
 
 
 @cli.group(name="eval")

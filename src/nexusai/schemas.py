@@ -107,6 +107,11 @@ class Health(CamelModel):
     vectors_rebuilding: int = Field(
         default=0, description="Episodes waiting for a vector the index lost (being rebuilt)"
     )
+    entities_pending: int = Field(
+        default=0,
+        description="Episodes whose entities are still to be extracted (imports are"
+        " extracted behind their writes); 0 when entity extraction is off",
+    )
 
 
 class VectorHit(CamelModel):

@@ -159,6 +159,7 @@ def health(request: Request) -> Health:
         status="ok",
         episodes=memory.store.count_episodes(),
         vectors_rebuilding=memory.vectors_rebuilding(),
+        entities_pending=memory.entities_pending(),
     )
 
 

@@ -13,7 +13,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from nexusai.embedders import Embedder
 from nexusai.memory import vector_state
@@ -64,7 +64,9 @@ class EntityMemory:
             return False
         return True
 
-    def sync(self, max_batches: int | None = None) -> int:
+    def sync(
+        self, max_batches: int | None = None, progress: Callable[[int], None] | None = None
+    ) -> int:
         """Extraction for episodes still pending it, and vectors for entities without one."""
         done = batches = 0
         while (max_batches is None or batches < max_batches) and not self._stopping.is_set():
@@ -73,6 +75,8 @@ class EntityMemory:
                 break
             done += len(ids)
             batches += 1
+            if progress:
+                progress(len(ids))
         stale = self._needing_vectors(None)
         for start in range(0, len(stale), self.batch_size):
             self._index(stale[start : start + self.batch_size])

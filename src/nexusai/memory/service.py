@@ -77,6 +77,7 @@ class Memory:
         self.vectors = EpisodeVectors(vectors)
         self.batch_size = batch_size
         self.stopping = threading.Event()
+        self.extraction_due = threading.Event()  # set when writes left entities to extract
         self.entities = EntityMemory(
             store, embedder, entity_vectors, extractor, self.stopping, batch_size
         )
@@ -145,12 +146,19 @@ class Memory:
                     log.info("vacuumed the vector index's deleted points")
                 index.flush()
 
+    def entities_pending(self) -> int:
+        """Episodes still to go through entity extraction (0 when extraction is off)."""
+        if self.entities.extractor is None:
+            return 0
+        return vector_state.count_pending_extraction(self.store.connection())
+
     def vectors_rebuilding(self) -> int:
         """How many episodes still wait for a vector the index lost (0 normally)."""
         return self._rebuilding
 
     def close(self) -> None:
         self.stopping.set()
+        self.extraction_due.set()  # wakes `extract_behind` to see it is time to stop
         self.entities.close()
         self.vectors.close()
         self.store.close()
@@ -168,13 +176,35 @@ class Memory:
         self, sessions: Sequence[ImportedSession], project_id: int | None
     ) -> tuple[int, int, int]:
         """One conversation from an import: written atomically, then embedded in batches.
+        Its entities are extracted behind it (`extract_behind`, `extract_pending`): on long
+        chats spaCy costs twice what embedding does, and would set an import's pace.
         Returns (new sessions, new episodes, skipped episodes)."""
         new_sessions, ids, skipped = self.store.import_sessions(sessions, project_id)
         for start in range(0, len(ids), self.batch_size):
-            batch = self.store.get_episodes(ids[start : start + self.batch_size])
-            self.index(batch)
-            self.entities.extract(batch)
+            self.index(self.store.get_episodes(ids[start : start + self.batch_size]))
+        if ids:
+            self.extraction_due.set()
         return new_sessions, len(ids), skipped
+
+    def extract_pending(self, progress: Progress | None = None) -> int:
+        """Entities for every episode still waiting for extraction, and vectors for every
+        entity without one; returns how many episodes were extracted."""
+        return self.entities.sync(progress=progress)
+
+    def extract_behind(self, retry_seconds: float = 30.0) -> None:
+        """Until the memory closes: extracts whenever writes leave episodes waiting, and
+        every `retry_seconds` besides, so that a failed extraction (an LLM extractor that is
+        down) is tried again. The service runs this in a thread of its own."""
+        while not self.stopping.is_set():
+            try:
+                done = self.extract_pending()
+            except Exception as exc:  # the episodes stay pending; the next round retries
+                log.warning("entity extraction failed, will retry: %s", exc)
+                done = 0
+            if done:
+                log.info("extracted the entities of %d episodes", done)
+            self.extraction_due.wait(retry_seconds)
+            self.extraction_due.clear()
 
     def update_episode(self, episode_id: int, **changes: Any) -> Episode:
         episode = self.store.update_episode(episode_id, **changes)

@@ -17,6 +17,7 @@ BENCHMARKS = {
     "soak": "benchmarks.bench_soak",
     "curve": "benchmarks.bench_curve",
     "pg-keyword": "benchmarks.bench_pg_keyword",
+    "vacuum": "benchmarks.bench_vacuum",
 }
 
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import cast
 
 from psycopg import Connection, sql
@@ -90,16 +89,11 @@ class PgVectorIndex:
             f" makes {self.dimension}; set aside as {aside}"
         )
 
-    @contextmanager
-    def _connection(self) -> Iterator[Connection[tuple[object, ...]]]:
-        with self._pool.connection() as conn:
-            yield conn
-
     def upsert(self, points: Sequence[VectorPoint]) -> None:
         if not points:
             return
         rows = [(p.id, _sessions(p.scope), _literal(p.vector)) for p in points]
-        with self._connection() as conn, conn.cursor() as cursor:
+        with self._pool.connection() as conn, conn.cursor() as cursor:
             cursor.executemany(
                 sql.SQL(
                     "INSERT INTO {} (id, sessions, embedding) VALUES (%s, %s::bigint[], %s::vector)"
@@ -111,7 +105,7 @@ class PgVectorIndex:
 
     def delete(self, ids: Sequence[int]) -> None:
         if ids:
-            with self._connection() as conn:
+            with self._pool.connection() as conn:
                 conn.execute(
                     sql.SQL("DELETE FROM {} WHERE id = ANY(%s::bigint[])").format(
                         sql.Identifier(self.table)
@@ -141,7 +135,7 @@ class PgVectorIndex:
             "sessions": [int(s) for s in session_ids or []],
             "limit": limit,
         }
-        with self._connection() as conn, conn.transaction():
+        with self._pool.connection() as conn, conn.transaction():
             # SET LOCAL: these last for this transaction only, not for the pooled connection.
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, limit)}")
             conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
@@ -150,21 +144,21 @@ class PgVectorIndex:
         return [(int(i), float(score)) for i, score in cast(list[tuple[int, float]], rows)]
 
     def count(self) -> int:
-        with self._connection() as conn:
+        with self._pool.connection() as conn:
             row = conn.execute(
                 sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(self.table))
             ).fetchone()
         return cast(int, row[0]) if row else 0
 
     def ids(self) -> set[int]:
-        with self._connection() as conn:
+        with self._pool.connection() as conn:
             rows = conn.execute(
                 sql.SQL("SELECT id FROM {}").format(sql.Identifier(self.table))
             ).fetchall()
         return {cast(int, row[0]) for row in rows}
 
     def reset(self, dimension: int) -> None:
-        with self._connection() as conn:
+        with self._pool.connection() as conn:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(self.table)))
             self.dimension = dimension
             self._create(conn)

@@ -120,14 +120,14 @@ def _bm25_sql(tsquery: str, scope: str, table: str = TABLE) -> str:
     """FTS5's bm25(): per query lexeme, idf from its document frequency over the whole
     table (as FTS5's statistics are), tf weighted by column, length-normalised."""
     return f"""
-        WITH query AS (SELECT ({tsquery}) AS q),
+        WITH query AS MATERIALIZED (SELECT ({tsquery}) AS q),
         lexemes AS (
             SELECT DISTINCT lexeme FROM unnest(%(terms)s::text[]) AS term,
                 unnest(tsvector_to_array(to_tsvector('{CONFIG}', term))) AS lexeme
         ),
-        stats AS (SELECT count(*)::float8 AS n, avg(search_length)::float8 AS avgdl
+        stats AS MATERIALIZED (SELECT count(*)::float8 AS n, avg(search_length)::float8 AS avgdl
                   FROM {table}),
-        idf AS (
+        idf AS MATERIALIZED (  -- once per query, not once per row it is joined to
             SELECT l.lexeme, greatest(1e-6, ln((s.n - df.n + 0.5) / (df.n + 0.5))) AS idf
             FROM lexemes l CROSS JOIN stats s CROSS JOIN LATERAL (
                 SELECT count(*)::float8 AS n FROM {table}

@@ -7,7 +7,9 @@ nothing: pending episodes are retried on the next write, at start-up and by `nex
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -195,6 +197,7 @@ class Memory:
         """Until the memory closes: extracts whenever writes leave episodes waiting, and
         every `retry_seconds` besides, so that a failed extraction (an LLM extractor that is
         down) is tried again. The service runs this in a thread of its own."""
+        _yield_the_cpu()
         while not self.stopping.is_set():
             try:
                 done = self.extract_pending()
@@ -331,3 +334,10 @@ class Memory:
         self, vector: Sequence[float] | None, session_ids: Sequence[int], limit: int
     ) -> list[Entity]:
         return self.entities.search(vector, session_ids, limit)
+
+
+def _yield_the_cpu() -> None:
+    """Work behind the writes should take the cores the writes leave: this thread runs at
+    nice 10 (Linux sets niceness per thread), so the embedder's threads come first."""
+    with contextlib.suppress(AttributeError, OSError):  # not Linux or not allowed: as it is
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)

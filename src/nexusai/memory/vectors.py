@@ -33,9 +33,13 @@ SCOPE_KEY = "session_id"
 NO_HNSW_KB = 2**40
 BUILD_HNSW_KB = 10_000
 # Deleted points stay in memory until a vacuum; one runs when they are this share of the
-# index (Qdrant's own trigger) and at least this many.
+# index (Qdrant's own trigger) and at least this many. A vacuum holds the GIL while it
+# copies the live points (1.1 s at 75,000 of 384 dimensions), so a serving index vacuums
+# only while it is small enough to pause requests under 100 ms; a larger one vacuums when
+# it is opened, before anything is served.
 VACUUM_SHARE = 0.2
 VACUUM_MIN_POINTS = 1_000
+VACUUM_LIVE_MAX = 2_500
 
 
 class VectorIndexBusy(NexusError):
@@ -139,6 +143,7 @@ class EdgeVectorIndex:
             raise
         try:
             _probe(shard, self.dimension)
+            shard.optimize()  # vacuum what was deleted before (nothing waits on it yet)
         except Exception:
             shard.close()
             raise
@@ -220,6 +225,8 @@ class EdgeVectorIndex:
     def compact(self) -> bool:
         with self._write_lock:
             live = self._shard.info().points_count
+            if live > VACUUM_LIVE_MAX:
+                return False  # vacuumed at the next open instead
             if self._deleted < max(VACUUM_MIN_POINTS, VACUUM_SHARE * (live + self._deleted)):
                 return False
             self._shard.optimize()  # vacuum only: this shard never builds HNSW

@@ -302,6 +302,9 @@ class E5Session:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = min(2, os.cpu_count() or 1)
         options.log_severity_level = 3
+        # As for MiniLM (see minilm_onnx): idle threads that spin take the cores a turn's
+        # other steps need.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = onnxruntime.InferenceSession(
             str(path), options, providers=["CPUExecutionProvider"]
         )

@@ -110,6 +110,11 @@ class MiniLMSession:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads or min(os.cpu_count() or 1, 4)
         options.inter_op_num_threads = 1
+        # ONNX Runtime's idle threads spin for a while after each run by default, and on a
+        # few cores they take the CPU from the rest of the turn (the vector and entity
+        # searches, the response): /context through HTTP went from 17.0 / 31.5 ms p50 / p95
+        # to 9.8 / 12.1 at 10,000 episodes without it. Batch throughput is unchanged.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = onnxruntime.InferenceSession(
             str(path), options, providers=["CPUExecutionProvider"]
         )

@@ -97,8 +97,7 @@ def _import(
             episodes = memory.store.get_episodes(memory.store.episode_ids())
             texts = [t for e in episodes for t in embedding_texts(e, embedder.window_chars)]
         finally:
-            memory.stopping.set()  # as the service stops: the thread first, then the store
-            memory.extraction_due.set()
+            memory.stop()  # as the service stops: the thread first, then the store
             behind.join()
             memory.close()
     return written, extracted, texts

@@ -29,6 +29,17 @@ def entity_memory(
     memory.close()
 
 
+@pytest.fixture
+def entity_client(
+    config: Config, embedder: SwitchableEmbedder, spacy_extractor: SpacyExtractor
+) -> Iterator[TestClient]:
+    """The whole service in-process, extracting with the real spaCy pipeline."""
+    app = create_app(config, embedder)
+    with TestClient(app) as client:
+        app.state.memory.entities.extractor = spacy_extractor
+        yield client
+
+
 def say(memory: Memory, session_id: int, *texts: str) -> list[int]:
     return [e.id for e in memory.add_episodes(session_id, [NewEpisode("user", t) for t in texts])]
 
@@ -145,33 +156,28 @@ def test_deleting_episodes_updates_counts_and_drops_orphans(entity_memory: Memor
     assert entity_memory.entities.count() == 0
 
 
-def test_entities_over_http_and_in_context(
-    config: Config, embedder: SwitchableEmbedder, spacy_extractor: SpacyExtractor
-) -> None:
-    app = create_app(config, embedder)
-    with TestClient(app) as client:
-        app.state.memory.entities.extractor = spacy_extractor
-        sid = client.post("/sessions").json()["id"]
-        client.post(
-            f"/sessions/{sid}/episodes",
-            json={"speaker": "user", "content": "Maria Lopez moved to Lisbon in March."},
-        )
-        listed = client.get("/entities", params={"sessionId": sid}).json()
-        assert {e["name"] for e in listed} >= {"Maria Lopez", "Lisbon"}
-        by_prefix = client.get("/entities", params={"sessionId": sid, "prefix": "lis"}).json()
-        assert [e["name"] for e in by_prefix] == ["Lisbon"]
-        semantic = client.get(
-            "/entities", params={"sessionId": sid, "q": "a city in Portugal"}
-        ).json()
-        assert semantic[0]["name"] == "Lisbon"
-        detail = client.get(f"/entities/{by_prefix[0]['id']}").json()
-        assert detail["mentionCount"] == 1
-        assert detail["mentions"][0]["content"].startswith("Maria Lopez moved")
-        assert client.get("/entities/999").status_code == 404
-        context = client.post(
-            "/context", json={"sessionId": sid, "message": "where does Maria Lopez live?"}
-        ).json()
-        assert {e["name"] for e in context["entities"]} >= {"Maria Lopez"}
+def test_entities_over_http_and_in_context(entity_client: TestClient) -> None:
+    sid = entity_client.post("/sessions").json()["id"]
+    entity_client.post(
+        f"/sessions/{sid}/episodes",
+        json={"speaker": "user", "content": "Maria Lopez moved to Lisbon in March."},
+    )
+    listed = entity_client.get("/entities", params={"sessionId": sid}).json()
+    assert {e["name"] for e in listed} >= {"Maria Lopez", "Lisbon"}
+    by_prefix = entity_client.get("/entities", params={"sessionId": sid, "prefix": "lis"}).json()
+    assert [e["name"] for e in by_prefix] == ["Lisbon"]
+    semantic = entity_client.get(
+        "/entities", params={"sessionId": sid, "q": "a city in Portugal"}
+    ).json()
+    assert semantic[0]["name"] == "Lisbon"
+    detail = entity_client.get(f"/entities/{by_prefix[0]['id']}").json()
+    assert detail["mentionCount"] == 1
+    assert detail["mentions"][0]["content"].startswith("Maria Lopez moved")
+    assert entity_client.get("/entities/999").status_code == 404
+    context = entity_client.post(
+        "/context", json={"sessionId": sid, "message": "where does Maria Lopez live?"}
+    ).json()
+    assert {e["name"] for e in context["entities"]} >= {"Maria Lopez"}
 
 
 def test_chat_prompt_presents_entities() -> None:
@@ -290,22 +296,17 @@ def test_an_import_is_extracted_behind_its_write(
     assert {"Maria Lopez", "Lisbon", "Siemens"} <= set(names(entity_memory, session))
 
 
-def test_the_service_extracts_imports_in_the_background(
-    config: Config, embedder: SwitchableEmbedder, spacy_extractor: SpacyExtractor
-) -> None:
-    app = create_app(config, embedder)
-    with TestClient(app) as client:
-        app.state.memory.entities.extractor = spacy_extractor
-        line = {
-            "session": "s",
-            "speaker": "user",
-            "content": "Ada Lovelace met Charles Babbage in London.",
-        }
-        assert client.post("/import?format=jsonl", content=json.dumps(line)).status_code == 200
-        deadline = time.monotonic() + 30
-        while client.get("/health").json()["entitiesPending"] and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert client.get("/health").json()["entitiesPending"] == 0
-        session = client.get("/sessions").json()[0]["id"]
-        listed = client.get("/entities", params={"sessionId": session}).json()
-        assert {"Ada Lovelace", "Charles Babbage", "London"} <= {e["name"] for e in listed}
+def test_the_service_extracts_imports_in_the_background(entity_client: TestClient) -> None:
+    line = {
+        "session": "s",
+        "speaker": "user",
+        "content": "Ada Lovelace met Charles Babbage in London.",
+    }
+    assert entity_client.post("/import?format=jsonl", content=json.dumps(line)).status_code == 200
+    deadline = time.monotonic() + 30
+    while entity_client.get("/health").json()["entitiesPending"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert entity_client.get("/health").json()["entitiesPending"] == 0
+    session = entity_client.get("/sessions").json()[0]["id"]
+    listed = entity_client.get("/entities", params={"sessionId": session}).json()
+    assert {"Ada Lovelace", "Charles Babbage", "London"} <= {e["name"] for e in listed}

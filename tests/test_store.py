@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -318,8 +320,6 @@ def test_serve_refuses_a_damaged_store_in_one_line(tmp_path: Path) -> None:
 def test_connections_of_ended_threads_are_closed(store: Store) -> None:
     """Pool threads come and go (AnyIO retires idle workers after 10 s): each one's
     connection is closed once it has ended, so neither descriptors nor caches pile up."""
-    import os
-    import threading
 
     def fds() -> int:
         return len(os.listdir("/proc/self/fd"))

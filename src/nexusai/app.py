@@ -205,11 +205,9 @@ async def _with_memory(
     try:
         yield
     finally:
-        memory.stopping.set()
-        repair.join()
-        tender.join()
-        memory.extraction_due.set()
-        extractor.join()
+        memory.stop()
+        for thread in (repair, tender, extractor):
+            thread.join()
         memory.close()
         if settings is not None:
             settings.close()
@@ -244,7 +242,7 @@ def _tend(memory: Memory) -> None:
     are vacuumed when many (a few tens of ms), and freed memory goes back to the system."""
     while not memory.stopping.wait(TEND_SECONDS):
         try:
-            memory.flush_vectors()
+            memory.tend_vectors()
         except Exception as exc:  # a vanished index is found and rebuilt at the next start
             log.warning("flushing the vector index failed: %s", str(exc).splitlines()[0][:200])
         _release_free_memory()

@@ -6,6 +6,7 @@ receives them (in-process or over HTTP), and `schemas` maps them to JSON.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +24,12 @@ def to_utc_text(moment: datetime) -> str:
 
 def now_text() -> str:
     return to_utc_text(datetime.now(UTC))
+
+
+def finds_nothing(session_ids: Sequence[int] | None, limit: int) -> bool:
+    """The spec's scoping rule for every search: an empty scope finds nothing (None is
+    every session), and neither does a limit of 0."""
+    return limit <= 0 or (session_ids is not None and not session_ids)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 
 from nexusai.keywords import query_terms
+from nexusai.models import finds_nothing
 
 # unicode61 folds diacritics so "café" finds "cafe"; porter makes "configure" find
 # "configuring". Measured against the alternatives on LoCoMo: see README.
@@ -130,7 +131,7 @@ def search(
     `connect` is called only when there is something to search.
     """
     match = build_fts_query(query)
-    if match is None or limit <= 0 or (session_ids is not None and not session_ids):
+    if match is None or finds_nothing(session_ids, limit):
         return []
     words = f"{{search_text context_text search_cjk}} : ({match})"
     if session_ids is None or len(session_ids) > MATCH_SCOPE_LIMIT:

@@ -26,6 +26,7 @@ from typing import Literal, cast
 from psycopg import Connection
 
 from nexusai.keywords import query_terms
+from nexusai.models import finds_nothing
 
 CONFIG = "nexus_english"
 K1, B = 1.2, 0.75
@@ -97,7 +98,7 @@ def search(
     """Ids of the episodes matching `query`, best first, ties by id; scoped to the
     sessions given (none for an empty scope, everywhere for None)."""
     terms = query_terms(query)
-    if not terms or limit <= 0 or (session_ids is not None and not session_ids):
+    if not terms or finds_nothing(session_ids, limit):
         return []
     tsquery = " || ".join(f"plainto_tsquery('{CONFIG}', %(t{i})s)" for i in range(len(terms)))
     params: dict[str, object] = {f"t{i}": term for i, term in enumerate(terms)}
@@ -116,7 +117,7 @@ def search(
     return [cast(int, row[0]) for row in rows]
 
 
-def _bm25_sql(tsquery: str, scope: str, table: str = TABLE) -> str:
+def _bm25_sql(tsquery: str, scope: str) -> str:
     """FTS5's bm25(): per query lexeme, idf from its document frequency over the whole
     table (as FTS5's statistics are), tf weighted by column, length-normalised."""
     return f"""
@@ -126,16 +127,16 @@ def _bm25_sql(tsquery: str, scope: str, table: str = TABLE) -> str:
                 unnest(tsvector_to_array(to_tsvector('{CONFIG}', term))) AS lexeme
         ),
         stats AS MATERIALIZED (SELECT count(*)::float8 AS n, avg(search_length)::float8 AS avgdl
-                  FROM {table}),
+                  FROM {TABLE}),
         idf AS MATERIALIZED (  -- once per query, not once per row it is joined to
             SELECT l.lexeme, greatest(1e-6, ln((s.n - df.n + 0.5) / (df.n + 0.5))) AS idf
             FROM lexemes l CROSS JOIN stats s CROSS JOIN LATERAL (
-                SELECT count(*)::float8 AS n FROM {table}
+                SELECT count(*)::float8 AS n FROM {TABLE}
                 WHERE search_tsv @@ plainto_tsquery('simple', l.lexeme)
             ) df
         ),
         hits AS (
-            SELECT id, search_length, search_tsv FROM {table}, query
+            SELECT id, search_length, search_tsv FROM {TABLE}, query
             WHERE search_tsv @@ query.q {scope}
         )
         SELECT h.id FROM hits h

@@ -10,7 +10,6 @@ result (without it HNSW returns its `ef_search` nearest and the filter may drop 
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 from collections.abc import Sequence
@@ -20,8 +19,7 @@ from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
 from nexusai.memory.vectors import VectorPoint
-
-log = logging.getLogger("nexusai.vectors")
+from nexusai.models import finds_nothing
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
 # How many candidates HNSW walks per query, and how far an iterative scan may go on when
@@ -120,7 +118,7 @@ class PgVectorIndex:
         exclude_ids: Sequence[int],
         limit: int,
     ) -> list[tuple[int, float]]:
-        if limit <= 0 or (session_ids is not None and not session_ids):
+        if finds_nothing(session_ids, limit):
             return []
         where = [sql.SQL("NOT (id = ANY(%(exclude)s::bigint[]))")]
         if session_ids is not None:

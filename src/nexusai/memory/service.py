@@ -137,7 +137,7 @@ class Memory:
         self.entities.reconcile()
         return lost
 
-    def flush_vectors(self) -> None:
+    def tend_vectors(self) -> None:
         """Writes the vector indexes' buffers to disk. Qdrant Edge keeps every write in its
         write-ahead log, mapped in memory, until a flush: without one now and then the
         process grows with every vector ever written (measured: about 1 KB each). Deleted
@@ -158,9 +158,14 @@ class Memory:
         """How many episodes still wait for a vector the index lost (0 normally)."""
         return self._rebuilding
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Tells the background loops (`extract_behind`, the app's repair and upkeep) to
+        end; join their threads, then `close`."""
         self.stopping.set()
         self.extraction_due.set()  # wakes `extract_behind` to see it is time to stop
+
+    def close(self) -> None:
+        self.stop()
         self.entities.close()
         self.vectors.close()
         self.store.close()

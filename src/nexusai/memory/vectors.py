@@ -21,6 +21,7 @@ import qdrant_edge as edge
 
 from nexusai.config import Config
 from nexusai.errors import ConfigError, NexusError
+from nexusai.models import finds_nothing
 
 log = logging.getLogger("nexusai.vectors")
 
@@ -143,7 +144,7 @@ class EdgeVectorIndex:
             raise
         try:
             _probe(shard, self.dimension)
-            shard.optimize()  # vacuum what was deleted before (nothing waits on it yet)
+            shard.optimize()  # vacuums what was deleted before (nothing waits on it yet)
         except Exception:
             shard.close()
             raise
@@ -173,7 +174,7 @@ class EdgeVectorIndex:
         exclude_ids: Sequence[int],
         limit: int,
     ) -> list[tuple[int, float]]:
-        if limit <= 0 or (session_ids is not None and not session_ids):
+        if finds_nothing(session_ids, limit):
             return []
         must: list[edge.FieldCondition] = []
         if session_ids is not None:
@@ -210,11 +211,10 @@ class EdgeVectorIndex:
 
     def optimize(self) -> None:
         with self._write_lock:
+            # Loading runs the optimizer (see `_load`): at Qdrant's usual threshold it
+            # builds the graph; then back to the threshold the service keeps.
             self._reload(BUILD_HNSW_KB)
-            try:
-                self._shard.optimize()
-            finally:
-                self._reload(NO_HNSW_KB)  # what the service may do to it from now on
+            self._reload(NO_HNSW_KB)
             self._deleted = 0
 
     def _reload(self, indexing_kb: int) -> None:
@@ -310,7 +310,7 @@ class QdrantVectorIndex:
     ) -> list[tuple[int, float]]:
         from qdrant_client import models
 
-        if limit <= 0 or (session_ids is not None and not session_ids):
+        if finds_nothing(session_ids, limit):
             return []
         must: list[models.Condition] = []
         if session_ids is not None:

@@ -18,7 +18,7 @@ import httpx
 
 from nexusai.client import Call, Client, Endpoints, NexusAPIError, NotFoundError, UnavailableError
 from nexusai.errors import InvalidInput, NexusError, NotFound
-from nexusai.models import Entity, Episode, NewEpisode
+from nexusai.models import Entity, Episode, NewEpisode, finds_nothing
 
 T = TypeVar("T")
 
@@ -107,7 +107,7 @@ class HttpMemoryClient:
     def search_keyword(
         self, query: str, limit: int, session_ids: Sequence[int] | None
     ) -> list[Episode]:
-        if session_ids is not None and not session_ids:
+        if finds_nothing(session_ids, limit):
             return []
         return [e.to_episode() for e in self._send(Endpoints.search(query, session_ids, limit))]
 

@@ -18,6 +18,7 @@ BENCHMARKS = {
     "curve": "benchmarks.bench_curve",
     "pg-keyword": "benchmarks.bench_pg_keyword",
     "vacuum": "benchmarks.bench_vacuum",
+    "index-build": "benchmarks.bench_index_build",
 }
 
 

@@ -25,6 +25,7 @@ def test_health_and_openapi(client: TestClient) -> None:
         "episodes": 0,
         "vectorsRebuilding": 0,
         "entitiesPending": 0,
+        "vectorIndexOptimizing": False,
     }
     schema = client.get("/openapi.json").json()
     assert "/episodes/search" in schema["paths"]

@@ -12,7 +12,6 @@ from qdrant_client import QdrantClient
 from nexusai.memory.pgvector import PgVectorIndex
 from nexusai.memory.vectors import (
     NO_HNSW_KB,
-    VACUUM_LIVE_MAX,
     EdgeVectorIndex,
     QdrantVectorIndex,
     VectorIndex,
@@ -111,26 +110,10 @@ def _spread(n: int, start: int = 0) -> list[VectorPoint]:
     return [VectorPoint(i, unit(1, i / n, (i % 7) / 7 + 0.01), i % 50) for i in range(start, n)]
 
 
-def test_edge_vacuums_deleted_points_once_they_are_many(tmp_path: Path) -> None:
-    index = EdgeVectorIndex(tmp_path / "episodes", 3)
-    try:
-        index.upsert(_spread(3_000))
-        index.delete(list(range(0, 3_000, 10)))  # 300: a tenth, and under the minimum
-        assert not index.compact()
-        index.delete([*range(0, 3_000, 3), 5, 7, 99_999])  # 902 more, some gone
-        assert index.compact()
-        assert not index.compact()  # nothing deleted since
-        assert index.count() == 3_000 - len(set(range(0, 3_000, 10)) | set(range(0, 3_000, 3))) - 2
-        hits = index.search(unit(1, 0.5, 0.3), [1, 2, 3], [], 50)
-        assert hits
-        assert all(i % 3 and i % 10 and i % 50 in (1, 2, 3) for i, _ in hits)
-    finally:
-        index.close()
-
-
 def test_edge_index_is_opened_never_to_build_hnsw_by_itself(tmp_path: Path) -> None:
-    """Only `optimize` (nexus reindex) builds the graph; a vacuum in the service must not,
-    since the build holds the GIL for minutes at scale."""
+    """Only `optimize` (`nexus reindex`, or the child process optimizing behind a serving
+    index) builds the graph; the shard the service serves from must never, since the build
+    holds the GIL for minutes at scale."""
     index = EdgeVectorIndex(tmp_path / "episodes", 3)
     try:
         index.upsert(_spread(2_000))
@@ -186,16 +169,13 @@ def test_pgvector_table_of_another_dimension_is_set_aside(pg_pool: ConnectionPoo
     assert kept == (1,)
 
 
-def test_a_large_edge_index_vacuums_when_opened_not_while_serving(tmp_path: Path) -> None:
-    """A vacuum pauses every request for as long as it copies the live points, so past
-    VACUUM_LIVE_MAX it waits for the next open, before anything is served."""
+def test_edge_index_vacuums_when_opened(tmp_path: Path) -> None:
+    """Before anything is served, opening reclaims what was deleted before."""
     path = tmp_path / "episodes"
     index = EdgeVectorIndex(path, 3)
-    total = 2 * VACUUM_LIVE_MAX + 2_000
+    total = 7_000
     index.upsert(_spread(total))
     index.delete(list(range(0, total, 2)))
-    assert index.count() > VACUUM_LIVE_MAX
-    assert not index.compact()
     before = {p.name for p in (path / "segments").iterdir()}
     index.close()
     again = EdgeVectorIndex(path, 3)

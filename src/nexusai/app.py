@@ -238,8 +238,9 @@ TEND_SECONDS = 30.0
 
 
 def _tend(memory: Memory) -> None:
-    """Every half minute: the vector indexes' buffers go to disk and their deleted points
-    are vacuumed when many (a few tens of ms), and freed memory goes back to the system."""
+    """Every half minute: the vector indexes' buffers go to disk, an index with many deleted
+    points or many outside a search graph is optimized behind itself (in a child process),
+    and freed memory goes back to the system."""
     while not memory.stopping.wait(TEND_SECONDS):
         try:
             memory.tend_vectors()

@@ -112,6 +112,11 @@ class Health(CamelModel):
         description="Episodes whose entities are still to be extracted (imports are"
         " extracted behind their writes); 0 when entity extraction is off",
     )
+    vector_index_optimizing: bool = Field(
+        default=False,
+        description="The episodes' vector index is being optimized (search graph built,"
+        " deleted points vacuumed) in a child process; searches are served meanwhile",
+    )
 
 
 class VectorHit(CamelModel):

@@ -160,6 +160,7 @@ def health(request: Request) -> Health:
         episodes=memory.store.count_episodes(),
         vectors_rebuilding=memory.vectors_rebuilding(),
         entities_pending=memory.entities_pending(),
+        vector_index_optimizing=memory.vectors.index.optimizing,
     )
 
 

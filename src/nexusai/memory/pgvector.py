@@ -164,12 +164,14 @@ class PgVectorIndex:
     def optimize(self) -> None:
         """PostgreSQL keeps the HNSW index current on every write; nothing to build."""
 
-    def compact(self) -> bool:
-        """Autovacuum reclaims deleted rows."""
-        return False
-
     def flush(self) -> None:
         """Every write is committed when it returns."""
+
+    # PostgreSQL keeps its HNSW index current with every write; autovacuum reclaims rows.
+    optimizing = False
+
+    def optimize_behind(self) -> bool:
+        return False
 
     def close(self) -> None:
         """The pool belongs to whoever made it."""

@@ -141,12 +141,12 @@ class Memory:
         """Writes the vector indexes' buffers to disk. Qdrant Edge keeps every write in its
         write-ahead log, mapped in memory, until a flush: without one now and then the
         process grows with every vector ever written (measured: about 1 KB each). Deleted
-        points stay in memory too, until a vacuum, which runs here once they are many."""
+        points stay in memory too, until a vacuum; they and points outside any search graph,
+        once many, are taken care of behind the index (see `index_build`)."""
         for index in (self.vectors.index, self.entities.vectors):
             if index is not None:
-                if index.compact():
-                    log.info("vacuumed the vector index's deleted points")
                 index.flush()
+                index.optimize_behind()
 
     def entities_pending(self) -> int:
         """Episodes still to go through entity extraction (0 when extraction is off)."""

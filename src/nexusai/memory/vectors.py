@@ -9,6 +9,7 @@ entity the list of sessions it is visible to) that searches filter on.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -21,26 +22,28 @@ import qdrant_edge as edge
 
 from nexusai.config import Config
 from nexusai.errors import ConfigError, NexusError
+from nexusai.memory.index_build import run_build
 from nexusai.models import finds_nothing
 
 log = logging.getLogger("nexusai.vectors")
 
 SCOPE_KEY = "session_id"
 
-# Qdrant Edge's optimizer builds an HNSW graph once a segment passes its indexing threshold,
-# and holds the GIL while it does: minutes at 100,000 vectors, every request stalled. So a
-# shard the service opens never builds one (its optimizer only vacuums deleted points);
-# `nexus reindex`, with the service stopped, builds it at Qdrant's usual threshold.
+# Qdrant Edge's optimizer, which builds HNSW graphs and vacuums deleted points, holds the
+# GIL while it runs: minutes for a graph of 100,000 vectors, 1.1 s to vacuum 75,000, every
+# request stalled. So the shard the service serves from never runs it (its threshold is
+# never reached, and it vacuums only when opened, before anything is served). A serving
+# index is optimized behind itself instead, in a child process over a copy
+# (`index_build`), once this many points are outside any graph (below that a filtered scan
+# costs a few ms)...
 NO_HNSW_KB = 2**40
 BUILD_HNSW_KB = 10_000
-# Deleted points stay in memory until a vacuum; one runs when they are this share of the
-# index (Qdrant's own trigger) and at least this many. A vacuum holds the GIL while it
-# copies the live points (1.1 s at 75,000 of 384 dimensions), so a serving index vacuums
-# only while it is small enough to pause requests under 100 ms; a larger one vacuums when
-# it is opened, before anything is served.
+BUILD_BEHIND_MIN = 20_000
+# ...or once the deleted points, which stay in memory until a vacuum, are this share of the
+# index (Qdrant's own trigger) and at least this many. `nexus reindex`, with the service
+# stopped, optimizes in place.
 VACUUM_SHARE = 0.2
 VACUUM_MIN_POINTS = 1_000
-VACUUM_LIVE_MAX = 2_500
 
 
 class VectorIndexBusy(NexusError):
@@ -56,6 +59,11 @@ class VectorPoint:
 
 class VectorIndex(Protocol):
     dimension: int
+
+    @property
+    def optimizing(self) -> bool:
+        """The index is being optimized behind itself (see `optimize_behind`)."""
+        ...
 
     def upsert(self, points: Sequence[VectorPoint]) -> None: ...
 
@@ -86,13 +94,14 @@ class VectorIndex(Protocol):
         """Build search indexes now (slow, blocks the process: `nexus reindex` only)."""
         ...
 
-    def compact(self) -> bool:
-        """Reclaim the memory of deleted points once they are many (a short pause, which
-        is why it waits for many); True if it ran."""
-        ...
-
     def flush(self) -> None:
         """Write what is buffered to disk, so the write-ahead log can be cut short."""
+        ...
+
+    def optimize_behind(self) -> bool:
+        """When due, start building search graphs and reclaiming deleted points' memory
+        without holding up searches; True if it started (engines that do this by
+        themselves always say False)."""
         ...
 
     def close(self) -> None: ...
@@ -107,6 +116,13 @@ class EdgeVectorIndex:
         self._write_lock = threading.Lock()
         self.damaged: str | None = None  # why the index found on disk was set aside
         self._deleted = 0  # points deleted since the last vacuum (or since opening)
+        # While the index is optimized behind itself: what was written since its copy.
+        self._journal: list[edge.UpdateOperation] | None = None
+        self._deleted_at_copy = 0
+        self._build: threading.Thread | None = None
+        self._cancel_build = threading.Event()
+        self._closed = False
+        _drop_leftovers(path)
         self._shard = self._open()
 
     def _config(self, indexing_kb: int = NO_HNSW_KB) -> edge.EdgeConfig:
@@ -132,19 +148,23 @@ class EdgeVectorIndex:
         )
         return shard
 
-    def _load(self, indexing_kb: int = NO_HNSW_KB) -> edge.EdgeShard:
+    def _load(
+        self, indexing_kb: int = NO_HNSW_KB, path: Path | None = None, vacuum: bool = True
+    ) -> edge.EdgeShard:
+        path = (path or self.path).resolve()  # a built shard is reached through a link
         try:
-            shard = edge.EdgeShard.load(str(self.path), self._config(indexing_kb))
+            shard = edge.EdgeShard.load(str(path), self._config(indexing_kb))
         except Exception as exc:
             if "WouldBlock" in str(exc):
                 raise VectorIndexBusy(
-                    f"the vector index in {self.path} is open in another process; only one"
+                    f"the vector index in {path} is open in another process; only one"
                     " process may use it at a time (stop `nexus serve` first)"
                 ) from None
             raise
         try:
             _probe(shard, self.dimension)
-            shard.optimize()  # vacuums what was deleted before (nothing waits on it yet)
+            if vacuum:
+                shard.optimize()  # vacuums what was deleted before (nothing waits on it yet)
         except Exception:
             shard.close()
             raise
@@ -158,13 +178,19 @@ class EdgeVectorIndex:
             for p in points
         ]
         with self._write_lock:
-            self._shard.update(edge.UpdateOperation.upsert_points(batch))
+            self._apply(edge.UpdateOperation.upsert_points(batch))
+
+    def _apply(self, operation: edge.UpdateOperation) -> None:
+        """A write, under the write lock; journaled while a graph is built behind."""
+        self._shard.update(operation)
+        if self._journal is not None:
+            self._journal.append(operation)
 
     def delete(self, ids: Sequence[int]) -> None:
         if ids:
             with self._write_lock:
                 before = self._shard.info().points_count
-                self._shard.update(edge.UpdateOperation.delete_points([int(i) for i in ids]))
+                self._apply(edge.UpdateOperation.delete_points([int(i) for i in ids]))
                 self._deleted += before - self._shard.info().points_count
 
     def search(
@@ -192,6 +218,14 @@ class EdgeVectorIndex:
     def count(self) -> int:
         return int(self._shard.info().points_count)
 
+    def graph_points(self) -> int:
+        """Points inside an HNSW graph; searches scan the rest."""
+        return int(self._shard.info().indexed_vectors_count)
+
+    @property
+    def optimizing(self) -> bool:
+        return self._build is not None
+
     def ids(self) -> set[int]:
         found: set[int] = set()
         offset = None
@@ -203,13 +237,15 @@ class EdgeVectorIndex:
                 return found
 
     def reset(self, dimension: int) -> None:
+        self._stop_build()
         with self._write_lock:
             self._shard.close()
-            shutil.rmtree(self.path, ignore_errors=True)
+            _remove(self.path)
             self.dimension = dimension
             self._shard = self._open()
 
     def optimize(self) -> None:
+        self._stop_build()
         with self._write_lock:
             # Loading runs the optimizer (see `_load`): at Qdrant's usual threshold it
             # builds the graph; then back to the threshold the service keeps.
@@ -222,24 +258,107 @@ class EdgeVectorIndex:
         self._shard.close()
         self._shard = self._load(indexing_kb)
 
-    def compact(self) -> bool:
-        with self._write_lock:
-            live = self._shard.info().points_count
-            if live > VACUUM_LIVE_MAX:
-                return False  # vacuumed at the next open instead
-            if self._deleted < max(VACUUM_MIN_POINTS, VACUUM_SHARE * (live + self._deleted)):
-                return False
-            self._shard.optimize()  # vacuum only: this shard never builds HNSW
-            self._shard.flush()
-            self._deleted = 0
-            return True
-
     def flush(self) -> None:
         with self._write_lock:
             self._shard.flush()
 
-    def close(self) -> None:
+    def optimize_behind(self) -> bool:
         with self._write_lock:
+            if self._build is not None or self._cancel_build.is_set() or not self._due():
+                return False
+            # The copy and the journal start at one instant: nothing is written between.
+            self._shard.flush()
+            copy = self.path.with_name(f"{self.path.name}.{time.time_ns()}")
+            shutil.copytree(self.path.resolve(), copy)
+            self._journal = []
+            self._deleted_at_copy = self._deleted
+            self._build = threading.Thread(
+                target=self._build_and_swap, args=(copy,), name="nexus-optimize", daemon=True
+            )
+        log.info("optimizing the vector index behind it (%d points)", self.count())
+        self._build.start()
+        return True
+
+    def _due(self) -> bool:
+        info = self._shard.info()
+        if info.points_count - info.indexed_vectors_count >= BUILD_BEHIND_MIN:
+            return True
+        total = info.points_count + self._deleted
+        return self._deleted >= max(VACUUM_MIN_POINTS, VACUUM_SHARE * total)
+
+    def _build_and_swap(self, copy: Path) -> None:
+        started = time.monotonic()
+        built = run_build(copy, self.dimension, self._cancel_build)
+        replaced: Path | None = None
+        with self._write_lock:
+            try:
+                if built and not self._cancel_build.is_set():
+                    paused = time.monotonic()
+                    replaced = self._swap(copy)
+                    log.info(
+                        "swapped in the optimized vector index after %.0f s (a %.2f s pause)",
+                        paused - started,
+                        time.monotonic() - paused,
+                    )
+                else:
+                    built = False
+            except Exception as exc:  # before the swap: the serving shard is untouched
+                built = False
+                log.warning(
+                    "swapping in the optimized vector index failed: %s",
+                    str(exc).splitlines()[0][:200],
+                )
+            finally:
+                self._journal = None
+        if not built:
+            shutil.rmtree(copy, ignore_errors=True)
+        if replaced is not None:
+            shutil.rmtree(replaced, ignore_errors=True)
+        self._build = None  # the last step: `optimizing` is true until the files are tidy
+
+    def _swap(self, built: Path) -> Path | None:
+        """Opens the optimized copy (a pause: Qdrant Edge holds the GIL while it loads,
+        about 0.3 s at 100,000 points), replays what was written since the copy, serves
+        from it, and makes it the index on disk. Returns the directory it replaced."""
+        assert self._journal is not None
+        shard = self._load(path=built, vacuum=False)
+        try:
+            for operation in self._journal:
+                shard.update(operation)
+        except BaseException:
+            shard.close()
+            raise
+        previous, self._shard = self._shard, shard
+        self._deleted -= self._deleted_at_copy  # the child vacuumed those
+        previous.close()
+        try:
+            return _link(self.path, built)
+        except OSError as exc:  # served from now on, but not what the next start opens
+            log.warning(
+                "the optimized vector index in %s could not take the place of %s (%s); the"
+                " next start finds what the old one lacks and rebuilds it from SQLite",
+                built,
+                self.path,
+                exc,
+            )
+            return None
+
+    def _stop_build(self, for_good: bool = False) -> None:
+        """Stops an optimization behind the index (its copy is dropped); a closed index
+        starts no other."""
+        self._cancel_build.set()
+        build = self._build
+        if build is not None:
+            build.join()
+        if not for_good:
+            self._cancel_build.clear()
+
+    def close(self) -> None:
+        self._stop_build(for_good=True)
+        with self._write_lock:
+            if self._closed:
+                return
+            self._closed = True
             try:
                 self._shard.flush()
             except Exception as exc:  # its files went away under it: SQLite still has all
@@ -352,12 +471,13 @@ class QdrantVectorIndex:
     def optimize(self) -> None:
         """The server optimizes on its own schedule."""
 
-    def compact(self) -> bool:
-        """The server vacuums on its own schedule."""
-        return False
-
     def flush(self) -> None:
         """The server flushes on its own schedule."""
+
+    optimizing = False  # the server optimizes its indexes itself, in its own process
+
+    def optimize_behind(self) -> bool:
+        return False
 
     def close(self) -> None:
         self._client.close()
@@ -384,9 +504,46 @@ def _probe(shard: edge.EdgeShard, dimension: int) -> None:
 def _set_aside(path: Path, why: object) -> str:
     """Moves a damaged index out of the way (kept for a look, never deleted) and says so."""
     aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
-    path.rename(aside)
+    path.resolve().rename(aside)
+    path.unlink(missing_ok=True)  # the link to it, if a built shard was swapped in
     reason = str(why).strip().splitlines()[0][:200] if str(why).strip() else type(why).__name__
     return f"the vector index in {path} could not be read ({reason}); set aside as {aside.name}"
+
+
+def _link(path: Path, target: Path) -> Path:
+    """Makes `path` lead to `target` (a sibling) in one rename, whether it was a directory
+    or a link, and returns where the directory it led to is now: a crash on the way leaves
+    at worst no index, which a start rebuilds (and the directory, a leftover it drops)."""
+    replaced = path.resolve()
+    if not path.is_symlink():
+        replaced = path.with_name(f"{path.name}.{time.time_ns()}")
+        path.rename(replaced)
+    link = path.with_name(f"{path.name}.link")
+    link.unlink(missing_ok=True)
+    link.symlink_to(target.name)
+    os.replace(link, path)
+    return replaced
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink():
+        shutil.rmtree(path.resolve(), ignore_errors=True)
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _drop_leftovers(path: Path) -> None:
+    """Copies of builds that a stop or a crash cut short, shards a swap replaced, links
+    half made: siblings named after the index. Set-aside damaged indexes are kept."""
+    current = path.resolve()
+    for sibling in path.parent.glob(f"{path.name}.*"):
+        if ".damaged-" in sibling.name or sibling == current:
+            continue
+        if sibling.is_symlink():
+            sibling.unlink()
+        elif sibling.is_dir():
+            shutil.rmtree(sibling, ignore_errors=True)
 
 
 def open_vector_index(config: Config, collection: str, dimension: int) -> VectorIndex:

@@ -1,0 +1,138 @@
+"""A serving Qdrant Edge index optimized behind itself, in a child process (HNSW graph
+built, deleted points vacuumed): what was written meanwhile is in the swapped-in shard,
+searches never fail, a stop leaves nothing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nexusai.memory import vectors
+from nexusai.memory.vectors import EdgeVectorIndex, VectorPoint
+
+DIM = 384
+# Over Qdrant's usual indexing threshold (10 MB of vectors), which the child builds at.
+POINTS = 8_000
+SESSIONS = 100
+
+
+@pytest.fixture
+def big(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EdgeVectorIndex]:
+    monkeypatch.setattr(vectors, "BUILD_BEHIND_MIN", POINTS // 2)
+    index = EdgeVectorIndex(tmp_path / "vectors" / "episodes", DIM)
+    rng = np.random.default_rng(5)
+    for start in range(1, POINTS + 1, 2000):
+        index.upsert([point(i, rng) for i in range(start, start + 2000)])
+    yield index
+    index.close()
+
+
+def point(i: int, rng: np.random.Generator) -> VectorPoint:
+    vector = rng.normal(size=DIM)
+    return VectorPoint(i, (vector / np.linalg.norm(vector)).tolist(), i % SESSIONS + 1)
+
+
+def wait_built(index: EdgeVectorIndex, rng: np.random.Generator) -> int:
+    """Searches while the build runs (each must answer); how many were made."""
+    searches = 0
+    deadline = time.monotonic() + 120
+    while index.optimizing:
+        assert time.monotonic() < deadline, "the build did not end"
+        query = point(0, rng)
+        assert len(index.search(query.vector, [1, 2, 3], [], 10)) == 10
+        assert len(index.search(query.vector, None, [], 10)) == 10
+        searches += 1
+    return searches
+
+
+def test_built_behind_with_what_was_written_meanwhile(big: EdgeVectorIndex) -> None:
+    rng = np.random.default_rng(9)
+    assert big.graph_points() == 0
+    assert big.optimize_behind()
+    assert not big.optimize_behind()  # one at a time
+    added = [point(i, rng) for i in range(POINTS + 1, POINTS + 51)]
+    big.upsert(added)
+    big.delete(list(range(1, 21)))
+    moved = point(21, rng)
+    big.upsert([moved])
+    assert wait_built(big, rng) > 0
+
+    assert big.graph_points() >= POINTS - 20
+    assert big.ids() == set(range(21, POINTS + 51))
+    for written in (added[0], added[-1], moved):
+        assert isinstance(written.scope, int)
+        assert big.search(written.vector, [written.scope], [], 1)[0][0] == written.id
+    assert not big.optimize_behind()  # nothing left outside a graph
+
+    path = big.path
+    assert path.is_symlink()
+    assert path.resolve().parent == path.parent
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, path.resolve().name])
+    big.close()
+    reopened = EdgeVectorIndex(path, DIM)
+    try:
+        assert reopened.ids() == set(range(21, POINTS + 51))
+        assert reopened.graph_points() >= POINTS - 20
+    finally:
+        reopened.close()
+
+
+def test_deleted_points_are_vacuumed_behind_once_many(tmp_path: Path) -> None:
+    index = EdgeVectorIndex(tmp_path / "episodes", DIM)
+    rng = np.random.default_rng(2)
+    try:
+        index.upsert([point(i, rng) for i in range(1, 3_001)])
+        index.delete(list(range(10, 3_001, 10)))  # 300: a tenth, and under the minimum
+        assert not index.optimize_behind()
+        index.delete([*range(3, 3_001, 3), 5, 7, 99_999])  # 902 more, some gone
+        gone = set(range(10, 3_001, 10)) | set(range(3, 3_001, 3)) | {5, 7}
+        segments = {p.name for p in (index.path / "segments").iterdir()}
+        assert index.optimize_behind()
+        wait_built(index, rng)
+        assert {p.name for p in (index.path / "segments").iterdir()}.isdisjoint(segments)
+        assert index.ids() == set(range(1, 3_001)) - gone
+        assert not index.optimize_behind()  # nothing deleted since
+        assert index.graph_points() == 0  # too small for a graph: a scan is as quick
+    finally:
+        index.close()
+
+
+def test_closing_stops_a_build_and_leaves_no_copy(big: EdgeVectorIndex) -> None:
+    path = big.path
+    assert big.optimize_behind()
+    big.close()
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert not path.is_symlink()
+    reopened = EdgeVectorIndex(path, DIM)
+    try:
+        assert reopened.count() == POINTS
+    finally:
+        reopened.close()
+
+
+def test_leftovers_of_a_crashed_build_are_dropped_at_open(tmp_path: Path) -> None:
+    root = tmp_path / "vectors"
+    EdgeVectorIndex(root / "episodes", DIM).close()
+    (root / "episodes.1764540000000000000").mkdir()  # a copy a crash left
+    (root / "episodes.link").symlink_to("episodes")  # a link half made
+    (root / "episodes.damaged-20261130-120000").mkdir()  # kept for a look
+    (root / "entities").mkdir()
+    EdgeVectorIndex(root / "episodes", DIM).close()
+    assert sorted(p.name for p in root.iterdir()) == [
+        "entities",
+        "episodes",
+        "episodes.damaged-20261130-120000",
+    ]
+
+
+def test_reset_of_a_swapped_index_removes_what_it_leads_to(big: EdgeVectorIndex) -> None:
+    assert big.optimize_behind()
+    wait_built(big, np.random.default_rng(1))
+    built = big.path.resolve()
+    big.reset(DIM)
+    assert big.count() == 0
+    assert not built.exists()

@@ -22,7 +22,7 @@ import numpy as np
 from tests.live_server import free_port, start_server
 
 from benchmarks.bench_vectors import SESSIONS, build_store
-from benchmarks.common import Report, sentences
+from benchmarks.common import Report, peak_rss, sentences
 from nexusai.embedders import LocalEmbedder
 from nexusai.evaluation.metrics import percentile
 
@@ -78,7 +78,7 @@ def _measure(
                 _turn(http, session, message, None if warm else samples, None if warm else spent)
                 scope = http.get(f"/sessions/{session}/scope").json()["sessionIds"]
                 _legs(http, embedder, message, scope, None if warm else samples)
-        rss = _peak_rss(process.pid)
+        rss = peak_rss(process.pid)
     finally:
         process.terminate()
         process.wait(timeout=60)
@@ -129,9 +129,3 @@ def _legs(
     if samples is not None:
         samples["keyword"].append(keyword)
         samples["semantic"].append(semantic)
-
-
-def _peak_rss(pid: int) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    line = next(row for row in status.splitlines() if row.startswith("VmHWM"))
-    return int(line.split()[1]) // 1024

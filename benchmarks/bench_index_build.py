@@ -23,7 +23,7 @@ import numpy as np
 from tests.live_server import free_port, start_server
 
 from benchmarks.bench_vectors import SESSIONS, build_store
-from benchmarks.common import Report, sentences
+from benchmarks.common import Report, peak_rss, sentences
 from nexusai.embedders import LocalEmbedder
 
 TURNS = 300
@@ -47,6 +47,10 @@ def run(quick: bool = False) -> None:
         try:
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
                 _phases(http, wide, report)
+            report.notes.append(
+                f"Server peak RSS {peak_rss(process.pid)} MB (both shards are open for a"
+                " moment at the swap); the child's is its own."
+            )
         finally:
             process.terminate()
             process.wait(timeout=60)

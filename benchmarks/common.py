@@ -9,6 +9,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -99,3 +100,10 @@ def sentences(count: int, seed: int = 7) -> Iterator[str]:
             for _ in range(length)
         ]
         yield " ".join(words).capitalize() + rng.choice([".", "!", "?"])
+
+
+def peak_rss(pid: int) -> int:
+    """A process's peak resident memory so far, MB (Linux)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    line = next(row for row in status.splitlines() if row.startswith("VmHWM"))
+    return int(line.split()[1]) // 1024

@@ -4,11 +4,14 @@ searches never fail, a stop leaves nothing."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 from nexusai.memory import vectors
@@ -46,6 +49,7 @@ def wait_built(index: EdgeVectorIndex, rng: np.random.Generator) -> int:
         assert len(index.search(query.vector, [1, 2, 3], [], 10)) == 10
         assert len(index.search(query.vector, None, [], 10)) == 10
         searches += 1
+        time.sleep(0.01)  # the child runs only on CPU time nobody else wants
     return searches
 
 
@@ -136,3 +140,37 @@ def test_reset_of_a_swapped_index_removes_what_it_leads_to(big: EdgeVectorIndex)
     big.reset(DIM)
     assert big.count() == 0
     assert not built.exists()
+
+
+_SERVICE = """
+import sys, time
+from pathlib import Path
+import numpy as np
+from nexusai.memory import vectors
+vectors.BUILD_BEHIND_MIN = 4_000
+index = vectors.EdgeVectorIndex(Path(sys.argv[1]), 384)
+rng = np.random.default_rng(0)
+points = [vectors.VectorPoint(i, rng.normal(size=384).tolist(), 1) for i in range(1, 8_001)]
+index.upsert(points)
+assert index.optimize_behind()
+print("optimizing", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_killed_service_takes_its_child_along(tmp_path: Path) -> None:
+    service = subprocess.Popen(
+        [sys.executable, "-c", _SERVICE, str(tmp_path / "episodes")], stdout=subprocess.PIPE
+    )
+    try:
+        assert service.stdout is not None
+        assert service.stdout.readline().strip() == b"optimizing"
+        children = psutil.Process(service.pid).children()
+        assert [c for c in children if "nexusai.memory.index_build" in c.cmdline()]
+    finally:
+        service.kill()
+        service.wait()
+        if service.stdout is not None:
+            service.stdout.close()
+    _, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive

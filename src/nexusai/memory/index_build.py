@@ -13,8 +13,11 @@ the top, so that `vectors` can import it.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +28,7 @@ log = logging.getLogger("nexusai.vectors")
 
 # How often a waiting parent looks whether it was told to give up.
 POLL_SECONDS = 0.5
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
 def run_build(copy: Path, dimension: int, cancelled: threading.Event) -> bool:
@@ -32,7 +36,14 @@ def run_build(copy: Path, dimension: int, cancelled: threading.Event) -> bool:
     False if it failed or `cancelled` was set (the child is then stopped)."""
     with tempfile.TemporaryFile() as errors:  # a pipe could fill and stall the child
         with subprocess.Popen(
-            [sys.executable, "-m", "nexusai.memory.index_build", str(copy), str(dimension)],
+            [
+                sys.executable,
+                "-m",
+                "nexusai.memory.index_build",
+                str(copy),
+                str(dimension),
+                str(os.getpid()),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=errors,
@@ -68,14 +79,24 @@ def main(argv: list[str]) -> int:
     """The child: open the copy and build its graph, as `nexus reindex` does."""
     from nexusai.memory.vectors import EdgeVectorIndex
 
+    path, dimension, parent = Path(argv[0]), int(argv[1]), int(argv[2])
+    if not _dies_with_parent(parent):
+        return 1  # the service is gone already: nobody will swap this copy in
     _yield_the_cpu()
-    path, dimension = Path(argv[0]), int(argv[1])
     index = EdgeVectorIndex(path, dimension)
     try:
         index.optimize()
     finally:
         index.close()
     return 0
+
+
+def _dies_with_parent(parent: int) -> bool:
+    """A service killed mid-build takes its child along (Linux), rather than leaving it to
+    build, for minutes, a copy the next start deletes. False if the parent is gone."""
+    with contextlib.suppress(AttributeError, OSError, TypeError):  # elsewhere: no matter
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    return os.getppid() == parent
 
 
 def _yield_the_cpu() -> None:

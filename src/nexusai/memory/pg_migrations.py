@@ -1,0 +1,172 @@
+"""The PostgreSQL store's schema (issue #18): named migrations, recorded as they are
+applied, the counterpart of `migrations` for SQLite.
+
+Several memory replicas may start against one database at the same moment; each calls
+`apply_migrations`, and a transaction-scoped advisory lock makes the first one apply what
+is missing while the others wait, then find nothing left to do. A migration and its record
+commit together, or neither does.
+
+The schema holds what SQLite's does after its m012: projects, sessions, episodes (with
+their vector and entity states and the texts the indexes see), the keyword index
+(`pg_fts`), entities and their mentions (counts and first/last seen kept by triggers, as in
+SQLite), import bookkeeping, settings, meta and project keys. Times are `timestamptz`;
+ids are identities, never reused.
+"""
+
+from __future__ import annotations
+
+from psycopg import Connection
+
+from nexusai.memory import pg_fts
+
+LOCK = "hashtext('nexus_migrations')"
+
+M001_INITIAL = """
+CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE settings (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE projects (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name text NOT NULL UNIQUE,
+    created_at timestamptz NOT NULL
+);
+CREATE TABLE sessions (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project_id bigint REFERENCES projects(id) ON DELETE CASCADE,
+    title text,
+    created_at timestamptz NOT NULL
+);
+CREATE INDEX sessions_project ON sessions (project_id);
+CREATE TABLE episodes (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id bigint NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    speaker text NOT NULL,
+    content text NOT NULL,
+    occurred_at timestamptz NOT NULL,
+    created_at timestamptz NOT NULL,
+    metadata jsonb NOT NULL DEFAULT '{}',
+    image_caption text,
+    vector_state text NOT NULL DEFAULT 'pending' CHECK (vector_state IN ('pending', 'indexed')),
+    entity_state text NOT NULL DEFAULT 'pending' CHECK (entity_state IN ('pending', 'done')),
+    search_text text NOT NULL DEFAULT '',
+    context_text text NOT NULL DEFAULT '',
+    search_cjk text NOT NULL DEFAULT ''
+);
+CREATE INDEX episodes_session_time ON episodes (session_id, occurred_at, id);
+CREATE INDEX episodes_vector_pending ON episodes (id) WHERE vector_state = 'pending';
+CREATE INDEX episodes_entity_pending ON episodes (id) WHERE entity_state = 'pending';
+CREATE TABLE import_sessions (
+    key text PRIMARY KEY,
+    session_id bigint NOT NULL REFERENCES sessions(id) ON DELETE CASCADE
+);
+CREATE INDEX import_sessions_session ON import_sessions (session_id);
+CREATE TABLE import_episodes (
+    key text PRIMARY KEY,
+    episode_id bigint NOT NULL REFERENCES episodes(id) ON DELETE CASCADE
+);
+CREATE INDEX import_episodes_episode ON import_episodes (episode_id);
+CREATE TABLE api_keys (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name text,
+    project_id bigint NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+    read_only boolean NOT NULL,
+    hash text NOT NULL UNIQUE,
+    created_at timestamptz NOT NULL,
+    revoked_at timestamptz
+);
+"""
+
+M002_KEYWORDS = f"""
+{pg_fts.SETUP_DDL}
+{pg_fts.TABLE_DDL}
+ALTER TABLE {pg_fts.TABLE} ADD CONSTRAINT {pg_fts.TABLE}_episode
+    FOREIGN KEY (id) REFERENCES episodes(id) ON DELETE CASCADE;
+"""
+
+# Entities as SQLite keeps them (m005, m009): one per name and type in a scope; a mention
+# counts, widens first/last seen, and asks for a new vector only when a session that could
+# not see the entity now can (its payload lists the sessions); the last mention gone, the
+# entity goes too.
+M003_ENTITIES = """
+CREATE TABLE entities (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    scope text NOT NULL,
+    name text NOT NULL,
+    normalized text NOT NULL,
+    type text NOT NULL,
+    first_seen timestamptz NOT NULL,
+    last_seen timestamptz NOT NULL,
+    mention_count integer NOT NULL DEFAULT 0,
+    summary text,
+    vector_state text NOT NULL DEFAULT 'pending' CHECK (vector_state IN ('pending', 'indexed')),
+    UNIQUE (scope, normalized, type)
+);
+CREATE TABLE entity_mentions (
+    entity_id bigint NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    episode_id bigint NOT NULL REFERENCES episodes(id) ON DELETE CASCADE,
+    type text,
+    PRIMARY KEY (entity_id, episode_id)
+);
+CREATE INDEX entity_mentions_episode ON entity_mentions (episode_id);
+
+CREATE FUNCTION entity_mention_added() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    said RECORD;
+BEGIN
+    SELECT occurred_at, session_id INTO said FROM episodes WHERE id = NEW.episode_id;
+    UPDATE entities SET
+        mention_count = mention_count + 1,
+        first_seen = least(first_seen, said.occurred_at),
+        last_seen = greatest(last_seen, said.occurred_at),
+        vector_state = CASE WHEN EXISTS (
+            SELECT 1 FROM entity_mentions m JOIN episodes e ON e.id = m.episode_id
+            WHERE m.entity_id = NEW.entity_id AND m.episode_id <> NEW.episode_id
+            AND e.session_id = said.session_id
+        ) THEN vector_state ELSE 'pending' END
+    WHERE id = NEW.entity_id;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER entity_mention_added AFTER INSERT ON entity_mentions
+    FOR EACH ROW EXECUTE FUNCTION entity_mention_added();
+
+CREATE FUNCTION entity_mention_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE entities SET
+        mention_count = mention_count - 1,
+        first_seen = coalesce((SELECT min(e.occurred_at) FROM entity_mentions m
+            JOIN episodes e ON e.id = m.episode_id WHERE m.entity_id = OLD.entity_id),
+            first_seen),
+        last_seen = coalesce((SELECT max(e.occurred_at) FROM entity_mentions m
+            JOIN episodes e ON e.id = m.episode_id WHERE m.entity_id = OLD.entity_id),
+            last_seen)
+    WHERE id = OLD.entity_id;
+    DELETE FROM entities WHERE id = OLD.entity_id AND mention_count <= 0;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER entity_mention_removed AFTER DELETE ON entity_mentions
+    FOR EACH ROW EXECUTE FUNCTION entity_mention_removed();
+"""
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("m001_initial", M001_INITIAL),
+    ("m002_keywords", M002_KEYWORDS),
+    ("m003_entities", M003_ENTITIES),
+]
+
+
+def apply_migrations(conn: Connection[tuple[object, ...]]) -> list[str]:
+    """Applies, in order and in one transaction, the migrations this database has not
+    recorded; returns their names (none when another replica got there first)."""
+    with conn.transaction():
+        conn.execute(f"SELECT pg_advisory_xact_lock({LOCK})")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS _migrations"
+            " (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        done = {str(row[0]) for row in conn.execute("SELECT name FROM _migrations")}
+        applied = []
+        for name, script in MIGRATIONS:
+            if name not in done:
+                conn.execute(script.encode())  # several statements: no parameters
+                conn.execute("INSERT INTO _migrations (name) VALUES (%s)", [name])
+                applied.append(name)
+    return applied

@@ -205,6 +205,10 @@ def test_eval_beam_smoke_on_one_chat(tmp_path: Path) -> None:
     semantic = next(r for r in beam["results"] if r["keywordWeight"] == 0.0)
     assert "information_extraction" in semantic["byCategory"]
     assert semantic["recall"]["10"] > 0.2  # far below what it measures; a broken path fails
+    keyword = next(r for r in beam["results"] if r["semanticWeight"] == 0.0)
+    legs = (semantic["recall"]["10"], keyword["recall"]["10"])
+    assert max(legs) <= beam["legChoiceBound"]["10"] <= min(1.0, sum(legs))
+    assert "better single leg" in result.output
 
 
 def test_eval_jsonl_and_the_worst_case_across_sets(tmp_path: Path) -> None:

@@ -97,7 +97,24 @@ def evaluate(
             {"dataset": evalset.name, **_summary(runs[pair], questions, ks, categories)}
             for pair in pairs
         ],
+        "legChoiceBound": leg_choice_bound(runs[(1.0, 0.0)], runs[(0.0, 1.0)], questions, ks),
     }
+
+
+def leg_choice_bound(
+    semantic: Run, keyword: Run, questions: list[Asked], ks: Sequence[int]
+) -> dict[str, float]:
+    """Recall@k if each question were answered by whichever single leg did better on it:
+    what no per-question choice of leg (or weights leaning all one way) can pass. Fusion
+    can, only by taking finds from both lists for one question."""
+
+    def best(k: int, i: int) -> float:
+        limit = k if k in semantic.ranked else max(semantic.ranked)
+        lists = (semantic.ranked[limit][i], keyword.ranked[limit][i])
+        return max(recall_at(ranked, questions[i].evidence, k) for ranked in lists)
+
+    n = max(len(questions), 1)
+    return {str(k): sum(best(k, i) for i in range(len(questions))) / n for k in ks}
 
 
 def _evaluate_conversation(

@@ -55,6 +55,11 @@ def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
             f"{result['questions']} questions; {result['droppedEvidenceRefs']} evidence refs "
             "resolved to no message and were dropped"
         )
+        bound = " / ".join(f"{result['legChoiceBound'][str(k)]:.3f}" for k in options.ks)
+        console.print(
+            f"Each question answered by its better single leg: R@k {bound} (no per-question"
+            " choice of leg can do better)"
+        )
     combined = {
         "embedder": embedder.name,
         **marks,

@@ -301,3 +301,16 @@ def test_projects_sessions_and_add_from_the_cli_with_a_key(
         assert "write NAME=VALUE, e.g. keywordWeight=1" in bad.output
     gone = runner.invoke(cli, ["projects", "list", "--url", url])
     assert "no nexusai service answers at" in gone.output
+
+
+def test_eval_all_without_data_says_what_to_give(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where ../shared/data is not
+    result = CliRunner(env={"NEXUS_DATA_DIR": str(tmp_path / "d")}).invoke(cli, ["eval", "all"])
+    assert result.exit_code == 1
+    assert "--locomo FILE" in result.output
+    assert "Traceback" not in result.output
+    result = CliRunner().invoke(cli, ["eval", "all", "--jsonl", str(tmp_path / "none.jsonl")])
+    assert result.exit_code == 2
+    assert "does not exist" in result.output

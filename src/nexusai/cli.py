@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 
 from nexusai import client_cli
-from nexusai.errors import ConfigError, NexusError
+from nexusai.errors import ConfigError, InvalidInput, NexusError
 from nexusai.memory.importing import ImportSummary
 
 if TYPE_CHECKING:
@@ -422,9 +422,16 @@ def eval_jsonl(file: Path, **common: Any) -> None:
 
 
 @eval_group.command(name="all")
-@click.option("--locomo", type=click.Path(dir_okay=False, path_type=Path), default=None)
-@click.option("--beam", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("--jsonl", "jsonl_files", multiple=True, type=click.Path(path_type=Path))
+@click.option(
+    "--locomo", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None
+)
+@click.option("--beam", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None)
+@click.option(
+    "--jsonl",
+    "jsonl_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+)
 @eval_options
 def eval_all(
     locomo: Path | None, beam: Path | None, jsonl_files: tuple[Path, ...], **common: Any
@@ -435,11 +442,22 @@ def eval_all(
     from nexusai.evaluation.report import run_eval
 
     if not (locomo or beam or jsonl_files):
-        locomo, beam = LOCOMO, BEAM
+        locomo, beam = _default_sets()
     sets = [load_locomo(locomo)] if locomo else []
     sets += [load_beam(beam)] if beam else []
     sets += [load_jsonl(f) for f in jsonl_files]
     run_eval(sets, _options(**common))
+
+
+def _default_sets() -> tuple[Path, Path]:
+    missing = [str(path) for path in (LOCOMO, BEAM) if not path.exists()]
+    if missing:
+        raise InvalidInput(
+            f"no dataset given, and {' and '.join(missing)} cannot be found from"
+            f" {Path.cwd()}: run from the project's checkout, or give --locomo FILE,"
+            " --beam DIR or --jsonl FILE"
+        )
+    return LOCOMO, BEAM
 
 
 @cli.command()

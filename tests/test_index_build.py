@@ -4,6 +4,7 @@ searches never fail, a stop leaves nothing."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -131,6 +132,19 @@ def test_leftovers_of_a_crashed_build_are_dropped_at_open(tmp_path: Path) -> Non
         "episodes",
         "episodes.damaged-20261130-120000",
     ]
+
+
+def test_a_link_to_a_deleted_index_opens_empty(big: EdgeVectorIndex) -> None:
+    assert big.optimize_behind()
+    wait_built(big, np.random.default_rng(1))
+    big.close()
+    shutil.rmtree(big.path.resolve())
+    again = EdgeVectorIndex(big.path, DIM)
+    try:
+        assert again.count() == 0  # the store's start marks the episodes for a rebuild
+        assert not big.path.is_symlink()
+    finally:
+        again.close()
 
 
 def test_reset_of_a_swapped_index_removes_what_it_leads_to(big: EdgeVectorIndex) -> None:

@@ -122,8 +122,8 @@ class EdgeVectorIndex:
         self._build: threading.Thread | None = None
         self._cancel_build = threading.Event()
         self._closed = False
-        _drop_leftovers(path)
         self._shard = self._open()
+        _drop_leftovers(path)  # only once the open says no other process has the index
 
     def _config(self, indexing_kb: int = NO_HNSW_KB) -> edge.EdgeConfig:
         return edge.EdgeConfig(
@@ -132,6 +132,8 @@ class EdgeVectorIndex:
         )
 
     def _open(self) -> edge.EdgeShard:
+        if self.path.is_symlink() and not self.path.exists():
+            self.path.unlink()  # what a swap linked to was deleted: start empty, as below
         if (self.path / "edge_config.json").exists():
             try:
                 return self._load()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,6 +85,38 @@ def test_built_behind_with_what_was_written_meanwhile(big: EdgeVectorIndex) -> N
         assert reopened.graph_points() >= POINTS - 20
     finally:
         reopened.close()
+
+
+def test_writes_racing_the_build_and_the_swap_all_land(big: EdgeVectorIndex) -> None:
+    """A writer upserting and deleting as fast as it can, from before the copy until after
+    the swap: the index ends holding exactly what it was last told."""
+    held = set(range(1, POINTS + 1))
+    done = threading.Event()
+
+    def writer() -> None:
+        rng = np.random.default_rng(4)
+        random_ids = np.random.default_rng(6)
+        while not done.is_set():
+            fresh = int(random_ids.integers(1, 2 * POINTS))
+            big.upsert([point(fresh, rng)])
+            held.add(fresh)
+            gone = int(random_ids.integers(1, 2 * POINTS))
+            big.delete([gone])
+            held.discard(gone)
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        time.sleep(0.2)
+        assert big.optimize_behind()
+        wait_built(big, np.random.default_rng(3))
+        time.sleep(0.2)
+    finally:
+        done.set()
+        thread.join()
+    assert big.graph_points() > 0
+    assert big.ids() == held
 
 
 def test_deleted_points_are_vacuumed_behind_once_many(tmp_path: Path) -> None:

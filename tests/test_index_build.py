@@ -205,6 +205,21 @@ time.sleep(120)
 """
 
 
+def _builder(pid: int) -> list[psutil.Process]:
+    """The service's build child, once its thread has started it."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = [
+            child
+            for child in psutil.Process(pid).children()
+            if "nexusai.memory.index_build" in " ".join(child.cmdline())
+        ]
+        if found:
+            return found
+        time.sleep(0.01)
+    raise AssertionError("the service started no build child")
+
+
 def test_a_killed_service_takes_its_child_along(tmp_path: Path) -> None:
     service = subprocess.Popen(
         [sys.executable, "-c", _SERVICE, str(tmp_path / "episodes")], stdout=subprocess.PIPE
@@ -212,8 +227,8 @@ def test_a_killed_service_takes_its_child_along(tmp_path: Path) -> None:
     try:
         assert service.stdout is not None
         assert service.stdout.readline().strip() == b"optimizing"
-        children = psutil.Process(service.pid).children()
-        assert [c for c in children if "nexusai.memory.index_build" in c.cmdline()]
+        children = _builder(service.pid)
+        assert children[0].is_running()  # the kill below is what must end it
     finally:
         service.kill()
         service.wait()

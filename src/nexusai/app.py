@@ -245,7 +245,7 @@ def _tend(memory: Memory) -> None:
         try:
             memory.tend_vectors()
         except Exception as exc:  # a vanished index is found and rebuilt at the next start
-            log.warning("flushing the vector index failed: %s", str(exc).splitlines()[0][:200])
+            log.warning("tending the vector index failed: %s", str(exc).splitlines()[0][:200])
         _release_free_memory()
 
 

@@ -109,8 +109,7 @@ def leg_choice_bound(
     can, only by taking finds from both lists for one question."""
 
     def best(k: int, i: int) -> float:
-        limit = k if k in semantic.ranked else max(semantic.ranked)
-        lists = (semantic.ranked[limit][i], keyword.ranked[limit][i])
+        lists = (_ranked_at(semantic, k)[i], _ranked_at(keyword, k)[i])
         return max(recall_at(ranked, questions[i].evidence, k) for ranked in lists)
 
     n = max(len(questions), 1)
@@ -210,7 +209,7 @@ def _scores(
     at `semanticLimit` k (or the one deep turn), MRR from the deepest."""
 
     def ranked(limit: int) -> list[tuple[list[int], list[int]]]:
-        lists = run.ranked[limit if limit in run.ranked else max(run.ranked)]
+        lists = _ranked_at(run, limit)
         return [(lists[i], questions[i].evidence) for i in chosen]
 
     n = max(len(chosen), 1)
@@ -222,6 +221,12 @@ def _scores(
     deepest = ranked(max(run.ranked))
     mrr = sum(reciprocal_rank(r, evidence) for r, evidence in deepest) / n
     return {"recall": recall, "hit": hit, "mrr": mrr, "questions": len(chosen)}
+
+
+def _ranked_at(run: Run, k: int) -> list[list[int]]:
+    """Every question's ranking from the turn asked at semanticLimit k (or the one deep
+    turn, with --depth)."""
+    return run.ranked[k if k in run.ranked else max(run.ranked)]
 
 
 def _indexes(questions: list[Asked], category: str) -> list[int]:

@@ -82,7 +82,7 @@ def main(argv: list[str]) -> int:
     path, dimension, parent = Path(argv[0]), int(argv[1]), int(argv[2])
     if not _dies_with_parent(parent):
         return 1  # the service is gone already: nobody will swap this copy in
-    _yield_the_cpu()
+    _run_on_idle_cpu()
     index = EdgeVectorIndex(path, dimension)
     try:
         index.optimize()
@@ -99,7 +99,7 @@ def _dies_with_parent(parent: int) -> bool:
     return os.getppid() == parent
 
 
-def _yield_the_cpu() -> None:
+def _run_on_idle_cpu() -> None:
     """The service's requests come first on every core: Linux's idle class runs the child
     only on time nobody else wants (nice 19 alone still took slices from the turns)."""
     try:

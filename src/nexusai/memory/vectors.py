@@ -291,48 +291,36 @@ class EdgeVectorIndex:
     def _build_and_swap(self, copy: Path) -> None:
         started = time.monotonic()
         built = run_build(copy, self.dimension, self._cancel_build)
-        replaced: Path | None = None
         with self._write_lock:
             try:
-                if built and not self._cancel_build.is_set():
-                    paused = time.monotonic()
-                    replaced = self._swap(copy)
-                    log.info(
-                        "swapped in the optimized vector index after %.0f s (a %.2f s pause)",
-                        paused - started,
-                        time.monotonic() - paused,
-                    )
-                else:
-                    built = False
-            except Exception as exc:  # before the swap: the serving shard is untouched
-                built = False
-                log.warning(
-                    "swapping in the optimized vector index failed: %s",
-                    str(exc).splitlines()[0][:200],
+                unused = (
+                    self._swap(copy, started) if built and not self._cancel_build.is_set() else copy
                 )
             finally:
                 self._journal = None
-        if not built:
-            shutil.rmtree(copy, ignore_errors=True)
-        if replaced is not None:
-            shutil.rmtree(replaced, ignore_errors=True)
+        if unused is not None:
+            shutil.rmtree(unused, ignore_errors=True)
         self._build = None  # the last step: `optimizing` is true until the files are tidy
 
-    def _swap(self, built: Path) -> Path | None:
+    def _swap(self, built: Path, started: float) -> Path | None:
         """Opens the optimized copy (a pause: Qdrant Edge holds the GIL while it loads,
         about 0.3 s at 100,000 points), replays what was written since the copy, serves
-        from it, and makes it the index on disk. Returns the directory it replaced."""
-        assert self._journal is not None
-        shard = self._load(path=built, vacuum=False)
+        from it, and makes it the index on disk. Returns the directory left unused (the
+        one replaced, or the copy if it could not be opened), to delete."""
+        paused = time.monotonic()
         try:
-            for operation in self._journal:
-                shard.update(operation)
-        except BaseException:
-            shard.close()
-            raise
+            shard = self._replayed(built)
+        except Exception as exc:  # the serving shard is untouched
+            log.warning("swapping in the optimized vector index failed: %s", _first_line(exc))
+            return built
         previous, self._shard = self._shard, shard
         self._deleted -= self._deleted_at_copy  # the child vacuumed those
         previous.close()
+        log.info(
+            "swapped in the optimized vector index after %.0f s (a %.2f s pause)",
+            paused - started,
+            time.monotonic() - paused,
+        )
         try:
             return _link(self.path, built)
         except OSError as exc:  # served from now on, but not what the next start opens
@@ -344,6 +332,18 @@ class EdgeVectorIndex:
                 exc,
             )
             return None
+
+    def _replayed(self, built: Path) -> edge.EdgeShard:
+        """The optimized copy, opened, with the writes made since it was copied."""
+        assert self._journal is not None
+        shard = self._load(path=built, vacuum=False)
+        try:
+            for operation in self._journal:
+                shard.update(operation)
+        except BaseException:
+            shard.close()
+            raise
+        return shard
 
     def _stop_build(self, for_good: bool = False) -> None:
         """Stops an optimization behind the index (its copy is dropped); a closed index
@@ -368,7 +368,7 @@ class EdgeVectorIndex:
                     "the vector index in %s could not be saved (%s); the next start checks"
                     " it against SQLite and rebuilds what is missing",
                     self.path,
-                    str(exc).splitlines()[0][:200],
+                    _first_line(exc),
                 )
             self._shard.close()
 
@@ -485,6 +485,12 @@ class QdrantVectorIndex:
         self._client.close()
 
 
+def _first_line(why: object) -> str:
+    """What an error says, in one line short enough for a log or a message."""
+    text = str(why).strip()
+    return text.splitlines()[0][:200] if text else type(why).__name__
+
+
 def _int_id(point_id: object) -> int:
     assert isinstance(point_id, int)  # nexusai only ever writes integer ids
     return point_id
@@ -508,8 +514,10 @@ def _set_aside(path: Path, why: object) -> str:
     aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
     path.resolve().rename(aside)
     path.unlink(missing_ok=True)  # the link to it, if a built shard was swapped in
-    reason = str(why).strip().splitlines()[0][:200] if str(why).strip() else type(why).__name__
-    return f"the vector index in {path} could not be read ({reason}); set aside as {aside.name}"
+    return (
+        f"the vector index in {path} could not be read ({_first_line(why)});"
+        f" set aside as {aside.name}"
+    )
 
 
 def _link(path: Path, target: Path) -> Path:

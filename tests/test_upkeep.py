@@ -126,7 +126,7 @@ def test_sigkill_mid_stream_loses_no_acknowledged_episode(tmp_path: Path) -> Non
         restarted.terminate()
         restarted.wait(timeout=60)
     result = CliRunner().invoke(cli, ["doctor", "--repair", "--data-dir", str(tmp_path)])
-    assert "FTS5 index agrees with the episodes table: yes" in result.output, result.output
+    assert "keyword index agrees with the episodes table: yes" in result.output, result.output
     memory = Memory.open(Config.from_env({}, data_dir=tmp_path, extractor="none"))
     try:
         assert memory.count_pending_vectors() == 0

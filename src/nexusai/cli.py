@@ -229,9 +229,9 @@ def keys() -> None:
 def _key_store(data_dir: Path | None) -> Iterator[Any]:
     from nexusai.config import Config
     from nexusai.memory.keys import KeyStore
-    from nexusai.memory.store import Store
+    from nexusai.memory.service import open_store
 
-    with Store(Config.from_env(data_dir=data_dir).db_path) as store:
+    with open_store(Config.from_env(data_dir=data_dir)) as store:
         yield KeyStore(store)
 
 

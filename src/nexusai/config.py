@@ -42,6 +42,7 @@ class Config:
     embedder_timeout: float = 10.0
     model_cache_dir: Path | None = None
     extractor: str = "spacy"
+    database_url: str | None = field(default=None, repr=False)  # may hold a password
     qdrant_url: str | None = None
     qdrant_api_key: str | None = field(default=None, repr=False)
     llm_base_url: str | None = None
@@ -97,6 +98,11 @@ class Config:
             raise ConfigError("NEXUS_MEMORY_TIMEOUT must be a positive number of seconds")
         if self.embedder_timeout <= 0:
             raise ConfigError("NEXUS_EMBEDDER_TIMEOUT must be a positive number of seconds")
+        if self.database_url and not self.database_url.startswith(("postgresql://", "postgres://")):
+            raise ConfigError(
+                "NEXUS_DATABASE_URL must be a postgresql://user:password@host:port/dbname URL"
+                " (unset, the store is SQLite in NEXUS_DATA_DIR)"
+            )
         if self.llm_timeout <= 0:
             raise ConfigError("NEXUS_LLM_TIMEOUT must be a positive number of seconds")
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from nexusai.embedders import Embedder
 from nexusai.memory import vector_state
+from nexusai.memory.dbapi import Connection, inserted_id
 from nexusai.memory.extractors import Extractor, Mention, normalize
-from nexusai.memory.store import Store
+from nexusai.memory.store import EpisodeStore
 from nexusai.memory.vector_state import VectorState
 from nexusai.memory.vectors import VectorIndex, VectorPoint
 from nexusai.models import Entity, Episode
@@ -29,7 +30,7 @@ log = logging.getLogger("nexusai.entities")
 class EntityMemory:
     def __init__(
         self,
-        store: Store,
+        store: EpisodeStore,
         embedder: Embedder,
         vectors: VectorIndex | None,
         extractor: Extractor | None,
@@ -205,14 +206,12 @@ class EntityMemory:
             self.vectors.close()
 
 
-def _scope_key(conn: sqlite3.Connection, session_id: int) -> str:
+def _scope_key(conn: Connection, session_id: int) -> str:
     row = conn.execute("SELECT project_id FROM sessions WHERE id = ?", (session_id,)).fetchone()
     return f"p:{row[0]}" if row and row[0] is not None else f"s:{session_id}"
 
 
-def _record_mentions(
-    conn: sqlite3.Connection, episode: Episode, mentions: Sequence[Mention]
-) -> list[int]:
+def _record_mentions(conn: Connection, episode: Episode, mentions: Sequence[Mention]) -> list[int]:
     """Links the episode to its entities, one per name in its scope (created when new);
     each mention keeps the type it was given. Returns the entities' ids."""
     scope = _scope_key(conn, episode.session_id)
@@ -220,7 +219,8 @@ def _record_mentions(
     for mention in mentions:
         entity_id = _entity_for(conn, scope, mention, episode.occurred_at)
         conn.execute(
-            "INSERT OR IGNORE INTO entity_mentions (entity_id, episode_id, type) VALUES (?, ?, ?)",
+            "INSERT INTO entity_mentions (entity_id, episode_id, type) VALUES (?, ?, ?)"
+            " ON CONFLICT DO NOTHING",
             (entity_id, episode.id, mention.type),
         )
         _settle_type(conn, entity_id)
@@ -229,7 +229,7 @@ def _record_mentions(
     return ids
 
 
-def _entity_for(conn: sqlite3.Connection, scope: str, mention: Mention, seen: str) -> int:
+def _entity_for(conn: Connection, scope: str, mention: Mention, seen: str) -> int:
     key = normalize(mention.name)
     row = conn.execute(
         "SELECT id FROM entities WHERE scope = ? AND normalized = ?"
@@ -240,20 +240,20 @@ def _entity_for(conn: sqlite3.Connection, scope: str, mention: Mention, seen: st
         return int(row[0])
     cursor = conn.execute(
         "INSERT INTO entities (scope, name, normalized, type, first_seen, last_seen)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
         (scope, mention.name, key, mention.type, seen, seen),
     )
-    assert cursor.lastrowid is not None
-    return cursor.lastrowid
+    return inserted_id(cursor)
 
 
-def _settle_type(conn: sqlite3.Connection, entity_id: int) -> None:
+def _settle_type(conn: Connection, entity_id: int) -> None:
     """A name is one entity whatever types the recognizer gives its mentions ("Caroline" as
-    a person and a place): its type is the one most mentions give (the first on a tie). A
-    new type means a new vector: the type is embedded with the name."""
+    a person and a place): its type is the one most mentions give (on a tie, the one its
+    earliest episode gave). A new type means a new vector: the type is embedded with the
+    name."""
     row = conn.execute(
         "SELECT type FROM entity_mentions WHERE entity_id = ? AND type IS NOT NULL"
-        " GROUP BY type ORDER BY count(*) DESC, min(rowid) LIMIT 1",
+        " GROUP BY type ORDER BY count(*) DESC, min(episode_id) LIMIT 1",
         (entity_id,),
     ).fetchone()
     if row is not None:
@@ -263,7 +263,7 @@ def _settle_type(conn: sqlite3.Connection, entity_id: int) -> None:
         )
 
 
-def _entity_from_row(conn: sqlite3.Connection, row: sqlite3.Row, latest: int = 3) -> Entity:
+def _entity_from_row(conn: Connection, row: Any, latest: int = 3) -> Entity:
     mentions = conn.execute(
         "SELECT m.episode_id FROM entity_mentions m JOIN episodes e ON e.id = m.episode_id"
         " WHERE m.entity_id = ? ORDER BY e.occurred_at DESC, e.id DESC LIMIT ?",
@@ -281,7 +281,7 @@ def _entity_from_row(conn: sqlite3.Connection, row: sqlite3.Row, latest: int = 3
     )
 
 
-def _entity_sessions(conn: sqlite3.Connection, entity_id: int) -> list[int]:
+def _entity_sessions(conn: Connection, entity_id: int) -> list[int]:
     """The sessions an entity is visible to: those of the episodes that mention it."""
     rows = conn.execute(
         "SELECT DISTINCT e.session_id FROM entity_mentions m JOIN episodes e ON e.id = m.episode_id"
@@ -291,7 +291,7 @@ def _entity_sessions(conn: sqlite3.Connection, entity_id: int) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def _entity_text(conn: sqlite3.Connection, entity: Entity) -> str:
+def _entity_text(conn: Connection, entity: Entity) -> str:
     """What the entity's vector is made from: name, type, and a line of recent context."""
     context = ""
     if entity.latest_mention_ids:

@@ -1,23 +1,23 @@
 """Project API keys: made once, stored only as a keyed hash, revoked by id.
 
 A key reads `nxk_<id>_<secret>`: the id finds its row, and the secret's HMAC-SHA256 (keyed
-with a random file in the data directory, `api-keys.secret`, readable by its owner only)
-is compared in constant time with the stored one. The database alone, without that file,
-lets nobody check a guess; the secret is 32 random bytes, so there is nothing to guess.
+with the store's `secret`: for SQLite a file beside it, `api-keys.secret`, readable by its
+owner only, so the database alone lets nobody check a guess; for PostgreSQL a row every
+replica reads) is compared in constant time with the stored one. The secret is 32 random
+bytes either way, so there is nothing to guess.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 from dataclasses import dataclass
-from pathlib import Path
 
 from nexusai.access import Principal
 from nexusai.errors import NotFound
-from nexusai.memory.store import Store
+from nexusai.memory.dbapi import inserted_id
+from nexusai.memory.store import EpisodeStore
 from nexusai.models import now_text
 
 PREFIX = "nxk_"
@@ -36,9 +36,8 @@ class ApiKey:
 
 
 class KeyStore:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: EpisodeStore) -> None:
         self.store = store
-        self._secret_path = store.path.parent / SECRET_FILE
         self._secret: bytes | None = None
 
     def create(self, project: str, read_only: bool = False, name: str | None = None) -> str:
@@ -50,10 +49,10 @@ class KeyStore:
         with self.store.atomic() as conn:
             cursor = conn.execute(
                 "INSERT INTO api_keys (name, project_id, read_only, hash, created_at)"
-                " VALUES (?, ?, ?, '', ?)",
-                (name, found.id, int(read_only), now_text()),
+                " VALUES (?, ?, ?, '', ?) RETURNING id",
+                (name, found.id, read_only, now_text()),
             )
-            key_id = int(cursor.lastrowid or 0)
+            key_id = inserted_id(cursor)
             conn.execute("UPDATE api_keys SET hash = ? WHERE id = ?", (self._hash(secret), key_id))
         return f"{PREFIX}{key_id}_{secret}"
 
@@ -104,7 +103,7 @@ class KeyStore:
 
     def _key(self) -> bytes:
         if self._secret is None:
-            self._secret = _read_or_make(self._secret_path)
+            self._secret = self.store.secret(SECRET_FILE)
         return self._secret
 
 
@@ -115,19 +114,3 @@ def _parts(presented: str) -> tuple[int | None, str]:
     if not (ident.isascii() and ident.isdigit() and secret) or len(ident) > 18:
         return None, ""
     return int(ident), secret
-
-
-def _read_or_make(path: Path) -> bytes:
-    """The HMAC key: made once, written where only this user can read it."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        pass
-    key = secrets.token_bytes(32)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process made it first: use theirs
-        return path.read_bytes()
-    with os.fdopen(fd, "wb") as out:
-        out.write(key)
-    return key

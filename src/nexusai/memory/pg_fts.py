@@ -59,16 +59,40 @@ TABLE_DDL = f"""
     CREATE INDEX IF NOT EXISTS {TABLE}_tsv ON {TABLE} USING gin (search_tsv);
     CREATE INDEX IF NOT EXISTS {TABLE}_session ON {TABLE} (session_id);
 """
-_UPSERT = f"""
-    INSERT INTO {TABLE} (id, session_id, search_length, search_tsv)
-    SELECT %(id)s, %(session_id)s,
-        1 + (SELECT coalesce(sum(array_length(positions, 1)), 0) FROM unnest(d.tsv)), d.tsv
-    FROM (SELECT
-        setweight(to_tsvector('{CONFIG}', %(search_text)s || ' ' || %(search_cjk)s), 'A')
-        || setweight(to_tsvector('{CONFIG}', %(context_text)s), 'B') AS tsv) AS d
-    ON CONFLICT (id) DO UPDATE SET session_id = EXCLUDED.session_id,
-        search_length = EXCLUDED.search_length, search_tsv = EXCLUDED.search_tsv
+# One function fills a row, whether the store's trigger calls it on a write (m004) or a
+# test or benchmark indexes rows of its own.
+UPSERT_FUNCTION_DDL = f"""
+    CREATE OR REPLACE FUNCTION {TABLE}_put(
+        p_id bigint, p_session bigint, p_search text, p_context text, p_cjk text
+    ) RETURNS void LANGUAGE sql AS $$
+        INSERT INTO {TABLE} (id, session_id, search_length, search_tsv)
+        SELECT p_id, p_session,
+            1 + (SELECT coalesce(sum(array_length(positions, 1)), 0) FROM unnest(d.tsv)), d.tsv
+        FROM (SELECT
+            setweight(to_tsvector('{CONFIG}', p_search || ' ' || p_cjk), 'A')
+            || setweight(to_tsvector('{CONFIG}', p_context), 'B') AS tsv) AS d
+        ON CONFLICT (id) DO UPDATE SET session_id = EXCLUDED.session_id,
+            search_length = EXCLUDED.search_length, search_tsv = EXCLUDED.search_tsv
+    $$;
 """
+# The store keeps the index current as FTS5's triggers do in SQLite: every write of the
+# texts an index sees goes through the function above (a delete cascades by foreign key).
+TRIGGER_DDL = f"""
+    CREATE FUNCTION {TABLE}_sync() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM {TABLE}_put(NEW.id, NEW.session_id, NEW.search_text, NEW.context_text,
+                            NEW.search_cjk);
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER {TABLE}_insert AFTER INSERT ON episodes
+        FOR EACH ROW EXECUTE FUNCTION {TABLE}_sync();
+    CREATE TRIGGER {TABLE}_update
+        AFTER UPDATE OF session_id, search_text, context_text, search_cjk ON episodes
+        FOR EACH ROW EXECUTE FUNCTION {TABLE}_sync();
+"""
+_UPSERT = (
+    f"SELECT {TABLE}_put(%(id)s, %(session_id)s, %(search_text)s, %(context_text)s, %(search_cjk)s)"
+)
 
 
 def setup(conn: Connection[tuple[object, ...]]) -> None:
@@ -77,6 +101,7 @@ def setup(conn: Connection[tuple[object, ...]]) -> None:
     conn.execute("SELECT pg_advisory_xact_lock(hashtext('nexus_keywords'))")
     conn.execute(SETUP_DDL)
     conn.execute(TABLE_DDL)
+    conn.execute(UPSERT_FUNCTION_DDL)
 
 
 def index_documents(
@@ -86,6 +111,21 @@ def index_documents(
     keys = ("id", "session_id", "search_text", "context_text", "search_cjk")
     with conn.cursor() as cursor:
         cursor.executemany(_UPSERT, [dict(zip(keys, row, strict=True)) for row in rows])
+
+
+def rebuild(conn: Connection[tuple[object, ...]]) -> None:
+    """Every episode's row made anew (what `nexus doctor` does when the index disagrees)."""
+    conn.execute(f"DELETE FROM {TABLE}")
+    conn.execute(
+        f"SELECT {TABLE}_put(id, session_id, search_text, context_text, search_cjk) FROM episodes"
+    )
+
+
+def agrees(conn: Connection[tuple[object, ...]]) -> bool:
+    """True when every episode has its row, and the index has no other."""
+    sql = f"SELECT count(*) FROM episodes e FULL JOIN {TABLE} k ON k.id = e.id"
+    row = conn.execute(sql + " WHERE e.id IS NULL OR k.id IS NULL").fetchone()
+    return row is not None and row[0] == 0
 
 
 def search(

@@ -54,13 +54,15 @@ CREATE TABLE episodes (
 CREATE INDEX episodes_session_time ON episodes (session_id, occurred_at, id);
 CREATE INDEX episodes_vector_pending ON episodes (id) WHERE vector_state = 'pending';
 CREATE INDEX episodes_entity_pending ON episodes (id) WHERE entity_state = 'pending';
+-- Import keys are found by prefix as a range (key >= p AND key < p || U+10FFFF), which
+-- holds only in code-point order, whatever the database's collation.
 CREATE TABLE import_sessions (
-    key text PRIMARY KEY,
+    key text COLLATE "C" PRIMARY KEY,
     session_id bigint NOT NULL REFERENCES sessions(id) ON DELETE CASCADE
 );
 CREATE INDEX import_sessions_session ON import_sessions (session_id);
 CREATE TABLE import_episodes (
-    key text PRIMARY KEY,
+    key text COLLATE "C" PRIMARY KEY,
     episode_id bigint NOT NULL REFERENCES episodes(id) ON DELETE CASCADE
 );
 CREATE INDEX import_episodes_episode ON import_episodes (episode_id);
@@ -80,6 +82,8 @@ M002_KEYWORDS = f"""
 {pg_fts.TABLE_DDL}
 ALTER TABLE {pg_fts.TABLE} ADD CONSTRAINT {pg_fts.TABLE}_episode
     FOREIGN KEY (id) REFERENCES episodes(id) ON DELETE CASCADE;
+{pg_fts.UPSERT_FUNCTION_DDL}
+{pg_fts.TRIGGER_DDL}
 """
 
 # Entities as SQLite keeps them (m005, m009): one per name and type in a scope; a mention

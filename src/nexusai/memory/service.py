@@ -1,8 +1,10 @@
-"""The memory service in-process: the SQLite store (the truth) plus the vectors derived from it.
+"""The memory service in-process: the episode store (the truth: SQLite, or PostgreSQL with
+NEXUS_DATABASE_URL) plus the vectors derived from it.
 
-Write path: an episode commits in SQLite first, marked `pending`; then it is embedded and
-upserted, and marked `indexed`. A crash or an embedder failure between the two loses
-nothing: pending episodes are retried on the next write, at start-up and by `nexus reindex`.
+Write path: an episode commits in the store first, marked `pending`; then it is embedded and
+upserted, and marked `indexed` if its text is still the text embedded. A crash or an
+embedder failure between the two loses nothing: pending episodes are retried on the next
+write, at start-up and by `nexus reindex`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from nexusai.memory import vector_state
 from nexusai.memory.chunks import VECTOR_WINDOWS, EpisodeVectors, episode_of, windows
 from nexusai.memory.entities import EntityMemory
 from nexusai.memory.extractors import Extractor, create_extractor
-from nexusai.memory.store import ImportedSession, Store
+from nexusai.memory.store import EpisodeStore, ImportedSession, Store
 from nexusai.memory.vector_state import VectorState
 from nexusai.memory.vectors import VectorIndex, open_vector_index
 from nexusai.models import Entity, Episode, NewEpisode
@@ -35,7 +37,7 @@ class EmbedderMismatch(ConfigError):
     pass
 
 
-def check_embedder(store: Store, embedder: Embedder) -> None:
+def check_embedder(store: EpisodeStore, embedder: Embedder) -> None:
     """The vectors in a store are only comparable with queries from the same embedder."""
     name, dimension = store.get_meta("embedder"), store.get_meta("embedder_dimension")
     if name is None:
@@ -49,7 +51,7 @@ def check_embedder(store: Store, embedder: Embedder) -> None:
         )
 
 
-def record_embedder(store: Store, embedder: Embedder) -> None:
+def record_embedder(store: EpisodeStore, embedder: Embedder) -> None:
     store.set_meta("embedder", embedder.name)
     store.set_meta("embedder_dimension", str(embedder.dimension))
 
@@ -67,7 +69,7 @@ def embedding_texts(episode: Episode, window_chars: int) -> list[str]:
 class Memory:
     def __init__(
         self,
-        store: Store,
+        store: EpisodeStore,
         embedder: Embedder,
         vectors: VectorIndex,
         batch_size: int = 256,
@@ -99,12 +101,12 @@ class Memory:
         from NEXUS_EXTRACTOR unless one is given."""
         embedder = embedder or create_embedder(config)
         extractor = extractor or create_extractor(config)
-        store = Store(config.db_path, max_content_bytes=config.max_content_bytes)
+        store = open_store(config)
         try:
             if check:
                 check_embedder(store, embedder)
-            vectors = open_vector_index(config, "episodes", embedder.dimension)
-            entity_vectors = open_vector_index(config, "entities", embedder.dimension)
+            vectors = _open_vectors(config, store, "episodes", embedder.dimension)
+            entity_vectors = _open_vectors(config, store, "entities", embedder.dimension)
         except BaseException:
             store.close()
             raise
@@ -263,15 +265,15 @@ class Memory:
             ]
         )
         with self.store.atomic() as conn:
-            vector_state.set_vectors(conn, [e.id for e in batch], VectorState.INDEXED)
+            vector_state.mark_indexed(conn, batch)
 
     def sync_pending(self, max_batches: int | None = None, progress: Progress | None = None) -> int:
         """Indexes pending episodes, oldest first; returns how many were indexed."""
         done = batches = 0
         while (max_batches is None or batches < max_batches) and not self.stopping.is_set():
-            ids = vector_state.pending_vectors(self.store.connection(), self.batch_size)
-            if not ids or not self.index(self.store.get_episodes(ids)):
-                break
+            with self.store.claim_pending_vectors(self.batch_size) as ids:
+                if not ids or not self.index(self.store.get_episodes(ids)):
+                    break
             done += len(ids)
             batches += 1
             self._rebuilding = max(self._rebuilding - len(ids), 0)
@@ -339,6 +341,30 @@ class Memory:
         self, vector: Sequence[float] | None, session_ids: Sequence[int], limit: int
     ) -> list[Entity]:
         return self.entities.search(vector, session_ids, limit)
+
+
+def open_store(config: Config) -> EpisodeStore:
+    """PostgreSQL when NEXUS_DATABASE_URL is set, else SQLite in the data directory."""
+    if config.database_url:
+        from nexusai.memory.pg_store import PgStore
+
+        return PgStore(config.database_url, max_content_bytes=config.max_content_bytes)
+    return Store(config.db_path, max_content_bytes=config.max_content_bytes)
+
+
+def _open_vectors(
+    config: Config, store: EpisodeStore, collection: str, dimension: int
+) -> VectorIndex:
+    """A Qdrant server when NEXUS_QDRANT_URL is set; else pgvector beside a PostgreSQL store
+    (Qdrant Edge belongs to one process, and replicas share the database); else Qdrant Edge
+    in the data directory."""
+    if not config.qdrant_url and config.database_url:
+        from nexusai.memory.pg_store import PgStore
+        from nexusai.memory.pgvector import PgVectorIndex
+
+        assert isinstance(store, PgStore)
+        return PgVectorIndex(store.pool, collection, dimension)
+    return open_vector_index(config, collection, dimension)
 
 
 def _yield_the_cpu() -> None:

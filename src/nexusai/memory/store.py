@@ -1,6 +1,10 @@
-"""The SQLite store: projects, sessions and episodes. SQLite is the source of truth.
+"""The episode store: projects, sessions and episodes, the source of truth.
 
-One file in WAL mode: readers run in parallel on their own thread-local connections, and
+`EpisodeStore` holds everything the two engines share: the SQL (written against `dbapi`),
+validation and the neighbour-context bookkeeping. `Store` is SQLite, the embedded default;
+`pg_store.PgStore` is PostgreSQL, for several replicas on one database (issue #18).
+
+SQLite is one file in WAL mode: readers run in parallel on their own thread-local connections, and
 writers take one in-process lock plus `BEGIN IMMEDIATE`, so concurrent requests queue for
 the write instead of failing with "database is locked".
 """
@@ -9,14 +13,17 @@ from __future__ import annotations
 
 import errno
 import json
+import os
+import secrets
 import sqlite3
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, Self
 
 from nexusai import keywords
 from nexusai.errors import (
@@ -30,6 +37,7 @@ from nexusai.errors import (
     TooLarge,
 )
 from nexusai.memory import fts, vector_state
+from nexusai.memory.dbapi import Connection, inserted_id
 from nexusai.memory.migrations import apply_migrations
 from nexusai.memory.texts import compose_context_text, compose_search_text
 from nexusai.memory.vector_state import VectorState
@@ -73,7 +81,419 @@ class _Unset:
 UNSET: Final = _Unset()
 
 
-class Store:
+class EpisodeStore(ABC):
+    """One store interface, two engines: each gives connections and transactions, its
+    keyword index and its secrets; the SQL over them is here, once."""
+
+    max_content_bytes: int
+    migrations_applied: list[str]
+
+    @abstractmethod
+    def connection(self) -> Connection:
+        """A connection to read with (this thread's transaction's, inside `atomic`)."""
+
+    @abstractmethod
+    def atomic(self) -> AbstractContextManager[Connection]:
+        """A write transaction; nested calls join the outer one. Writes are serialized."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def open_connections(self) -> int: ...
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Where the store is, for messages (never a password)."""
+
+    @abstractmethod
+    def secret(self, name: str) -> bytes:
+        """32 random bytes made once per store and kept with it (every replica of a shared
+        store gets the same ones)."""
+
+    @abstractmethod
+    def claim_pending_vectors(self, limit: int) -> AbstractContextManager[list[int]]:
+        """Up to `limit` episodes waiting for a vector, oldest first, which no one else
+        indexes until the block ends (reads and writes inside it join its transaction)."""
+
+    @abstractmethod
+    def keyword_index_ok(self) -> bool: ...
+
+    @abstractmethod
+    def rebuild_keyword_index(self) -> None: ...
+
+    @abstractmethod
+    def _keyword_search(
+        self, query: str, limit: int, session_ids: Sequence[int] | None
+    ) -> list[Episode]: ...
+
+    def _rows(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        return self.connection().execute(sql, params).fetchall()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- meta ---------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self._rows("SELECT value FROM meta WHERE key = ?", [key])
+        return rows[0]["value"] if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.atomic() as conn:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    # -- projects -----------------------------------------------------------------------
+
+    def create_project(self, name: str) -> Project:
+        name = _required_text("name", name, 200)
+        with self.atomic() as conn:
+            if conn.execute("SELECT 1 FROM projects WHERE name = ?", (name,)).fetchone():
+                raise Conflict(f"a project named {name!r} exists already")
+            cur = conn.execute(
+                "INSERT INTO projects (name, created_at) VALUES (?, ?) RETURNING id",
+                (name, now_text()),
+            )
+            project_id = inserted_id(cur)
+        return self.get_project(project_id)
+
+    def ensure_project(self, name: str) -> int:
+        with self.atomic():
+            found = self.find_project(name)
+            return found.id if found else self.create_project(name).id
+
+    def get_project(self, project_id: int) -> Project:
+        rows = self._rows("SELECT * FROM projects WHERE id = ?", [project_id])
+        if not rows:
+            raise NotFound(f"project {project_id} does not exist")
+        return Project(**dict(rows[0]))
+
+    def find_project(self, name: str) -> Project | None:
+        rows = self._rows("SELECT * FROM projects WHERE name = ?", [name])
+        return Project(**dict(rows[0])) if rows else None
+
+    def list_projects(self, limit: int = 100, offset: int = 0) -> list[Project]:
+        rows = self._rows("SELECT * FROM projects ORDER BY id LIMIT ? OFFSET ?", [limit, offset])
+        return [Project(**dict(row)) for row in rows]
+
+    def delete_project(self, project_id: int) -> list[int]:
+        """Deletes the project, its sessions and their episodes; returns the episode ids."""
+        with self.atomic() as conn:
+            self.get_project(project_id)
+            ids = _ids(
+                conn.execute(
+                    "SELECT e.id FROM episodes e JOIN sessions s ON s.id = e.session_id"
+                    " WHERE s.project_id = ?",
+                    (project_id,),
+                )
+            )
+            conn.execute("DELETE FROM projects WHERE id = ?", (project_id,))
+        return ids
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def create_session(self, project_id: int | None = None, title: str | None = None) -> Session:
+        with self.atomic() as conn:
+            if project_id is not None:
+                self.get_project(project_id)
+            cur = conn.execute(
+                "INSERT INTO sessions (project_id, title, created_at) VALUES (?, ?, ?)"
+                " RETURNING id",
+                (project_id, _optional_text("title", title, 500), now_text()),
+            )
+            session_id = inserted_id(cur)
+        return self.get_session(session_id)
+
+    def get_session(self, session_id: int) -> Session:
+        rows = self._rows("SELECT * FROM sessions WHERE id = ?", [session_id])
+        if not rows:
+            raise NotFound(f"session {session_id} does not exist")
+        return Session(**dict(rows[0]))
+
+    def list_sessions(
+        self, project_id: int | None = None, limit: int = 100, offset: int = 0
+    ) -> list[Session]:
+        where, params = (
+            ("WHERE project_id = ?", [project_id]) if project_id is not None else ("", [])
+        )
+        rows = self._rows(
+            f"SELECT * FROM sessions {where} ORDER BY id LIMIT ? OFFSET ?", [*params, limit, offset]
+        )
+        return [Session(**dict(row)) for row in rows]
+
+    def update_session(
+        self,
+        session_id: int,
+        *,
+        title: str | _Unset | None = UNSET,
+        project_id: int | _Unset | None = UNSET,
+    ) -> Session:
+        """Renames a session or moves it into (or, with project_id=None, out of) a project."""
+        with self.atomic() as conn:
+            self.get_session(session_id)
+            if not isinstance(title, _Unset):
+                conn.execute(
+                    "UPDATE sessions SET title = ? WHERE id = ?",
+                    (_optional_text("title", title, 500), session_id),
+                )
+            if not isinstance(project_id, _Unset):
+                if project_id is not None:
+                    self.get_project(project_id)
+                conn.execute(
+                    "UPDATE sessions SET project_id = ? WHERE id = ?", (project_id, session_id)
+                )
+        return self.get_session(session_id)
+
+    def delete_session(self, session_id: int) -> list[int]:
+        """Deletes the session and its episodes; returns the episode ids."""
+        with self.atomic() as conn:
+            self.get_session(session_id)
+            ids = _ids(conn.execute("SELECT id FROM episodes WHERE session_id = ?", (session_id,)))
+            conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        return ids
+
+    def resolve_session(self, project: str | None, title: str) -> Session:
+        """The session with this title in the project of this name (or in none), created
+        with the project when missing: how a face that names conversations finds one."""
+        title = _required_text("title", title, 500)
+        with self.atomic():
+            project_id = self.ensure_project(project) if project else None
+            where = "project_id = ?" if project_id is not None else "project_id IS NULL"
+            params = [title] + ([project_id] if project_id is not None else [])
+            rows = self._rows(
+                f"SELECT id FROM sessions WHERE title = ? AND {where} ORDER BY id LIMIT 1", params
+            )
+            return self.get_session(rows[0][0]) if rows else self.create_session(project_id, title)
+
+    def scope_session_ids(self, session_id: int) -> list[int]:
+        """The sessions a search from this session may see: its project's, or just itself."""
+        session = self.get_session(session_id)
+        if session.project_id is None:
+            return [session.id]
+        return self.project_session_ids(session.project_id)
+
+    def project_session_ids(self, project_id: int) -> list[int]:
+        """Every session of the project, oldest first."""
+        sql = "SELECT id FROM sessions WHERE project_id = ? ORDER BY id"
+        return _ids(self._rows(sql, [project_id]))
+
+    # -- episodes -----------------------------------------------------------------------
+
+    def add_episodes(self, session_id: int, episodes: Sequence[NewEpisode]) -> list[Episode]:
+        """Stores the episodes in one transaction: all of them, or (on bad input) none."""
+        rows = self._validated(episodes)
+        with self.atomic() as conn:
+            self.get_session(session_id)
+            ids = [self._insert(conn, session_id, row) for row in rows]
+        return self.get_episodes(ids)
+
+    def import_sessions(
+        self, sessions: Sequence[ImportedSession], project_id: int | None
+    ) -> tuple[int, list[int], int]:
+        """Writes a conversation's sessions in one transaction, skipping every session and
+        episode whose source key was imported before. Returns (new sessions, new episode
+        ids, episodes skipped)."""
+        new_sessions, new_ids, skipped = 0, [], 0
+        with self.atomic() as conn:
+            for session in sessions:
+                is_new, ids, already = self._import_session(conn, session, project_id)
+                new_sessions += is_new
+                new_ids += ids
+                skipped += already
+        return new_sessions, new_ids, skipped
+
+    def imported_episode_ids(self, prefix: str) -> dict[str, int]:
+        """Source key -> episode id for everything imported under keys starting with prefix."""
+        rows = self._rows(
+            "SELECT key, episode_id FROM import_episodes WHERE key >= ? AND key < ?",
+            [prefix, prefix + "\U0010ffff"],
+        )
+        return {row[0]: int(row[1]) for row in rows}
+
+    def _import_session(
+        self, conn: Connection, session: ImportedSession, project_id: int | None
+    ) -> tuple[bool, list[int], int]:
+        rows = self._validated([source.episode for source in session.episodes])
+        sql = "SELECT session_id FROM import_sessions WHERE key = ?"
+        found = conn.execute(sql, (session.key,)).fetchone()
+        if found:
+            session_id = int(found[0])
+        else:
+            session_id = self.create_session(project_id, (session.title or session.key)[:500]).id
+            conn.execute("INSERT INTO import_sessions VALUES (?, ?)", (session.key, session_id))
+        ids, skipped = [], 0
+        for source, row in zip(session.episodes, rows, strict=True):
+            if conn.execute(
+                "SELECT 1 FROM import_episodes WHERE key = ?", (source.key,)
+            ).fetchone():
+                skipped += 1
+                continue
+            ids.append(self._insert(conn, session_id, row))
+            conn.execute("INSERT INTO import_episodes VALUES (?, ?)", (source.key, ids[-1]))
+        return found is None, ids, skipped
+
+    def _validated(self, episodes: Sequence[NewEpisode]) -> list[_Row]:
+        rows = []
+        for index, episode in enumerate(episodes):
+            try:
+                rows.append(self._row(episode))
+            except NexusError as exc:
+                if len(episodes) == 1:
+                    raise
+                raise type(exc)(f"episodes[{index}]: {exc}") from None
+        return rows
+
+    def _insert(self, conn: Connection, session_id: int, row: _Row) -> int:
+        previous = _context_before(conn, session_id, row.occurred_at, None)
+        cursor = conn.execute(
+            "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at,"
+            " metadata, search_text, context_text, image_caption, search_cjk)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (
+                session_id,
+                row.speaker,
+                row.content,
+                row.occurred_at,
+                now_text(),
+                json.dumps(row.metadata, ensure_ascii=False),
+                _search_text(row),
+                previous,
+                row.image_caption,
+                keywords.cjk_text(_search_text(row)),
+            ),
+        )
+        episode_id = inserted_id(cursor)
+        _refresh_context_after(conn, session_id, row.occurred_at, episode_id)
+        return episode_id
+
+    def _row(self, episode: NewEpisode) -> _Row:
+        content = _required_text("content", episode.content, None)
+        size = len(episode.content.encode("utf-8"))
+        if size > self.max_content_bytes:
+            raise TooLarge(
+                f"content is {size} bytes; the limit is {self.max_content_bytes} bytes"
+                " (NEXUS_MAX_CONTENT_BYTES)"
+            )
+        occurred = to_utc_text(episode.occurred_at) if episode.occurred_at else now_text()
+        speaker = _required_text("speaker", episode.speaker, 200)
+        caption = _optional_text("imageCaption", episode.image_caption, 2000)
+        return _Row(speaker, content, occurred, dict(episode.metadata or {}), caption)
+
+    def get_episode(self, episode_id: int) -> Episode:
+        rows = self._rows("SELECT * FROM episodes WHERE id = ?", [episode_id])
+        if not rows:
+            raise NotFound(f"episode {episode_id} does not exist")
+        return self._episode_from_row(rows[0])
+
+    def get_episodes(self, ids: Sequence[int]) -> list[Episode]:
+        """Episodes in the order of `ids`; an id with no row is skipped."""
+        if not ids:
+            return []
+        rows = self._rows(
+            "SELECT * FROM episodes WHERE id IN (SELECT value FROM json_each(?))",
+            [json.dumps([int(i) for i in ids])],
+        )
+        by_id = {row["id"]: self._episode_from_row(row) for row in rows}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def list_episodes(self, session_id: int, limit: int = 100, offset: int = 0) -> list[Episode]:
+        """A session's episodes in time order (ties in insertion order)."""
+        self.get_session(session_id)
+        rows = self._rows(
+            "SELECT * FROM episodes WHERE session_id = ? ORDER BY occurred_at, id LIMIT ? OFFSET ?",
+            [session_id, limit, offset],
+        )
+        return [self._episode_from_row(row) for row in rows]
+
+    def recent_episodes(self, session_id: int, limit: int) -> list[Episode]:
+        """The last `limit` episodes of a session, oldest first."""
+        rows = self._rows(
+            "SELECT * FROM episodes WHERE session_id = ?"
+            " ORDER BY occurred_at DESC, id DESC LIMIT ?",
+            [session_id, limit],
+        )
+        return [self._episode_from_row(row) for row in reversed(rows)]
+
+    def update_episode(
+        self,
+        episode_id: int,
+        *,
+        content: str | None = None,
+        speaker: str | None = None,
+        metadata: dict[str, Any] | _Unset | None = UNSET,
+        image_caption: str | _Unset | None = UNSET,
+        occurred_at: datetime | None = None,
+    ) -> Episode:
+        """Changes what is given. `metadata` is a JSON merge patch (RFC 7396) over the
+        stored metadata (None clears it); `image_caption` None removes the caption. A new
+        text or time re-indexes the episode and the turns it is now read with."""
+        current = self.get_episode(episode_id)
+        row = self._row(_edited(current, content, speaker, metadata, image_caption, occurred_at))
+        if occurred_at is None:
+            row = replace(row, occurred_at=current.occurred_at)
+        with self.atomic() as conn:
+            self.get_episode(episode_id)
+            _rewrite(conn, episode_id, row)
+            context = _context_before(conn, current.session_id, row.occurred_at, episode_id)
+            conn.execute("UPDATE episodes SET context_text = ? WHERE id = ?", (context, episode_id))
+            if (_search_text(row), context) != (current.search_text, current.context_text):
+                vector_state.set_vectors(conn, [episode_id], VectorState.PENDING)
+            # The turns after its old place and after its new one are read with another now.
+            _refresh_context_after(conn, current.session_id, current.occurred_at, episode_id)
+            _refresh_context_after(conn, current.session_id, row.occurred_at, episode_id)
+        return self.get_episode(episode_id)
+
+    def delete_episode(self, episode_id: int) -> None:
+        with self.atomic() as conn:
+            episode = self.get_episode(episode_id)
+            conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
+            _refresh_context_after(conn, episode.session_id, episode.occurred_at, episode_id)
+
+    # -- keyword search -----------------------------------------------------------------
+
+    def search_keyword(
+        self, query: str, limit: int = 20, session_ids: Sequence[int] | None = None
+    ) -> list[Episode]:
+        """Episodes matching the words of `query`, best BM25 first, within the sessions given
+        (all when None; none when empty). Query syntax in `query` is searched for, never
+        parsed."""
+        return self._keyword_search(query, limit, session_ids)
+
+    def episode_ids(self) -> list[int]:
+        return _ids(self._rows("SELECT id FROM episodes ORDER BY id"))
+
+    def count_episodes(self, session_id: int | None = None) -> int:
+        if session_id is None:
+            return int(self._rows("SELECT count(*) FROM episodes")[0][0])
+        sql = "SELECT count(*) FROM episodes WHERE session_id = ?"
+        return int(self._rows(sql, [session_id])[0][0])
+
+    def count_projects(self) -> int:
+        return int(self._rows("SELECT count(*) FROM projects")[0][0])
+
+    def count_sessions(self, project_id: int | None = None) -> int:
+        if project_id is None:
+            return int(self._rows("SELECT count(*) FROM sessions")[0][0])
+        sql = "SELECT count(*) FROM sessions WHERE project_id = ?"
+        return int(self._rows(sql, [project_id])[0][0])
+
+    @staticmethod
+    def _episode_from_row(row: Any) -> Episode:
+        values = dict(row)
+        values["metadata"] = json.loads(values["metadata"])
+        return Episode(**{k: values[k] for k in Episode.__dataclass_fields__})
+
+
+class Store(EpisodeStore):
+    """The SQLite store."""
+
     def __init__(
         self,
         path: str | Path,
@@ -175,9 +595,6 @@ class Store:
         with self._connections_lock:
             return len(self._connections)
 
-    def _rows(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
-        return self.connection().execute(sql, params).fetchall()
-
     def close(self) -> None:
         with self._connections_lock:
             for conn in self._connections.values():
@@ -185,360 +602,29 @@ class Store:
             self._connections.clear()
         self._local = threading.local()
 
-    def __enter__(self) -> Store:
-        return self
+    def describe(self) -> str:
+        return str(self.path)
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def secret(self, name: str) -> bytes:
+        return _read_or_make(self.path.parent / name)
 
-    # -- meta ---------------------------------------------------------------------------
+    @contextmanager
+    def claim_pending_vectors(self, limit: int) -> Iterator[list[int]]:
+        # One process indexes a SQLite store: there is no one to claim from.
+        yield vector_state.pending_vectors(self.connection(), limit)
 
-    def get_meta(self, key: str) -> str | None:
-        rows = self._rows("SELECT value FROM meta WHERE key = ?", [key])
-        return rows[0]["value"] if rows else None
+    def keyword_index_ok(self) -> bool:
+        return fts.integrity_check(self.connection())
 
-    def set_meta(self, key: str, value: str) -> None:
+    def rebuild_keyword_index(self) -> None:
         with self.atomic() as conn:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES (?, ?)"
-                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )
+            fts.rebuild_index(conn)
 
-    # -- projects -----------------------------------------------------------------------
-
-    def create_project(self, name: str) -> Project:
-        name = _required_text("name", name, 200)
-        with self.atomic() as conn:
-            if conn.execute("SELECT 1 FROM projects WHERE name = ?", (name,)).fetchone():
-                raise Conflict(f"a project named {name!r} exists already")
-            cur = conn.execute(
-                "INSERT INTO projects (name, created_at) VALUES (?, ?)", (name, now_text())
-            )
-        return self.get_project(_lastrowid(cur))
-
-    def ensure_project(self, name: str) -> int:
-        with self.atomic():
-            found = self.find_project(name)
-            return found.id if found else self.create_project(name).id
-
-    def get_project(self, project_id: int) -> Project:
-        rows = self._rows("SELECT * FROM projects WHERE id = ?", [project_id])
-        if not rows:
-            raise NotFound(f"project {project_id} does not exist")
-        return Project(**dict(rows[0]))
-
-    def find_project(self, name: str) -> Project | None:
-        rows = self._rows("SELECT * FROM projects WHERE name = ?", [name])
-        return Project(**dict(rows[0])) if rows else None
-
-    def list_projects(self, limit: int = 100, offset: int = 0) -> list[Project]:
-        rows = self._rows("SELECT * FROM projects ORDER BY id LIMIT ? OFFSET ?", [limit, offset])
-        return [Project(**dict(row)) for row in rows]
-
-    def delete_project(self, project_id: int) -> list[int]:
-        """Deletes the project, its sessions and their episodes; returns the episode ids."""
-        with self.atomic() as conn:
-            self.get_project(project_id)
-            ids = _ids(
-                conn.execute(
-                    "SELECT e.id FROM episodes e JOIN sessions s ON s.id = e.session_id"
-                    " WHERE s.project_id = ?",
-                    (project_id,),
-                )
-            )
-            conn.execute("DELETE FROM projects WHERE id = ?", (project_id,))
-        return ids
-
-    # -- sessions -----------------------------------------------------------------------
-
-    def create_session(self, project_id: int | None = None, title: str | None = None) -> Session:
-        with self.atomic() as conn:
-            if project_id is not None:
-                self.get_project(project_id)
-            cur = conn.execute(
-                "INSERT INTO sessions (project_id, title, created_at) VALUES (?, ?, ?)",
-                (project_id, _optional_text("title", title, 500), now_text()),
-            )
-        return self.get_session(_lastrowid(cur))
-
-    def get_session(self, session_id: int) -> Session:
-        rows = self._rows("SELECT * FROM sessions WHERE id = ?", [session_id])
-        if not rows:
-            raise NotFound(f"session {session_id} does not exist")
-        return Session(**dict(rows[0]))
-
-    def list_sessions(
-        self, project_id: int | None = None, limit: int = 100, offset: int = 0
-    ) -> list[Session]:
-        where, params = (
-            ("WHERE project_id = ?", [project_id]) if project_id is not None else ("", [])
-        )
-        rows = self._rows(
-            f"SELECT * FROM sessions {where} ORDER BY id LIMIT ? OFFSET ?", [*params, limit, offset]
-        )
-        return [Session(**dict(row)) for row in rows]
-
-    def update_session(
-        self,
-        session_id: int,
-        *,
-        title: str | _Unset | None = UNSET,
-        project_id: int | _Unset | None = UNSET,
-    ) -> Session:
-        """Renames a session or moves it into (or, with project_id=None, out of) a project."""
-        with self.atomic() as conn:
-            self.get_session(session_id)
-            if not isinstance(title, _Unset):
-                conn.execute(
-                    "UPDATE sessions SET title = ? WHERE id = ?",
-                    (_optional_text("title", title, 500), session_id),
-                )
-            if not isinstance(project_id, _Unset):
-                if project_id is not None:
-                    self.get_project(project_id)
-                conn.execute(
-                    "UPDATE sessions SET project_id = ? WHERE id = ?", (project_id, session_id)
-                )
-        return self.get_session(session_id)
-
-    def delete_session(self, session_id: int) -> list[int]:
-        """Deletes the session and its episodes; returns the episode ids."""
-        with self.atomic() as conn:
-            self.get_session(session_id)
-            ids = _ids(conn.execute("SELECT id FROM episodes WHERE session_id = ?", (session_id,)))
-            conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-        return ids
-
-    def resolve_session(self, project: str | None, title: str) -> Session:
-        """The session with this title in the project of this name (or in none), created
-        with the project when missing: how a face that names conversations finds one."""
-        title = _required_text("title", title, 500)
-        with self.atomic():
-            project_id = self.ensure_project(project) if project else None
-            where = "project_id = ?" if project_id is not None else "project_id IS NULL"
-            params = [title] + ([project_id] if project_id is not None else [])
-            rows = self._rows(
-                f"SELECT id FROM sessions WHERE title = ? AND {where} ORDER BY id LIMIT 1", params
-            )
-            return self.get_session(rows[0][0]) if rows else self.create_session(project_id, title)
-
-    def scope_session_ids(self, session_id: int) -> list[int]:
-        """The sessions a search from this session may see: its project's, or just itself."""
-        session = self.get_session(session_id)
-        if session.project_id is None:
-            return [session.id]
-        return _ids(
-            self.connection().execute(
-                "SELECT id FROM sessions WHERE project_id = ? ORDER BY id", (session.project_id,)
-            )
-        )
-
-    # -- episodes -----------------------------------------------------------------------
-
-    def add_episodes(self, session_id: int, episodes: Sequence[NewEpisode]) -> list[Episode]:
-        """Stores the episodes in one transaction: all of them, or (on bad input) none."""
-        rows = self._validated(episodes)
-        with self.atomic() as conn:
-            self.get_session(session_id)
-            ids = [self._insert(conn, session_id, row) for row in rows]
-        return self.get_episodes(ids)
-
-    def import_sessions(
-        self, sessions: Sequence[ImportedSession], project_id: int | None
-    ) -> tuple[int, list[int], int]:
-        """Writes a conversation's sessions in one transaction, skipping every session and
-        episode whose source key was imported before. Returns (new sessions, new episode
-        ids, episodes skipped)."""
-        new_sessions, new_ids, skipped = 0, [], 0
-        with self.atomic() as conn:
-            for session in sessions:
-                is_new, ids, already = self._import_session(conn, session, project_id)
-                new_sessions += is_new
-                new_ids += ids
-                skipped += already
-        return new_sessions, new_ids, skipped
-
-    def imported_episode_ids(self, prefix: str) -> dict[str, int]:
-        """Source key -> episode id for everything imported under keys starting with prefix."""
-        rows = self._rows(
-            "SELECT key, episode_id FROM import_episodes WHERE key >= ? AND key < ?",
-            [prefix, prefix + "\U0010ffff"],
-        )
-        return {row[0]: int(row[1]) for row in rows}
-
-    def _import_session(
-        self, conn: sqlite3.Connection, session: ImportedSession, project_id: int | None
-    ) -> tuple[bool, list[int], int]:
-        rows = self._validated([source.episode for source in session.episodes])
-        sql = "SELECT session_id FROM import_sessions WHERE key = ?"
-        found = conn.execute(sql, (session.key,)).fetchone()
-        if found:
-            session_id = int(found[0])
-        else:
-            session_id = self.create_session(project_id, (session.title or session.key)[:500]).id
-            conn.execute("INSERT INTO import_sessions VALUES (?, ?)", (session.key, session_id))
-        ids, skipped = [], 0
-        for source, row in zip(session.episodes, rows, strict=True):
-            if conn.execute(
-                "SELECT 1 FROM import_episodes WHERE key = ?", (source.key,)
-            ).fetchone():
-                skipped += 1
-                continue
-            ids.append(self._insert(conn, session_id, row))
-            conn.execute("INSERT INTO import_episodes VALUES (?, ?)", (source.key, ids[-1]))
-        return found is None, ids, skipped
-
-    def _validated(self, episodes: Sequence[NewEpisode]) -> list[_Row]:
-        rows = []
-        for index, episode in enumerate(episodes):
-            try:
-                rows.append(self._row(episode))
-            except NexusError as exc:
-                if len(episodes) == 1:
-                    raise
-                raise type(exc)(f"episodes[{index}]: {exc}") from None
-        return rows
-
-    def _insert(self, conn: sqlite3.Connection, session_id: int, row: _Row) -> int:
-        previous = _context_before(conn, session_id, row.occurred_at, None)
-        cursor = conn.execute(
-            "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at,"
-            " metadata, search_text, context_text, image_caption, search_cjk)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                session_id,
-                row.speaker,
-                row.content,
-                row.occurred_at,
-                now_text(),
-                json.dumps(row.metadata, ensure_ascii=False),
-                _search_text(row),
-                previous,
-                row.image_caption,
-                keywords.cjk_text(_search_text(row)),
-            ),
-        )
-        episode_id = _lastrowid(cursor)
-        _refresh_context_after(conn, session_id, row.occurred_at, episode_id)
-        return episode_id
-
-    def _row(self, episode: NewEpisode) -> _Row:
-        content = _required_text("content", episode.content, None)
-        size = len(episode.content.encode("utf-8"))
-        if size > self.max_content_bytes:
-            raise TooLarge(
-                f"content is {size} bytes; the limit is {self.max_content_bytes} bytes"
-                " (NEXUS_MAX_CONTENT_BYTES)"
-            )
-        occurred = to_utc_text(episode.occurred_at) if episode.occurred_at else now_text()
-        speaker = _required_text("speaker", episode.speaker, 200)
-        caption = _optional_text("imageCaption", episode.image_caption, 2000)
-        return _Row(speaker, content, occurred, dict(episode.metadata or {}), caption)
-
-    def get_episode(self, episode_id: int) -> Episode:
-        rows = self._rows("SELECT * FROM episodes WHERE id = ?", [episode_id])
-        if not rows:
-            raise NotFound(f"episode {episode_id} does not exist")
-        return self._episode_from_row(rows[0])
-
-    def get_episodes(self, ids: Sequence[int]) -> list[Episode]:
-        """Episodes in the order of `ids`; an id with no row is skipped."""
-        if not ids:
-            return []
-        rows = self._rows(
-            "SELECT * FROM episodes WHERE id IN (SELECT value FROM json_each(?))",
-            [json.dumps([int(i) for i in ids])],
-        )
-        by_id = {row["id"]: self._episode_from_row(row) for row in rows}
-        return [by_id[i] for i in ids if i in by_id]
-
-    def list_episodes(self, session_id: int, limit: int = 100, offset: int = 0) -> list[Episode]:
-        """A session's episodes in time order (ties in insertion order)."""
-        self.get_session(session_id)
-        rows = self._rows(
-            "SELECT * FROM episodes WHERE session_id = ? ORDER BY occurred_at, id LIMIT ? OFFSET ?",
-            [session_id, limit, offset],
-        )
-        return [self._episode_from_row(row) for row in rows]
-
-    def recent_episodes(self, session_id: int, limit: int) -> list[Episode]:
-        """The last `limit` episodes of a session, oldest first."""
-        rows = self._rows(
-            "SELECT * FROM episodes WHERE session_id = ?"
-            " ORDER BY occurred_at DESC, id DESC LIMIT ?",
-            [session_id, limit],
-        )
-        return [self._episode_from_row(row) for row in reversed(rows)]
-
-    def update_episode(
-        self,
-        episode_id: int,
-        *,
-        content: str | None = None,
-        speaker: str | None = None,
-        metadata: dict[str, Any] | _Unset | None = UNSET,
-        image_caption: str | _Unset | None = UNSET,
-        occurred_at: datetime | None = None,
-    ) -> Episode:
-        """Changes what is given. `metadata` is a JSON merge patch (RFC 7396) over the
-        stored metadata (None clears it); `image_caption` None removes the caption. A new
-        text or time re-indexes the episode and the turns it is now read with."""
-        current = self.get_episode(episode_id)
-        row = self._row(_edited(current, content, speaker, metadata, image_caption, occurred_at))
-        if occurred_at is None:
-            row = replace(row, occurred_at=current.occurred_at)
-        with self.atomic() as conn:
-            self.get_episode(episode_id)
-            _rewrite(conn, episode_id, row)
-            context = _context_before(conn, current.session_id, row.occurred_at, episode_id)
-            conn.execute("UPDATE episodes SET context_text = ? WHERE id = ?", (context, episode_id))
-            if (_search_text(row), context) != (current.search_text, current.context_text):
-                vector_state.set_vectors(conn, [episode_id], VectorState.PENDING)
-            # The turns after its old place and after its new one are read with another now.
-            _refresh_context_after(conn, current.session_id, current.occurred_at, episode_id)
-            _refresh_context_after(conn, current.session_id, row.occurred_at, episode_id)
-        return self.get_episode(episode_id)
-
-    def delete_episode(self, episode_id: int) -> None:
-        with self.atomic() as conn:
-            episode = self.get_episode(episode_id)
-            conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
-            _refresh_context_after(conn, episode.session_id, episode.occurred_at, episode_id)
-
-    # -- keyword search -----------------------------------------------------------------
-
-    def search_keyword(
-        self, query: str, limit: int = 20, session_ids: Sequence[int] | None = None
+    def _keyword_search(
+        self, query: str, limit: int, session_ids: Sequence[int] | None
     ) -> list[Episode]:
-        """Episodes matching the words of `query`, best BM25 first, within the sessions given
-        (all when None; none when empty). FTS5 syntax in `query` is searched for."""
         rows = fts.search(self.connection, query, limit, session_ids)
         return [self._episode_from_row(row) for row in rows]
-
-    def episode_ids(self) -> list[int]:
-        return _ids(self._rows("SELECT id FROM episodes ORDER BY id"))
-
-    def count_episodes(self, session_id: int | None = None) -> int:
-        if session_id is None:
-            return int(self._rows("SELECT count(*) FROM episodes")[0][0])
-        sql = "SELECT count(*) FROM episodes WHERE session_id = ?"
-        return int(self._rows(sql, [session_id])[0][0])
-
-    def count_projects(self) -> int:
-        return int(self._rows("SELECT count(*) FROM projects")[0][0])
-
-    def count_sessions(self, project_id: int | None = None) -> int:
-        if project_id is None:
-            return int(self._rows("SELECT count(*) FROM sessions")[0][0])
-        sql = "SELECT count(*) FROM sessions WHERE project_id = ?"
-        return int(self._rows(sql, [project_id])[0][0])
-
-    @staticmethod
-    def _episode_from_row(row: sqlite3.Row) -> Episode:
-        values = dict(row)
-        values["metadata"] = json.loads(values["metadata"])
-        return Episode(**{k: values[k] for k in Episode.__dataclass_fields__})
 
 
 @dataclass(frozen=True)
@@ -591,7 +677,7 @@ def _search_text(row: _Row) -> str:
     return compose_search_text(row.speaker, row.content, row.image_caption)
 
 
-def _rewrite(conn: sqlite3.Connection, episode_id: int, row: _Row) -> None:
+def _rewrite(conn: Connection, episode_id: int, row: _Row) -> None:
     conn.execute(
         "UPDATE episodes SET speaker = ?, content = ?, metadata = ?, image_caption = ?,"
         " occurred_at = ?, search_text = ?, search_cjk = ? WHERE id = ?",
@@ -609,7 +695,7 @@ def _rewrite(conn: sqlite3.Connection, episode_id: int, row: _Row) -> None:
 
 
 def _context_before(
-    conn: sqlite3.Connection, session_id: int, occurred_at: str, episode_id: int | None
+    conn: Connection, session_id: int, occurred_at: str, episode_id: int | None
 ) -> str:
     """The context text for a turn at this place in its session: the end of the turn just
     before it (by time, then id), or "" for a session's first turn."""
@@ -627,7 +713,7 @@ def _context_before(
 
 
 def _refresh_context_after(
-    conn: sqlite3.Connection, session_id: int, occurred_at: str, episode_id: int
+    conn: Connection, session_id: int, occurred_at: str, episode_id: int
 ) -> None:
     """A turn inserted before, edited under, or deleted from under another changes what that
     one is indexed with; it gets its new context and a new vector."""
@@ -657,12 +743,7 @@ def _optional_text(name: str, value: str | None, max_chars: int) -> str | None:
     return None if value is None else _required_text(name, value, max_chars)
 
 
-def _lastrowid(cursor: sqlite3.Cursor) -> int:
-    assert cursor.lastrowid is not None
-    return cursor.lastrowid
-
-
-def _ids(rows: Iterable[sqlite3.Row]) -> list[int]:
+def _ids(rows: Iterable[Any]) -> list[int]:
     return [int(row[0]) for row in rows]
 
 
@@ -670,3 +751,19 @@ def _disk_full(exc: BaseException) -> bool:
     if isinstance(exc, sqlite3.OperationalError):
         return "database or disk is full" in str(exc)
     return isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+
+
+def _read_or_make(path: Path) -> bytes:
+    """A secret file: made once, written where only this user can read it."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    key = secrets.token_bytes(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process made it first: use theirs
+        return path.read_bytes()
+    with os.fdopen(fd, "wb") as out:
+        out.write(key)
+    return key

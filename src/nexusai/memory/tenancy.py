@@ -88,8 +88,7 @@ class Tenancy:
 
     def own_session_ids(self) -> list[int]:
         assert self.principal.project_id is not None
-        sessions = self.memory.store.list_sessions(self.principal.project_id, limit=-1)  # all
-        return [s.id for s in sessions]
+        return self.memory.store.project_session_ids(self.principal.project_id)
 
 
 def _project_of_scope(scope: str | None) -> int | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from nexusai.config import Config
 from nexusai.errors import Conflict, InvalidInput
-from nexusai.memory import fts, vector_state
+from nexusai.memory import vector_state
 from nexusai.memory.service import Memory, Progress
 from nexusai.memory.vector_state import VectorState
 
@@ -40,7 +40,7 @@ class Checkup:
 
     def lines(self) -> list[str]:
         return [
-            f"FTS5 index agrees with the episodes table: {'yes' if self.fts_ok else 'NO'}",
+            f"keyword index agrees with the episodes table: {'yes' if self.fts_ok else 'NO'}",
             f"episodes waiting for a vector: {self.pending_vectors}",
             f"vectors whose episode is gone: {len(self.vectors_without_rows)}",
             f"episodes marked indexed but missing from the vector index: "
@@ -55,7 +55,7 @@ def check(memory: Memory) -> Checkup:
     every = set(memory.store.episode_ids())
     points = memory.vectors.ids()
     return Checkup(
-        fts_ok=fts.integrity_check(conn),
+        fts_ok=memory.store.keyword_index_ok(),
         pending_vectors=vector_state.count_pending_vectors(conn),
         vectors_without_rows=sorted(points - every),
         rows_without_vectors=sorted(indexed - points),
@@ -65,8 +65,7 @@ def check(memory: Memory) -> Checkup:
 
 def repair(memory: Memory, found: Checkup, progress: Progress | None = None) -> None:
     if not found.fts_ok:
-        with memory.store.atomic() as conn:
-            fts.rebuild_index(conn)
+        memory.store.rebuild_keyword_index()
     memory.vectors.delete(found.vectors_without_rows)
     with memory.store.atomic() as conn:
         vector_state.set_vectors(conn, found.rows_without_vectors, VectorState.PENDING)
@@ -77,6 +76,7 @@ def repair(memory: Memory, found: Checkup, progress: Progress | None = None) -> 
 def backup(config: Config, destination: Path) -> int:
     """A consistent copy of the SQLite store, taken while the service may be writing.
     Returns its size in bytes."""
+    _sqlite_only(config, "backup")
     if destination.exists():
         raise Conflict(f"{destination} exists already; choose a new file")
     if not config.db_path.exists():
@@ -95,6 +95,7 @@ def backup(config: Config, destination: Path) -> int:
 def restore(config: Config, source: Path, progress: Progress | None = None) -> int:
     """Puts a backup in place of an empty data directory and rebuilds the vectors from it.
     Returns how many episodes it holds."""
+    _sqlite_only(config, "restore")
     if config.db_path.exists():
         raise Conflict(
             f"{config.db_path} exists; restore into an empty data directory (NEXUS_DATA_DIR)"
@@ -109,6 +110,14 @@ def restore(config: Config, source: Path, progress: Progress | None = None) -> i
         return memory.store.count_episodes()
     finally:
         memory.close()
+
+
+def _sqlite_only(config: Config, command: str) -> None:
+    if config.database_url:
+        raise InvalidInput(
+            f"`nexus {command}` is for the SQLite store; NEXUS_DATABASE_URL points at"
+            f" PostgreSQL, whose own tools do this (pg_dump, pg_restore)"
+        )
 
 
 def _put_in_place(source: Path, target: Path) -> None:

@@ -1,0 +1,263 @@
+"""The PostgreSQL store (issue #18): the same `EpisodeStore`, on a database several memory
+replicas share.
+
+- **Connections.** A psycopg pool. A read outside a transaction borrows a connection for
+  one statement; `atomic` holds one for the transaction, and every read the same thread
+  makes inside it goes through that connection, so it sees its own uncommitted writes.
+- **Writes are serialized**, as SQLite's are, by a transaction-scoped advisory lock: the
+  neighbour-context bookkeeping (a turn is indexed with the end of the one before it) reads
+  then writes, and must not interleave with another replica's insert into the same session.
+- **Vectors waiting to be made** are claimed with `FOR UPDATE SKIP LOCKED`: two replicas
+  repairing at once take different episodes, and an edit waits for the claim to end, so
+  no vector is made from text that changed under it.
+- **The SQL** is the shared SQLite-flavoured SQL, translated once per statement: `?` to
+  `%s` and SQLite's `json_each` id lists to `jsonb_array_elements_text`.
+- **Values** come back as SQLite's do: times as the store's UTC text, metadata as JSON text.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import secrets
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.adapt import Buffer
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.datetime import TimestamptzLoader
+from psycopg.types.string import TextLoader
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from nexusai.errors import DISK_FULL, ConfigError, StorageFull
+from nexusai.memory import pg_fts
+from nexusai.memory.pg_migrations import apply_migrations
+from nexusai.memory.store import EpisodeStore
+from nexusai.memory.vector_state import VectorState
+from nexusai.models import Episode, to_utc_text
+
+PgConnection = psycopg.Connection[Any]
+WRITE_LOCK = "hashtext('nexus_writes')"
+_JSON_IDS = re.compile(r"SELECT value FROM json_each\(\?\)")
+
+
+class PgStore(EpisodeStore):
+    """The PostgreSQL store, over a pool it owns (the pgvector index may share it)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_content_bytes: int = 1024 * 1024,
+        pool_size: int = 16,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.url = url
+        self.max_content_bytes = max_content_bytes
+        self.pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True},
+            configure=_configure,
+            open=False,
+        )
+        self._local = threading.local()
+        try:
+            self.pool.open(wait=True, timeout=connect_timeout)
+            with self.pool.connection() as conn:
+                self.migrations_applied = apply_migrations(conn)
+        except (PoolTimeout, psycopg.Error) as exc:
+            self.pool.close()
+            raise ConfigError(
+                f"cannot use the PostgreSQL store at {self.describe()} (NEXUS_DATABASE_URL):"
+                f" {_first_line(exc)}"
+            ) from None
+
+    def describe(self) -> str:
+        """The URL without its password."""
+        parts = conninfo_to_dict(self.url)
+        where = f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}"
+        return f"postgresql://{parts.get('user', '')}@{where}/{parts.get('dbname', '')}"
+
+    # -- connections and transactions ------------------------------------------------
+
+    def connection(self) -> _Connection | _Reads:
+        current: _Connection | None = getattr(self._local, "transaction", None)
+        return current if current is not None else _Reads(self.pool)
+
+    @contextmanager
+    def atomic(self) -> Iterator[_Connection]:
+        with self._transaction(lock=True) as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self, *, lock: bool) -> Iterator[_Connection]:
+        current: _Connection | None = getattr(self._local, "transaction", None)
+        if current is not None:
+            yield current
+            return
+        try:
+            with self.pool.connection() as raw, raw.transaction():
+                if lock:
+                    raw.execute(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
+                self._local.transaction = _Connection(raw)
+                try:
+                    yield self._local.transaction
+                finally:
+                    self._local.transaction = None
+        except pg_errors.DiskFull as exc:
+            raise StorageFull(DISK_FULL) from exc
+
+    def open_connections(self) -> int:
+        return int(self.pool.get_stats().get("pool_size", 0))
+
+    def close(self) -> None:
+        self.pool.close()
+
+    # -- what differs from SQLite ----------------------------------------------------
+
+    def secret(self, name: str) -> bytes:
+        key = f"secret:{name}"
+        with self.atomic() as conn:
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                (key, secrets.token_hex(32)),
+            )
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        assert row is not None  # inserted above, or by whoever got there first
+        return bytes.fromhex(row[0])
+
+    @contextmanager
+    def claim_pending_vectors(self, limit: int) -> Iterator[list[int]]:
+        # Not under the write lock: the claim lasts as long as the embedding does, and only
+        # edits of the claimed rows wait for it.
+        with self._transaction(lock=False) as conn:
+            rows = conn.execute(
+                "SELECT id FROM episodes WHERE vector_state = ? ORDER BY id LIMIT ?"
+                " FOR UPDATE SKIP LOCKED",
+                (VectorState.PENDING.value, limit),
+            )
+            yield [int(row[0]) for row in rows]
+
+    def keyword_index_ok(self) -> bool:
+        with self.pool.connection() as raw:
+            return pg_fts.agrees(raw)
+
+    def rebuild_keyword_index(self) -> None:
+        with self.atomic() as conn:
+            pg_fts.rebuild(conn.raw)
+
+    def _keyword_search(
+        self, query: str, limit: int, session_ids: Sequence[int] | None
+    ) -> list[Episode]:
+        current: _Connection | None = getattr(self._local, "transaction", None)
+        if current is not None:
+            ids = pg_fts.search(current.raw, query, limit, session_ids)
+        else:
+            with self.pool.connection() as raw:
+                ids = pg_fts.search(raw, query, limit, session_ids)
+        return self.get_episodes(ids)
+
+
+class _Row:
+    """A row read by position or by column name, as `sqlite3.Row` is."""
+
+    __slots__ = ("_names", "_values")
+
+    def __init__(self, names: dict[str, int], values: Sequence[Any]) -> None:
+        self._names = names
+        self._values = values
+
+    def __getitem__(self, key: int | str) -> Any:
+        return self._values[self._names[key] if isinstance(key, str) else key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+def _rows(cursor: psycopg.Cursor[Any]) -> Any:
+    names = {column.name: i for i, column in enumerate(cursor.description or [])}
+    return lambda values: _Row(names, values)
+
+
+class _TimeText(TimestamptzLoader):
+    """A `timestamptz` as the store's UTC text, the form SQLite stores and compares."""
+
+    def load(self, data: Buffer) -> str:  # type: ignore[override]
+        moment = super().load(data)
+        assert isinstance(moment, datetime)
+        return to_utc_text(moment)
+
+
+def _configure(conn: PgConnection) -> None:
+    conn.row_factory = _rows
+    conn.adapters.register_loader("timestamptz", _TimeText)
+    conn.adapters.register_loader("jsonb", TextLoader)
+
+
+@functools.lru_cache(maxsize=512)
+def _translate(sql: str) -> str:
+    sql = _JSON_IDS.sub("SELECT value::bigint FROM jsonb_array_elements_text(?::jsonb)", sql)
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class _Connection:
+    """A pooled connection held for a transaction, speaking the store's SQL."""
+
+    def __init__(self, raw: PgConnection) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> psycopg.Cursor[Any]:
+        return self.raw.execute(_translate(sql), parameters)
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> None:
+        with self.raw.cursor() as cursor:
+            cursor.executemany(_translate(sql), parameters)
+
+
+class _Reads:
+    """One statement on a borrowed connection, its rows read before it goes back."""
+
+    def __init__(self, pool: ConnectionPool) -> None:
+        self._pool = pool
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> _Fetched:
+        with self._pool.connection() as raw:
+            cursor = raw.execute(_translate(sql), parameters)
+            return _Fetched(cursor.fetchall() if cursor.description else [], cursor.rowcount)
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> None:
+        with self._pool.connection() as raw, raw.cursor() as cursor:
+            cursor.executemany(_translate(sql), parameters)
+
+
+class _Fetched:
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+
+    def fetchone(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[Any]:
+        return self._rows
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -13,8 +13,9 @@ from nexusai.app import create_app
 from nexusai.config import Config
 from nexusai.embedders import Embedder, LocalEmbedder, Vector
 from nexusai.memory.extractors import SpacyExtractor
+from nexusai.memory.pg_store import PgStore
 from nexusai.memory.service import Memory
-from nexusai.memory.store import Store
+from nexusai.memory.store import EpisodeStore, Store
 
 
 @pytest.fixture(scope="session")
@@ -45,8 +46,14 @@ def embedder(minilm: LocalEmbedder) -> SwitchableEmbedder:
     return SwitchableEmbedder(minilm)
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EpisodeStore]:
+    """The store's tests run on both engines: SQLite in a temporary file, and a real
+    PostgreSQL in a database of the test's own."""
+    if request.param == "postgresql":
+        with PgStore(request.getfixturevalue("pg_url")) as pg:
+            yield pg
+        return
     with Store(tmp_path / "nexus.db") as s:
         yield s
 
@@ -90,16 +97,20 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-def pg_pool(postgres: str) -> Iterator[ConnectionPool]:
-    """A connection pool on a database of this test's own, dropped after it."""
+def pg_url(postgres: str) -> Iterator[str]:
+    """A database of this test's own on the session's PostgreSQL, dropped after it."""
     name = f"test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(postgres, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")
-    url = psycopg.conninfo.make_conninfo(postgres, dbname=name)
-    pool = ConnectionPool(url, min_size=1, max_size=4, open=True)
     try:
-        yield pool
+        yield psycopg.conninfo.make_conninfo(postgres, dbname=name)
     finally:
-        pool.close()
         with psycopg.connect(postgres, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def pg_pool(pg_url: str) -> Iterator[ConnectionPool]:
+    """A connection pool on a database of this test's own."""
+    with ConnectionPool(pg_url, min_size=1, max_size=4, open=True) as pool:
+        yield pool

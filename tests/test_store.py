@@ -6,15 +6,16 @@ import threading
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from nexusai.errors import Conflict, InvalidInput, NotFound, TooLarge
 from nexusai.memory import fts, vector_state
 from nexusai.memory.migrations import MIGRATIONS, apply_migrations
-from nexusai.memory.store import Store, StoreDamaged
+from nexusai.memory.store import EpisodeStore, Store, StoreDamaged
 from nexusai.memory.texts import CONTEXT_CHARS
 from nexusai.memory.vector_state import VectorState
-from nexusai.models import NewEpisode
+from nexusai.models import NewEpisode, now_text
 
 
 def test_opening_applies_named_migrations_once(tmp_path: Path) -> None:
@@ -29,15 +30,17 @@ def test_opening_applies_named_migrations_once(tmp_path: Path) -> None:
     assert names == [m.__name__ for m in MIGRATIONS]
 
 
-def test_foreign_keys_are_enforced(store: Store) -> None:
-    with pytest.raises(sqlite3.IntegrityError), store.atomic() as conn:
+def test_foreign_keys_are_enforced(store: EpisodeStore) -> None:
+    integrity = (sqlite3.IntegrityError, psycopg.errors.IntegrityError)
+    with pytest.raises(integrity), store.atomic() as conn:
         conn.execute(
             "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at)"
-            " VALUES (999, 'u', 'x', '', '')"
+            " VALUES (999, 'u', 'x', ?, ?)",
+            (now_text(), now_text()),
         )
 
 
-def test_episode_roundtrip_keeps_fields(store: Store) -> None:
+def test_episode_roundtrip_keeps_fields(store: EpisodeStore) -> None:
     session = store.create_session(title="t")
     when = datetime(2023, 5, 8, 13, 56, tzinfo=timezone(timedelta(hours=2)))
     [ep] = store.add_episodes(
@@ -50,7 +53,7 @@ def test_episode_roundtrip_keeps_fields(store: Store) -> None:
     assert store.get_episode(ep.id) == ep
 
 
-def test_episodes_list_in_time_order_and_pages(store: Store) -> None:
+def test_episodes_list_in_time_order_and_pages(store: EpisodeStore) -> None:
     session = store.create_session()
     base = datetime(2024, 1, 1, tzinfo=UTC)
     store.add_episodes(
@@ -66,7 +69,7 @@ def test_episodes_list_in_time_order_and_pages(store: Store) -> None:
     assert [e.content for e in store.recent_episodes(session.id, 2)] == ["m1", "m0"]
 
 
-def test_bad_content_is_rejected_and_nothing_is_stored(store: Store) -> None:
+def test_bad_content_is_rejected_and_nothing_is_stored(store: EpisodeStore) -> None:
     session = store.create_session()
     good = NewEpisode("u", "fine")
     with pytest.raises(InvalidInput, match="content"):
@@ -76,7 +79,7 @@ def test_bad_content_is_rejected_and_nothing_is_stored(store: Store) -> None:
     assert store.count_episodes() == 0
 
 
-def test_unknown_ids_raise_not_found(store: Store) -> None:
+def test_unknown_ids_raise_not_found(store: EpisodeStore) -> None:
     with pytest.raises(NotFound, match="session 42"):
         store.add_episodes(42, [NewEpisode("u", "hello")])
     with pytest.raises(NotFound, match="episode 7"):
@@ -85,19 +88,19 @@ def test_unknown_ids_raise_not_found(store: Store) -> None:
         store.create_session(project_id=3)
 
 
-def test_project_names_are_unique(store: Store) -> None:
+def test_project_names_are_unique(store: EpisodeStore) -> None:
     store.create_project("a")
     with pytest.raises(Conflict):
         store.create_project("a")
 
 
-def test_get_episodes_keeps_order_and_skips_missing(store: Store) -> None:
+def test_get_episodes_keeps_order_and_skips_missing(store: EpisodeStore) -> None:
     session = store.create_session()
     a, b = store.add_episodes(session.id, [NewEpisode("u", "a"), NewEpisode("u", "b")])
     assert [e.id for e in store.get_episodes([b.id, 999, a.id])] == [b.id, a.id]
 
 
-def test_scope_is_project_sessions_or_just_the_session(store: Store) -> None:
+def test_scope_is_project_sessions_or_just_the_session(store: EpisodeStore) -> None:
     project = store.create_project("p")
     s1 = store.create_session(project.id)
     s2 = store.create_session(project.id)
@@ -110,7 +113,7 @@ def test_scope_is_project_sessions_or_just_the_session(store: Store) -> None:
     assert store.scope_session_ids(lone.id) == [s1.id, lone.id]
 
 
-def test_update_and_delete_keep_fts_in_sync(store: Store) -> None:
+def test_update_and_delete_keep_fts_in_sync(store: EpisodeStore) -> None:
     session = store.create_session()
     [ep] = store.add_episodes(session.id, [NewEpisode("u", "the zebra crossed")])
     assert [e.id for e in store.search_keyword("zebra")] == [ep.id]
@@ -119,23 +122,23 @@ def test_update_and_delete_keep_fts_in_sync(store: Store) -> None:
     assert [e.id for e in store.search_keyword("giraffe")] == [ep.id]
     store.delete_episode(ep.id)
     assert store.search_keyword("giraffe") == []
-    assert fts.integrity_check(store.connection())
+    assert store.keyword_index_ok()
 
 
-def _contexts(store: Store, session_id: int) -> list[str]:
+def _contexts(store: EpisodeStore, session_id: int) -> list[str]:
     return [e.context_text for e in store.list_episodes(session_id)]
 
 
-def _indexed(store: Store, *ids: int) -> None:
+def _indexed(store: EpisodeStore, *ids: int) -> None:
     with store.atomic() as conn:
         vector_state.set_vectors(conn, ids, VectorState.INDEXED)
 
 
-def _pending(store: Store) -> set[int]:
+def _pending(store: EpisodeStore) -> set[int]:
     return set(vector_state.pending_vectors(store.connection(), 1000))
 
 
-def test_a_turn_is_indexed_with_the_end_of_the_turn_before_it(store: Store) -> None:
+def test_a_turn_is_indexed_with_the_end_of_the_turn_before_it(store: EpisodeStore) -> None:
     session = store.create_session()
     question = "Which port does the metrics exporter listen on?"
     long_answer = "Some background on exporters. " * 40 + question
@@ -150,7 +153,7 @@ def test_a_turn_is_indexed_with_the_end_of_the_turn_before_it(store: Store) -> N
     assert not second.context_text.removeprefix("Ana: …").startswith(("ome", "ackground"))
 
 
-def test_a_role_is_not_written_before_what_was_said(store: Store) -> None:
+def test_a_role_is_not_written_before_what_was_said(store: EpisodeStore) -> None:
     """ "assistant: " before every other message says nothing a search can use; a name does."""
     session = store.create_session()
     bot, user, named = store.add_episodes(
@@ -166,7 +169,7 @@ def test_a_role_is_not_written_before_what_was_said(store: Store) -> None:
     assert named.search_text == "Caroline: Great!"
 
 
-def test_edits_deletes_and_late_inserts_refresh_the_next_turns_context(store: Store) -> None:
+def test_edits_deletes_and_late_inserts_refresh_the_next_turns_context(store: EpisodeStore) -> None:
     session = store.create_session()
     start = datetime(2026, 1, 1, tzinfo=UTC)
     a, b, c = store.add_episodes(
@@ -189,7 +192,7 @@ def test_edits_deletes_and_late_inserts_refresh_the_next_turns_context(store: St
     assert [e.content for e in store.list_episodes(session.id)] == ["zero", "alpha", "c", "between"]
     assert _contexts(store, session.id) == ["", "u: zero", "u: alpha", "u: c"]
     assert _pending(store) == {late.id, early.id, a.id}
-    assert fts.integrity_check(store.connection())
+    assert store.keyword_index_ok()
 
 
 def test_m006_trims_old_contexts_and_rebuilds_every_vector(tmp_path: Path) -> None:
@@ -213,7 +216,7 @@ def test_m006_trims_old_contexts_and_rebuilds_every_vector(tmp_path: Path) -> No
         assert fts.integrity_check(s.connection())
 
 
-def test_deleting_a_project_cascades_to_episodes_and_index(store: Store) -> None:
+def test_deleting_a_project_cascades_to_episodes_and_index(store: EpisodeStore) -> None:
     project = store.create_project("p")
     session = store.create_session(project.id)
     eps = store.add_episodes(session.id, [NewEpisode("u", "walrus"), NewEpisode("u", "walrus")])
@@ -222,7 +225,7 @@ def test_deleting_a_project_cascades_to_episodes_and_index(store: Store) -> None
     assert store.search_keyword("walrus") == []
     with pytest.raises(NotFound):
         store.get_session(session.id)
-    assert fts.integrity_check(store.connection())
+    assert store.keyword_index_ok()
 
 
 def test_data_survives_reopen(tmp_path: Path) -> None:
@@ -233,7 +236,7 @@ def test_data_survives_reopen(tmp_path: Path) -> None:
         assert [e.content for e in s.search_keyword("penguin")] == ["persistent penguin"]
 
 
-def test_deleted_ids_are_never_handed_out_again(store: Store) -> None:
+def test_deleted_ids_are_never_handed_out_again(store: EpisodeStore) -> None:
     project = store.create_project("p")
     session = store.create_session(project.id)
     a, b = store.add_episodes(session.id, [NewEpisode("u", "a"), NewEpisode("u", "b")])
@@ -317,9 +320,10 @@ def test_serve_refuses_a_damaged_store_in_one_line(tmp_path: Path) -> None:
     assert result.output.count("\n") == 1
 
 
-def test_connections_of_ended_threads_are_closed(store: Store) -> None:
-    """Pool threads come and go (AnyIO retires idle workers after 10 s): each one's
+def test_connections_of_ended_threads_are_closed(tmp_path: Path) -> None:
+    """Pool threads come and go (AnyIO retires idle workers after 10 s): each one's SQLite
     connection is closed once it has ended, so neither descriptors nor caches pile up."""
+    store = Store(tmp_path / "nexus.db")
 
     def fds() -> int:
         return len(os.listdir("/proc/self/fd"))

@@ -35,11 +35,12 @@ from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from nexusai.errors import DISK_FULL, ConfigError, StorageFull
+from nexusai.keywords import query_terms
 from nexusai.memory import pg_fts
 from nexusai.memory.pg_migrations import apply_migrations
 from nexusai.memory.store import EpisodeStore
 from nexusai.memory.vector_state import VectorState
-from nexusai.models import Episode, to_utc_text
+from nexusai.models import Episode, finds_nothing, to_utc_text
 
 PgConnection = psycopg.Connection[Any]
 WRITE_LOCK = "hashtext('nexus_writes')"
@@ -156,6 +157,8 @@ class PgStore(EpisodeStore):
     def _keyword_search(
         self, query: str, limit: int, session_ids: Sequence[int] | None
     ) -> list[Episode]:
+        if not query_terms(query) or finds_nothing(session_ids, limit):
+            return []  # without borrowing a connection
         current: _Connection | None = getattr(self._local, "transaction", None)
         if current is not None:
             ids = pg_fts.search(current.raw, query, limit, session_ids)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlsplit
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def pg_url(postgres: str) -> Iterator[str]:
     with psycopg.connect(postgres, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")
     try:
-        yield psycopg.conninfo.make_conninfo(postgres, dbname=name)
+        yield urlsplit(postgres)._replace(path=f"/{name}").geturl()  # as users write it
     finally:
         with psycopg.connect(postgres, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")

@@ -227,8 +227,14 @@ def _others() -> list[str]:
 
 
 def _sockets() -> int:
-    fds = Path("/proc/self/fd")
-    return sum(1 for fd in fds.iterdir() if os.path.realpath(fd).startswith("socket:"))
+    return sum(1 for fd in Path("/proc/self/fd").iterdir() if _target(fd).startswith("socket:"))
+
+
+def _target(fd: Path) -> str:
+    try:
+        return os.readlink(fd)
+    except FileNotFoundError:  # closed by another thread since the listing
+        return ""
 
 
 def _calls(url: str, path: str, body: dict[str, object], times: int) -> list[httpx.Response]:

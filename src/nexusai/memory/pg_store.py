@@ -32,7 +32,7 @@ from psycopg.adapt import Buffer
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.datetime import TimestamptzLoader
 from psycopg.types.string import TextLoader
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 from nexusai.errors import DISK_FULL, ConfigError, StorageFull
 from nexusai.keywords import query_terms
@@ -56,10 +56,18 @@ class PgStore(EpisodeStore):
         *,
         max_content_bytes: int = 1024 * 1024,
         pool_size: int = 16,
-        connect_timeout: float = 10.0,
+        connect_timeout: int = 10,
     ) -> None:
         self.url = url
         self.max_content_bytes = max_content_bytes
+        try:  # one connection first: a bad URL is one clear line, not the pool's retries
+            with psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout) as conn:
+                self.migrations_applied = apply_migrations(conn)
+        except psycopg.Error as exc:
+            raise ConfigError(
+                f"cannot use the PostgreSQL store at {_without_password(url)}"
+                f" (NEXUS_DATABASE_URL): {_first_line(exc)}"
+            ) from None
         self.pool = ConnectionPool(
             url,
             min_size=1,
@@ -69,22 +77,10 @@ class PgStore(EpisodeStore):
             open=False,
         )
         self._local = threading.local()
-        try:
-            self.pool.open(wait=True, timeout=connect_timeout)
-            with self.pool.connection() as conn:
-                self.migrations_applied = apply_migrations(conn)
-        except (PoolTimeout, psycopg.Error) as exc:
-            self.pool.close()
-            raise ConfigError(
-                f"cannot use the PostgreSQL store at {self.describe()} (NEXUS_DATABASE_URL):"
-                f" {_first_line(exc)}"
-            ) from None
+        self.pool.open()
 
     def describe(self) -> str:
-        """The URL without its password."""
-        parts = conninfo_to_dict(self.url)
-        where = f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}"
-        return f"postgresql://{parts.get('user', '')}@{where}/{parts.get('dbname', '')}"
+        return _without_password(self.url)
 
     # -- connections and transactions ------------------------------------------------
 
@@ -259,6 +255,12 @@ class _Fetched:
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._rows)
+
+
+def _without_password(url: str) -> str:
+    parts = conninfo_to_dict(url)
+    where = f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}"
+    return f"postgresql://{parts.get('user', '')}@{where}/{parts.get('dbname', '')}"
 
 
 def _first_line(exc: BaseException) -> str:

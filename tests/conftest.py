@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 import uuid
-from urllib.parse import urlsplit
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest

@@ -98,7 +98,9 @@ def test_limit_and_tie_order_by_id(store: EpisodeStore) -> None:
         (" ".join(["llama"] * 2000), True),
     ],
 )
-def test_fts_syntax_is_searched_for_never_parsed(store: EpisodeStore, query: str, finds: bool) -> None:
+def test_fts_syntax_is_searched_for_never_parsed(
+    store: EpisodeStore, query: str, finds: bool
+) -> None:
     [stored] = add(store, store.create_session().id, "llama OR alpha NOT content")
     found = [e.id for e in store.search_keyword(query)]
     assert found == ([stored] if finds else [])

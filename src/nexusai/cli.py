@@ -220,6 +220,54 @@ def restore(source: Path, data_dir: Path | None) -> None:
     click.echo(f"restored {count} episodes")
 
 
+@cli.command()
+@click.option("--to", "url", required=True, help="postgresql://user:password@host:port/dbname")
+@click.option("--no-vectors", is_flag=True, help="Leave the vectors to the service's start")
+@DATA_DIR
+@clean_errors
+def migrate(url: str, no_vectors: bool, data_dir: Path | None) -> None:
+    """Copy the SQLite store into PostgreSQL, then rebuild its vectors there (pgvector).
+
+    Resumable: run it again after a stop. Stop the service first. Counts every table on
+    both sides at the end.
+    """
+    from rich.progress import Progress
+
+    from nexusai.config import Config
+    from nexusai.memory import transfer
+    from nexusai.memory.pg_store import PgStore
+    from nexusai.memory.service import Memory
+    from nexusai.memory.store import Store
+
+    source_config = Config.from_env(data_dir=data_dir)
+    target_config = Config.from_env(data_dir=data_dir, database_url=url)
+    if not source_config.db_path.exists():
+        raise click.ClickException(f"there is no SQLite store at {source_config.db_path}")
+    with Store(source_config.db_path) as source, PgStore(url) as target:
+        with Progress() as bar:
+            tasks = {
+                name: bar.add_task(f"copying {name}", total=rows)
+                for name, rows in transfer.plan(source).items()
+            }
+            transfer.copy_store(source, target, lambda name, n: bar.advance(tasks[name], n))
+        counts = transfer.compare_counts(source, target)
+        where = target.describe()
+    for name, there, here in counts:
+        click.echo(f"{name:16} {there:>10,} {here:>10,} {'ok' if there == here else 'DIFFERS'}")
+    if any(there != here for _, there, here in counts):
+        raise click.ClickException("the counts differ; run the command again to resume")
+    if not no_vectors:
+        memory = Memory.open(target_config)
+        try:
+            with Progress() as bar:
+                task = bar.add_task("making vectors", total=memory.count_pending_vectors())
+                memory.sync_pending(progress=lambda n: bar.advance(task, n))
+            memory.entities.sync()
+        finally:
+            memory.close()
+    click.echo(f"migrated to {where}" + (" (vectors left pending)" if no_vectors else ""))
+
+
 @cli.group()
 def keys() -> None:
     """Project API keys: each sees one project (NEXUS_API_KEY stays the admin key)."""

@@ -37,6 +37,7 @@ from psycopg_pool import ConnectionPool
 from nexusai.errors import DISK_FULL, ConfigError, StorageFull
 from nexusai.keywords import query_terms
 from nexusai.memory import pg_fts
+from nexusai.memory.dbapi import Connection
 from nexusai.memory.pg_migrations import apply_migrations
 from nexusai.memory.store import EpisodeStore
 from nexusai.memory.vector_state import VectorState
@@ -84,7 +85,7 @@ class PgStore(EpisodeStore):
 
     # -- connections and transactions ------------------------------------------------
 
-    def connection(self) -> _Connection | _Reads:
+    def connection(self) -> Connection:
         current: _Connection | None = getattr(self._local, "transaction", None)
         return current if current is not None else _Reads(self.pool)
 

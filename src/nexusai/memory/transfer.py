@@ -1,0 +1,178 @@
+"""`nexus migrate --to postgresql://...`: a SQLite store copied into PostgreSQL (issue #18).
+
+Table by table, in batches that each commit, ids kept (`OVERRIDING SYSTEM VALUE`, then the
+identities moved past them). A batch already there is skipped (`ON CONFLICT DO NOTHING`),
+so a copy stopped midway is resumed by running it again. The target's triggers build its
+keyword index and recount entity mentions as rows arrive (entities arrive with no mentions
+counted). Vectors are not copied: every episode and entity arrives `pending`, and its
+vector is made again from the copied text with the configured embedder (the command does
+it; a service started on the target would too). At the end, the rows of every table are
+counted on both sides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nexusai.errors import Conflict
+from nexusai.memory.keys import SECRET_FILE
+from nexusai.memory.pg_store import PgStore
+from nexusai.memory.store import Store
+from nexusai.memory.vector_state import VectorState
+
+BATCH = 1000
+SOURCE_KEY = "migrated_from"
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[str, ...]
+    key: tuple[str, ...] = ("id",)
+    identity: bool = False
+
+
+TABLES = (
+    Table("projects", ("id", "name", "created_at"), identity=True),
+    Table("sessions", ("id", "project_id", "title", "created_at"), identity=True),
+    Table(
+        "episodes",
+        (
+            "id",
+            "session_id",
+            "speaker",
+            "content",
+            "occurred_at",
+            "created_at",
+            "metadata",
+            "image_caption",
+            "entity_state",
+            "search_text",
+            "context_text",
+            "search_cjk",
+        ),
+        identity=True,
+    ),
+    Table("import_sessions", ("key", "session_id"), key=("key",)),
+    Table("import_episodes", ("key", "episode_id"), key=("key",)),
+    Table(
+        "entities",
+        ("id", "scope", "name", "normalized", "type", "first_seen", "last_seen", "summary"),
+        identity=True,
+    ),
+    Table("entity_mentions", ("entity_id", "episode_id", "type"), key=("entity_id", "episode_id")),
+    Table(
+        "api_keys",
+        ("id", "name", "project_id", "read_only", "hash", "created_at", "revoked_at"),
+        identity=True,
+    ),
+    Table("meta", ("key", "value"), key=("key",)),
+    Table("settings", ("key", "value"), key=("key",)),
+)
+
+Progress = Callable[[str, int], None]
+
+
+def plan(source: Store) -> dict[str, int]:
+    """Rows per table in the source: what a progress bar counts to."""
+    return {t.name: _count(source, t.name) for t in TABLES}
+
+
+def copy_store(source: Store, target: PgStore, progress: Progress | None = None) -> None:
+    """Copies every table not yet copied; safe to run again after a stop."""
+    _claim_target(source, target)
+    for table in TABLES:
+        for rows in _batches(source, table, _copied_up_to(target, table)):
+            _insert(target, table, rows)
+            if progress:
+                progress(table.name, len(rows))
+    with target.atomic() as conn:
+        for table in TABLES:
+            if table.identity:
+                conn.execute(
+                    f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'),"
+                    f" greatest((SELECT max(id) FROM {table.name}), 1))"
+                )
+
+
+def compare_counts(source: Store, target: PgStore) -> list[tuple[str, int, int]]:
+    """(table, rows in SQLite, rows in PostgreSQL) for every table copied."""
+    return [(t.name, _count(source, t.name), _count(target, t.name, copied=True)) for t in TABLES]
+
+
+def _claim_target(source: Store, target: PgStore) -> None:
+    """The target is empty, or a copy of this same source stopped midway; its key for
+    project API keys becomes the source's, so the keys made on SQLite keep working."""
+    marker = target.get_meta(SOURCE_KEY)
+    if marker is None and _count(target, "sessions") + _count(target, "projects") > 0:
+        raise Conflict(f"{target.describe()} holds a store already; migrate into an empty database")
+    if marker is not None and marker != source.describe():
+        raise Conflict(f"{target.describe()} is a copy of {marker}, not of {source.describe()}")
+    secret = source.secret(SECRET_FILE).hex()
+    with target.atomic() as conn:
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE"
+            " SET value = excluded.value",
+            (f"secret:{SECRET_FILE}", secret),
+        )
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (SOURCE_KEY, source.describe()),
+        )
+
+
+def _copied_up_to(target: PgStore, table: Table) -> Sequence[Any] | None:
+    """Where a stopped copy of an id table got to: it resumes after its last batch."""
+    if not table.identity:
+        return None  # small tables: read again, what is there is skipped
+    row = target.connection().execute(f"SELECT max(id) FROM {table.name}").fetchone()
+    return None if row[0] is None else [row[0]]
+
+
+def _batches(source: Store, table: Table, after: Sequence[Any] | None) -> Iterator[list[Any]]:
+    """The table's rows in key order, a batch at a time (keyset paging: no OFFSET)."""
+    columns, key = ", ".join(table.columns), ", ".join(table.key)
+    while True:
+        where = f"WHERE ({key}) > ({', '.join('?' * len(table.key))})" if after else ""
+        sql = f"SELECT {columns} FROM {table.name} {where} ORDER BY {key} LIMIT {BATCH}"
+        rows = source.connection().execute(sql, list(after or [])).fetchall()
+        if not rows:
+            return
+        yield [tuple(row) for row in rows]
+        after = [rows[-1][table.columns.index(k)] for k in table.key]
+
+
+def _insert(target: PgStore, table: Table, rows: list[Any]) -> None:
+    columns = list(table.columns)
+    values = [_adapted(table, row) for row in rows]
+    if table.name in ("episodes", "entities"):
+        columns.append("vector_state")  # made again on the target
+        values = [(*row, VectorState.PENDING.value) for row in values]
+    if table.name == "entities":
+        columns.append("mention_count")  # counted by the target's trigger as mentions arrive
+        values = [(*row, 0) for row in values]
+    overriding = "OVERRIDING SYSTEM VALUE" if table.identity else ""
+    sql = (
+        f"INSERT INTO {table.name} ({', '.join(columns)}) {overriding}"
+        f" VALUES ({', '.join('?' * len(columns))}) ON CONFLICT DO NOTHING"
+    )
+    with target.atomic() as conn:
+        conn.executemany(sql, values)
+
+
+def _adapted(table: Table, row: tuple[Any, ...]) -> tuple[Any, ...]:
+    if table.name == "api_keys":  # SQLite keeps booleans as 0 and 1
+        read_only = table.columns.index("read_only")
+        return (*row[:read_only], bool(row[read_only]), *row[read_only + 1 :])
+    return row
+
+
+def _count(store: Store | PgStore, table: str, *, copied: bool = False) -> int:
+    """Rows in a table; with `copied`, only those a copy brings (not the target's own
+    bookkeeping in meta)."""
+    where = ""
+    if copied and table == "meta":
+        where = f" WHERE key <> '{SOURCE_KEY}' AND key <> 'secret:{SECRET_FILE}'"
+    return int(store.connection().execute(f"SELECT count(*) FROM {table}{where}").fetchone()[0])

@@ -60,9 +60,20 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EpisodeSto
 
 
 @pytest.fixture
-def config(tmp_path: Path) -> Config:
-    """Entity extraction off: the entity tests switch the real pipeline on themselves."""
-    return Config.from_env({}, data_dir=tmp_path / "data", extractor="none")
+def config(tmp_path: Path, request: pytest.FixtureRequest) -> Config:
+    """Entity extraction off: the entity tests switch the real pipeline on themselves.
+    SQLite, unless a module runs on both stores (`ON_BOTH_STORES`): then also on a real
+    PostgreSQL with pgvector, in a database of the test's own."""
+    backend = getattr(request, "param", "sqlite")
+    url = request.getfixturevalue("pg_url") if backend == "postgresql" else None
+    return Config.from_env({}, data_dir=tmp_path / "data", extractor="none", database_url=url)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module that sets `ON_BOTH_STORES = True` runs each of its tests that uses `config`
+    on SQLite and on PostgreSQL."""
+    if getattr(metafunc.module, "ON_BOTH_STORES", False) and "config" in metafunc.fixturenames:
+        metafunc.parametrize("config", ["sqlite", "postgresql"], indirect=True)
 
 
 @pytest.fixture(scope="session")

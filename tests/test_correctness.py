@@ -11,6 +11,8 @@ from nexusai.app import create_app
 from nexusai.config import Config
 from tests.conftest import SwitchableEmbedder
 
+ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
+
 
 def session(client: TestClient, **body: Any) -> int:
     response = client.post("/sessions", json=body)

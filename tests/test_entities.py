@@ -19,6 +19,8 @@ from nexusai.orchestration.context import assemble_context
 from nexusai.orchestration.settings import DEFAULTS
 from tests.conftest import SwitchableEmbedder
 
+ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
+
 
 @pytest.fixture
 def entity_memory(

@@ -23,6 +23,8 @@ from nexusai.llm import OpenAIChat
 from tests.live_server import live_server
 from tests.openai_stub import openai_stub
 
+ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
+
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, minilm: LocalEmbedder) -> Iterator[str]:

@@ -10,6 +10,8 @@ from nexusai.errors import InvalidInput
 from nexusai.memory.importing import ImportFormatError, import_stream
 from nexusai.memory.service import Memory
 
+ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
+
 
 def jsonl(*rows: object) -> io.BytesIO:
     return io.BytesIO("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows).encode())

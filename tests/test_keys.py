@@ -28,6 +28,8 @@ from nexusai.memory.service import Memory
 from tests.conftest import SwitchableEmbedder
 from tests.live_server import live_server
 
+ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
+
 ADMIN = "admin-key-for-tests"
 MARKER = "zebracorn"  # in every text of the other project, and nowhere else
 

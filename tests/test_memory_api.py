@@ -5,6 +5,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
+
 
 def new_session(client: TestClient, **body: Any) -> int:
     response = client.post("/sessions", json=body)

@@ -9,6 +9,7 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Literal
 
 from fastapi import FastAPI, Request, Response
@@ -34,6 +35,7 @@ from nexusai.orchestration.settings import SettingsStore
 from nexusai.schemas import CamelModel
 
 log = logging.getLogger("nexusai.app")
+ORCHESTRATION_FILE = "orchestration.db"  # role orchestration's settings: its only state
 
 Role = Literal["all", "memory", "orchestration"]
 ROLES: tuple[Role, ...] = ("all", "memory", "orchestration")
@@ -180,14 +182,19 @@ def _ready(request: Request) -> Readiness:
     )
 
 
+def _settings_path(config: Config) -> Path:
+    """In one process, orchestration keeps its settings in the SQLite store's file, as
+    always; beside a PostgreSQL store, in a file of its own, as in role `orchestration`."""
+    return config.data_dir / ORCHESTRATION_FILE if config.database_url else config.db_path
+
+
 @asynccontextmanager
 async def _with_memory(
     app: FastAPI, config: Config, memory: Memory, llm: OpenAIChat | None, role: Role
 ) -> AsyncIterator[None]:
     app.state.memory = memory
     app.state.keys = KeyStore(memory.store)
-    # In one process, orchestration keeps its settings in the store's file, as always.
-    settings = SettingsStore(config.db_path) if role == "all" else None
+    settings = SettingsStore(_settings_path(config)) if role == "all" else None
     if settings is not None:
         app.state.orchestration = Orchestration(
             memory, memory.embedder, settings, llm or create_llm(config)
@@ -222,7 +229,7 @@ async def _orchestration_only(
     key = config.memory_api_key or next(iter(config.api_keys), None)
     client = HttpMemoryClient(config.memory_url, key, config.memory_timeout)
     # Orchestration keeps only its settings (and the LLM): a small SQLite file of its own.
-    settings = SettingsStore(config.data_dir / "orchestration.db")
+    settings = SettingsStore(config.data_dir / ORCHESTRATION_FILE)
     app.state.orchestration = Orchestration(
         client, embedder or create_embedder(config), settings, llm or create_llm(config)
     )

@@ -86,7 +86,7 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, role: str) 
     except NexusError as exc:
         raise StartError(str(exc)) from None
     where = f"http://{config.host}:{config.port}"
-    click.echo(f"nexusai ({role}) on {where} (docs at /docs), data in {config.data_dir}", err=True)
+    click.echo(f"nexusai ({role}) on {where} (docs at /docs), {_data_in(config)}", err=True)
     uvicorn.run(app, host=config.host, port=config.port, log_level="info")
 
 
@@ -127,6 +127,14 @@ def _prepared_app(config: Config, role: str) -> FastAPI:
     embedder = create_embedder(config)
     memory = None if role == "orchestration" else Memory.open(config, embedder)
     return create_app(config, embedder, role=cast("Role", role), memory=memory)
+
+
+def _data_in(config: Any) -> str:
+    if config.database_url:
+        from nexusai.memory.pg_store import redacted
+
+        return f"store in {redacted(config.database_url)}, files in {config.data_dir}"
+    return f"data in {config.data_dir}"
 
 
 @cli.command()

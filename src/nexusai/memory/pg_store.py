@@ -66,7 +66,7 @@ class PgStore(EpisodeStore):
                 self.migrations_applied = apply_migrations(conn)
         except psycopg.Error as exc:
             raise ConfigError(
-                f"cannot use the PostgreSQL store at {_without_password(url)}"
+                f"cannot use the PostgreSQL store at {redacted(url)}"
                 f" (NEXUS_DATABASE_URL): {_first_line(exc)}"
             ) from None
         self.pool = ConnectionPool(
@@ -81,7 +81,7 @@ class PgStore(EpisodeStore):
         self.pool.open()
 
     def describe(self) -> str:
-        return _without_password(self.url)
+        return redacted(self.url)
 
     # -- connections and transactions ------------------------------------------------
 
@@ -258,7 +258,8 @@ class _Fetched:
         return iter(self._rows)
 
 
-def _without_password(url: str) -> str:
+def redacted(url: str) -> str:
+    """A database URL without its password, for messages."""
     parts = conninfo_to_dict(url)
     where = f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}"
     return f"postgresql://{parts.get('user', '')}@{where}/{parts.get('dbname', '')}"

@@ -19,6 +19,7 @@ BENCHMARKS = {
     "pg-keyword": "benchmarks.bench_pg_keyword",
     "vacuum": "benchmarks.bench_vacuum",
     "index-build": "benchmarks.bench_index_build",
+    "pg": "benchmarks.bench_pg",
 }
 
 

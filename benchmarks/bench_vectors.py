@@ -23,7 +23,7 @@ from nexusai.memory import vector_state
 from nexusai.memory.service import Memory, embedding_texts, record_embedder
 from nexusai.memory.store import Store
 from nexusai.memory.vector_state import VectorState
-from nexusai.memory.vectors import EdgeVectorIndex, VectorPoint
+from nexusai.memory.vectors import EdgeVectorIndex, VectorIndex, VectorPoint
 from nexusai.models import NewEpisode
 
 SESSIONS = 1000
@@ -84,7 +84,7 @@ def noisy_copies(base: np.ndarray, count: int, seed: int = 3) -> np.ndarray:
     return unit
 
 
-def fill_index(index: EdgeVectorIndex, vectors: np.ndarray, per_session: int = 0) -> None:
+def fill_index(index: VectorIndex, vectors: np.ndarray, per_session: int = 0) -> None:
     """Episode i + 1 in session i // per_session + 1, as `build_store` writes them (or,
     without `per_session`, dealt round the sessions)."""
     for start in range(0, len(vectors), 2000):

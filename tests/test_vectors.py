@@ -127,10 +127,14 @@ def test_edge_index_is_opened_never_to_build_hnsw_by_itself(tmp_path: Path) -> N
     assert saved["optimizers"]["indexing_threshold"] == NO_HNSW_KB
 
 
-def test_pgvector_filtered_search_is_exact_on_a_narrow_scope(pg_pool: ConnectionPool) -> None:
+@pytest.mark.parametrize("path", ["hnsw", "exact"])
+def test_pgvector_filtered_search_is_exact_on_a_narrow_scope(
+    pg_pool: ConnectionPool, path: str
+) -> None:
     """HNSW alone returns its ef_search nearest and a session filter may drop them all;
     the iterative scan must still give a 2-of-300-session scope its true nearest. The
-    planner is kept to the HNSW index, as it is at scale (here it would scan the table)."""
+    planner is kept to the HNSW index, as it is at scale (here it would scan the table).
+    A scope of few points takes the exact path through the session index instead."""
     with pg_pool.connection() as conn:
         database = conn.info.dbname
         for setting in ("enable_seqscan", "enable_bitmapscan"):
@@ -141,7 +145,7 @@ def test_pgvector_filtered_search_is_exact_on_a_narrow_scope(pg_pool: Connection
         VectorPoint(i, unit(rng.gauss(0, 1), rng.gauss(0, 1), rng.gauss(0, 1)), i % 300)
         for i in range(1, 3_001)
     ]
-    index = PgVectorIndex(pg_pool, "episodes", 3)
+    index = PgVectorIndex(pg_pool, "episodes", 3, exact_max=0 if path == "hnsw" else 20_000)
     index.upsert(points)
     query = unit(0.3, -0.5, 0.8)
     for scope in ([7, 123], [299], None):

@@ -13,8 +13,9 @@ of the turn before it with weight B, worth half (FTS5's column weights 1.0 and 0
 
 Two rankings:
 - `bm25`: Okapi BM25 as FTS5 computes it (k1 1.2, b 0.75, idf floored at 1e-6, the
-  columns' weights applied to term frequency), from the table's own statistics: document
-  frequency by the GIN index, lengths from a column filled at write time.
+  columns' weights applied to term frequency), from the table's own statistics, which a
+  trigger keeps as rows are written: each word's document frequency, the rows' total
+  length and count.
 - `ts_rank_cd`: PostgreSQL's cover density, which ignores how rare a term is.
 """
 
@@ -90,6 +91,43 @@ TRIGGER_DDL = f"""
         AFTER UPDATE OF session_id, search_text, context_text, search_cjk ON episodes
         FOR EACH ROW EXECUTE FUNCTION {TABLE}_sync();
 """
+# BM25 needs how many rows hold each word and the rows' average length. Counting them per
+# query grows with the store (a query word in 1 row of 10 costs a tenth of the table), so
+# the writes keep the counts, as FTS5's index does: a row trigger on the keyword table.
+TERMS, TOTALS = f"{TABLE}_terms", f"{TABLE}_totals"
+STATS_DDL = f"""
+    CREATE TABLE IF NOT EXISTS {TERMS} (lexeme text PRIMARY KEY, df bigint NOT NULL);
+    CREATE TABLE IF NOT EXISTS {TOTALS} (
+        one boolean PRIMARY KEY DEFAULT true CHECK (one),
+        docs bigint NOT NULL,
+        length bigint NOT NULL
+    );
+    INSERT INTO {TERMS} (lexeme, df)
+        SELECT lexeme, count(*) FROM {TABLE}, unnest(tsvector_to_array(search_tsv)) AS lexeme
+        GROUP BY lexeme
+        ON CONFLICT (lexeme) DO UPDATE SET df = EXCLUDED.df;
+    INSERT INTO {TOTALS} (docs, length)
+        SELECT count(*), coalesce(sum(search_length), 0) FROM {TABLE}
+        ON CONFLICT (one) DO UPDATE SET docs = EXCLUDED.docs, length = EXCLUDED.length;
+    CREATE OR REPLACE FUNCTION {TABLE}_count() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP IN ('DELETE', 'UPDATE') THEN
+            UPDATE {TOTALS} SET docs = docs - 1, length = length - OLD.search_length;
+            UPDATE {TERMS} SET df = df - 1
+                WHERE lexeme = ANY(tsvector_to_array(OLD.search_tsv));
+        END IF;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            UPDATE {TOTALS} SET docs = docs + 1, length = length + NEW.search_length;
+            INSERT INTO {TERMS} (lexeme, df)
+                SELECT unnest(tsvector_to_array(NEW.search_tsv)), 1
+                ON CONFLICT (lexeme) DO UPDATE SET df = {TERMS}.df + 1;
+        END IF;
+        RETURN NULL;
+    END $$;
+    DROP TRIGGER IF EXISTS {TABLE}_count ON {TABLE};
+    CREATE TRIGGER {TABLE}_count AFTER INSERT OR UPDATE OR DELETE ON {TABLE}
+        FOR EACH ROW EXECUTE FUNCTION {TABLE}_count();
+"""
 _UPSERT = (
     f"SELECT {TABLE}_put(%(id)s, %(session_id)s, %(search_text)s, %(context_text)s, %(search_cjk)s)"
 )
@@ -102,6 +140,13 @@ def setup(conn: Connection[tuple[object, ...]]) -> None:
     conn.execute(SETUP_DDL)
     conn.execute(TABLE_DDL)
     conn.execute(UPSERT_FUNCTION_DDL)
+    conn.execute(STATS_DDL)
+
+
+def clear(conn: Connection[tuple[object, ...]]) -> None:
+    """Empties the index and its counts (a benchmark's fresh start)."""
+    conn.execute(f"TRUNCATE {TABLE}, {TERMS}")
+    conn.execute(f"UPDATE {TOTALS} SET docs = 0, length = 0")
 
 
 def index_documents(
@@ -166,13 +211,14 @@ def _bm25_sql(tsquery: str, scope: str) -> str:
             SELECT DISTINCT lexeme FROM unnest(%(terms)s::text[]) AS term,
                 unnest(tsvector_to_array(to_tsvector('{CONFIG}', term))) AS lexeme
         ),
-        stats AS MATERIALIZED (SELECT count(*)::float8 AS n, avg(search_length)::float8 AS avgdl
-                  FROM {TABLE}),
+        stats AS MATERIALIZED (
+            SELECT docs::float8 AS n, length::float8 / greatest(docs, 1) AS avgdl FROM {TOTALS}
+        ),
         idf AS MATERIALIZED (  -- once per query, not once per row it is joined to
             SELECT l.lexeme, greatest(1e-6, ln((s.n - df.n + 0.5) / (df.n + 0.5))) AS idf
             FROM lexemes l CROSS JOIN stats s CROSS JOIN LATERAL (
-                SELECT count(*)::float8 AS n FROM {TABLE}
-                WHERE search_tsv @@ plainto_tsquery('simple', l.lexeme)
+                SELECT coalesce(max(t.df), 0)::float8 AS n FROM {TERMS} t
+                WHERE t.lexeme = l.lexeme
             ) df
         ),
         hits AS (

@@ -154,6 +154,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_keywords", M002_KEYWORDS),
     ("m003_entities", M003_ENTITIES),
+    ("m004_keyword_counts", pg_fts.STATS_DDL),  # counted from the rows there, then kept
 ]
 
 

@@ -4,8 +4,10 @@ PostgreSQL and several replicas, since Qdrant Edge belongs to one process.
 One table per collection: the point id, the sessions it is visible to (an array, so an
 entity seen in several sessions is one row) and the vector, with an HNSW index over cosine
 distance that PostgreSQL keeps current on every write. Searches filter by session inside
-the query; pgvector's iterative index scan keeps a selective filter from starving the
-result (without it HNSW returns its `ef_search` nearest and the filter may drop them all).
+the query. A scope of few points is searched exactly, through the GIN index on sessions;
+a larger one walks HNSW with pgvector's iterative index scan, which keeps the filter from
+starving the result (without it HNSW returns its `ef_search` nearest and the filter may
+drop them all).
 """
 
 from __future__ import annotations
@@ -26,18 +28,25 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
 # the session filter drops them: enough that a scope of a few sessions still fills `limit`.
 EF_SEARCH = 100
 MAX_SCAN_TUPLES = 50_000
+# A scope of up to this many points is searched exactly, over the session index: a few
+# sessions among many are a filter so selective that HNSW walks tens of thousands of nodes
+# to find them (measured at 10,000 points, 5 sessions of 10: 42 ms, against about 1 ms).
+EXACT_MAX = 20_000
 
 
 class PgVectorIndex:
     """pgvector through a psycopg connection pool (shared with the episode store, or its
     own)."""
 
-    def __init__(self, pool: ConnectionPool, collection: str, dimension: int) -> None:
+    def __init__(
+        self, pool: ConnectionPool, collection: str, dimension: int, exact_max: int = EXACT_MAX
+    ) -> None:
         if not _NAME.match(collection):
             raise ValueError(f"collection name {collection!r}: lower-case letters, digits, _")
         self._pool = pool
         self.table = f"vectors_{collection}"
         self.dimension = dimension
+        self.exact_max = exact_max  # scopes of up to this many points are searched exactly
         self.damaged: str | None = None  # why a table found with another shape was set aside
         with self._pool.connection() as conn:
             # Replicas starting at once: one creates, the others wait and find it made.
@@ -135,11 +144,27 @@ class PgVectorIndex:
         }
         with self._pool.connection() as conn, conn.transaction():
             # SET LOCAL: these last for this transaction only, not for the pooled connection.
-            conn.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, limit)}")
-            conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-            conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}")
+            if session_ids is not None and self._in_scope(conn, params) <= self.exact_max:
+                conn.execute("SET LOCAL enable_indexscan = off")  # exact, over the GIN bitmap
+            else:
+                conn.execute(
+                    f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, limit)};"
+                    " SET LOCAL hnsw.iterative_scan = strict_order;"
+                    f" SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
+                )
             rows = conn.execute(query, params).fetchall()
         return [(int(i), float(score)) for i, score in cast(list[tuple[int, float]], rows)]
+
+    def _in_scope(self, conn: Connection[tuple[object, ...]], params: dict[str, object]) -> int:
+        """How many points the scope holds, counted up to one past `exact_max`."""
+        row = conn.execute(
+            sql.SQL(
+                "SELECT count(*) FROM (SELECT 1 FROM {} WHERE sessions && %(sessions)s::bigint[]"
+                " LIMIT {}) AS s"
+            ).format(sql.Identifier(self.table), sql.Literal(self.exact_max + 1)),
+            params,
+        ).fetchone()
+        return cast(int, row[0]) if row else 0
 
     def count(self) -> int:
         with self._pool.connection() as conn:

@@ -346,8 +346,12 @@ class Memory:
 def open_store(config: Config) -> EpisodeStore:
     """PostgreSQL when NEXUS_DATABASE_URL is set, else SQLite in the data directory."""
     if config.database_url:
-        from nexusai.memory.pg_store import PgStore
-
+        try:
+            from nexusai.memory.pg_store import PgStore
+        except ImportError:  # psycopg is the optional extra `postgresql`
+            raise ConfigError(
+                "NEXUS_DATABASE_URL needs the PostgreSQL driver: pip install 'nexusai[postgresql]'"
+            ) from None
         return PgStore(config.database_url, max_content_bytes=config.max_content_bytes)
     return Store(config.db_path, max_content_bytes=config.max_content_bytes)
 

@@ -11,9 +11,11 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any, Protocol
 
+import anyio.to_thread
 from starlette.exceptions import HTTPException
 
 from nexusai.access import ADMIN, Principal, refusal
+from nexusai.errors import NexusError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -83,7 +85,11 @@ class Guard:
     async def _admitted(self, scope: Scope, send: Send) -> bool:
         """Who is asking (kept in the request's state) and whether they may; refuses
         with 401 or 403 and returns False when not."""
-        principal = self._principal(_bearer(scope))
+        try:
+            principal = await self._principal(_bearer(scope))
+        except NexusError as exc:  # the store could not be asked (503): say so
+            await _reply(send, exc.status_code, str(exc))
+            return False
         if principal is None:
             self.on_refused("unauthorized", scope["path"])
             detail = "missing or wrong API key: send Authorization: Bearer <key>"
@@ -97,12 +103,17 @@ class Guard:
             return False
         return True
 
-    def _principal(self, given: bytes | None) -> Principal | None:
+    async def _principal(self, given: bytes | None) -> Principal | None:
         matched = False
         for key in self.keys:  # every key is compared, so timing says nothing about which
             matched |= hmac.compare_digest(given or b"", key)
         if matched:
             return ADMIN
+        # The store is asked off the event loop: a database that is slow to answer must
+        # not hold up every other request meanwhile.
+        return await anyio.to_thread.run_sync(self._by_project_key, given)
+
+    def _by_project_key(self, given: bytes | None) -> Principal | None:
         project_keys = self.project_keys()
         if given and project_keys is not None:
             found = project_keys.verify(given.decode("utf-8", "replace"))

@@ -32,9 +32,9 @@ from psycopg.adapt import Buffer
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.datetime import TimestamptzLoader
 from psycopg.types.string import TextLoader
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
-from nexusai.errors import DISK_FULL, ConfigError, StorageFull
+from nexusai.errors import DISK_FULL, ConfigError, NexusError, StorageFull
 from nexusai.keywords import query_terms
 from nexusai.memory import pg_fts
 from nexusai.memory.dbapi import Connection
@@ -45,7 +45,16 @@ from nexusai.models import Episode, finds_nothing, to_utc_text
 
 PgConnection = psycopg.Connection[Any]
 WRITE_LOCK = "hashtext('nexus_writes')"
+# Seconds a request waits for a connection before its 503: a database that is down makes
+# every request wait this long, a busy pool rarely anywhere near it.
+POOL_WAIT = 5.0
 _JSON_IDS = re.compile(r"SELECT value FROM json_each\(\?\)")
+
+
+class DatabaseUnavailable(NexusError):
+    """PostgreSQL does not answer: nothing of the request was kept."""
+
+    status_code = 503
 
 
 class PgStore(EpisodeStore):
@@ -75,6 +84,7 @@ class PgStore(EpisodeStore):
             max_size=pool_size,
             kwargs={"autocommit": True},
             configure=_configure,
+            timeout=POOL_WAIT,
             open=False,
         )
         self._local = threading.local()
@@ -87,7 +97,7 @@ class PgStore(EpisodeStore):
 
     def connection(self) -> Connection:
         current: _Connection | None = getattr(self._local, "transaction", None)
-        return current if current is not None else _Reads(self.pool)
+        return current if current is not None else _Reads(self)
 
     @contextmanager
     def atomic(self) -> Iterator[_Connection]:
@@ -111,6 +121,17 @@ class PgStore(EpisodeStore):
                     self._local.transaction = None
         except pg_errors.DiskFull as exc:
             raise StorageFull(DISK_FULL) from exc
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise self.unavailable(exc) from None
+
+    def unavailable(self, exc: Exception) -> DatabaseUnavailable:
+        """The error for a request the database did not answer. Connections it broke are
+        dropped from the pool, so that the next request gets live ones."""
+        self.pool.check()
+        return DatabaseUnavailable(
+            f"the PostgreSQL store at {self.describe()} does not answer ({_first_line(exc)});"
+            " nothing of this request was kept, send it again"
+        )
 
     def open_connections(self) -> int:
         return int(self.pool.get_stats().get("pool_size", 0))
@@ -160,8 +181,11 @@ class PgStore(EpisodeStore):
         if current is not None:
             ids = pg_fts.search(current.raw, query, limit, session_ids)
         else:
-            with self.pool.connection() as raw:
-                ids = pg_fts.search(raw, query, limit, session_ids)
+            try:
+                with self.pool.connection() as raw:
+                    ids = pg_fts.search(raw, query, limit, session_ids)
+            except (psycopg.OperationalError, PoolTimeout) as exc:
+                raise self.unavailable(exc) from None
         return self.get_episodes(ids)
 
 
@@ -228,19 +252,33 @@ class _Connection:
 
 
 class _Reads:
-    """One statement on a borrowed connection, its rows read before it goes back."""
+    """One statement on a borrowed connection, its rows read before it goes back. A read
+    that meets a connection the server closed (a restart, a failover) is tried once more,
+    after the pool has dropped its dead connections."""
 
-    def __init__(self, pool: ConnectionPool) -> None:
-        self._pool = pool
+    def __init__(self, store: PgStore) -> None:
+        self._store = store
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> _Fetched:
-        with self._pool.connection() as raw:
+        try:
+            return self._once(sql, parameters)
+        except PoolTimeout as exc:  # every connection busy for POOL_WAIT: no use waiting more
+            raise self._store.unavailable(exc) from None
+        except psycopg.OperationalError as exc:
+            self._store.unavailable(exc)  # drops the dead connections: one more try
+        try:
+            return self._once(sql, parameters)
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise self._store.unavailable(exc) from None
+
+    def _once(self, sql: str, parameters: Sequence[Any]) -> _Fetched:
+        with self._store.pool.connection() as raw:
             cursor = raw.execute(_translate(sql), parameters)
             return _Fetched(cursor.fetchall() if cursor.description else [], cursor.rowcount)
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> None:
-        with self._pool.connection() as raw, raw.cursor() as cursor:
-            cursor.executemany(_translate(sql), parameters)
+        with self._store.atomic() as conn:  # a write: in a transaction, never retried
+            conn.executemany(sql, parameters)
 
 
 class _Fetched:

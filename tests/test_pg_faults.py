@@ -1,0 +1,55 @@
+"""The PostgreSQL store when the database goes away under it: a read recovers from
+connections the server closed, a request the database cannot answer is a 503 that says
+so, and nothing stored is lost."""
+
+from __future__ import annotations
+
+import psycopg
+from fastapi.testclient import TestClient
+
+from nexusai.app import create_app
+from nexusai.config import Config
+from tests.conftest import SwitchableEmbedder
+
+
+def _terminate(admin_url: str, database: str) -> None:
+    """What a server restart or a failover does to the pool's connections."""
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+            [database],
+        )
+
+
+def test_closed_connections_are_replaced_and_a_lost_database_is_a_503(
+    tmp_path: object, pg_url: str, postgres: str, embedder: SwitchableEmbedder
+) -> None:
+    database = pg_url.split("?")[0].rsplit("/", 1)[1]
+    config = Config.from_env({}, data_dir=f"{tmp_path}/data", extractor="none", database_url=pg_url)
+    with TestClient(create_app(config, embedder, role="memory")) as client:
+        session = client.post("/sessions", json={}).json()["id"]
+        episode = {"speaker": "user", "content": "my bicycle is a green gravel bike"}
+        assert client.post(f"/sessions/{session}/episodes", json=episode).status_code == 201
+
+        _terminate(postgres, database)
+        assert client.get(f"/sessions/{session}").status_code == 200  # read again, alive
+        second = {"speaker": "user", "content": "and my helmet is orange"}
+        assert client.post(f"/sessions/{session}/episodes", json=second).status_code == 201
+
+        with psycopg.connect(postgres, autocommit=True) as admin:
+            admin.execute(f"ALTER DATABASE {database} WITH ALLOW_CONNECTIONS false")
+        try:
+            _terminate(postgres, database)
+            for method, path, body in [
+                ("GET", f"/sessions/{session}/episodes", None),
+                ("POST", f"/sessions/{session}/episodes", second),
+            ]:
+                answer = client.request(method, path, json=body)
+                assert answer.status_code == 503, (path, answer.text)
+                assert "does not answer" in answer.json()["detail"]
+                assert "Traceback" not in answer.text
+        finally:
+            with psycopg.connect(postgres, autocommit=True) as admin:
+                admin.execute(f"ALTER DATABASE {database} WITH ALLOW_CONNECTIONS true")
+        listed = client.get(f"/sessions/{session}/episodes").json()
+        assert [e["content"] for e in listed] == [episode["content"], second["content"]]

@@ -10,6 +10,7 @@ directory, with its default settings. The 100,000 stored vectors are real MiniLM
 
 from __future__ import annotations
 
+import os
 import random
 import tempfile
 import threading
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
+import psutil
 import psycopg
 from tests.live_server import server_process
 
@@ -39,6 +41,7 @@ from nexusai.orchestration.settings import DEFAULTS
 
 PER_PROJECT = 5  # a turn's scope: the 5 sessions of its project
 CLIENTS = 32
+THROUGHPUT_COLUMNS = ["replicas", "requests/s", "p50 ms", "p95 ms", "errors"]
 
 
 @contextmanager
@@ -130,17 +133,38 @@ def throughput(url: str, tmp: Path, replicas: int, seconds: float) -> list[objec
                         errors[0] += not ok
 
         threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
+        before = cpu_seconds()
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+        spent = {k: v - before.get(k, 0.0) for k, v in cpu_seconds().items()}
+    done = max(len(latencies), 1)
     return [
         replicas,
         f"{len(latencies) / seconds:,.1f}",
         percentile(latencies, 50),
         percentile(latencies, 95),
         errors[0],
+        *(f"{spent.get(k, 0.0) * 1000 / done:.1f}" for k in ("nexus", "postgres", "clients")),
     ]
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU time used so far by the services, PostgreSQL's processes and this process (the
+    clients), all on the same cores."""
+    used = {"nexus": 0.0, "postgres": 0.0, "clients": 0.0}
+    for process in psutil.process_iter(["name", "cmdline", "cpu_times"]):
+        times, line = process.info["cpu_times"], " ".join(process.info["cmdline"] or [])
+        if times is None:
+            continue
+        if process.pid == os.getpid():
+            used["clients"] += times.user + times.system
+        elif process.info["name"] == "postgres":
+            used["postgres"] += times.user + times.system
+        elif "nexusai.cli serve" in line:
+            used["nexus"] += times.user + times.system
+    return used
 
 
 def run(quick: bool = False) -> None:
@@ -181,9 +205,21 @@ def run(quick: bool = False) -> None:
         scaled = Report(
             f"/context throughput, {CLIENTS} clients, {seconds:.0f} s, replicas in role all"
             " on one PostgreSQL",
-            ["replicas", "requests/s", "p50 ms", "p95 ms", "errors"],
+            [
+                "replicas",
+                "requests/s",
+                "p50 ms",
+                "p95 ms",
+                "errors",
+                "CPU ms/request: nexus",
+                "PostgreSQL",
+                "clients",
+            ],  # fmt: skip
         )
         for replicas in (1, 2, 4):
             scaled.add(*throughput(url, tmp, replicas, seconds))
-        scaled.notes.append("Each replica embeds its own turns: on 2 cores, the CPU is shared.")
+        scaled.notes.append(
+            "Services, PostgreSQL and the clients share this machine's cores: CPU ms/request"
+            " times requests/s is how much of them the run used."
+        )
         scaled.print()

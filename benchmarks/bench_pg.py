@@ -205,16 +205,7 @@ def run(quick: bool = False) -> None:
         scaled = Report(
             f"/context throughput, {CLIENTS} clients, {seconds:.0f} s, replicas in role all"
             " on one PostgreSQL",
-            [
-                "replicas",
-                "requests/s",
-                "p50 ms",
-                "p95 ms",
-                "errors",
-                "CPU ms/request: nexus",
-                "PostgreSQL",
-                "clients",
-            ],  # fmt: skip
+            [*THROUGHPUT_COLUMNS, "CPU ms/request: nexus", "PostgreSQL", "clients"],
         )
         for replicas in (1, 2, 4):
             scaled.add(*throughput(url, tmp, replicas, seconds))

@@ -14,8 +14,10 @@ from nexusai.app import create_app
 from nexusai.cli import cli
 from nexusai.config import Config
 from nexusai.errors import Conflict
-from nexusai.memory import upkeep
+from nexusai.memory import pg_fts, upkeep
+from nexusai.memory.pg_store import PgStore
 from nexusai.memory.service import Memory
+from nexusai.memory.store import EpisodeStore
 from nexusai.models import NewEpisode
 from nexusai.orchestration.retrieval import get_semantic_episodes
 from tests.conftest import SwitchableEmbedder
@@ -28,6 +30,7 @@ FACTS = [
 ]
 
 
+@pytest.mark.parametrize("config", ["sqlite", "postgresql"], indirect=True)
 def test_doctor_finds_and_repairs_drift(memory: Memory) -> None:
     sid = memory.store.create_session().id
     ids = [e.id for e in memory.add_episodes(sid, [NewEpisode("u", t) for t in FACTS])]
@@ -35,16 +38,7 @@ def test_doctor_finds_and_repairs_drift(memory: Memory) -> None:
     # the last turn: deleting an earlier one would re-queue the vector of the turn after it
     memory.store.delete_episode(ids[2])  # row gone, vector left behind
     memory.vectors.delete([ids[1]])  # vector lost, row still says indexed
-    with memory.store.atomic() as conn:  # FTS index damaged behind the triggers' back
-        conn.execute(
-            "INSERT INTO episodes_fts(episodes_fts, rowid, search_text, context_text)"
-            " VALUES ('delete', ?, ?, ?)",
-            (
-                ids[0],
-                memory.store.get_episode(ids[0]).search_text,
-                memory.store.get_episode(ids[0]).context_text,
-            ),
-        )
+    _damage_keyword_index(memory.store, ids[0])
     found = upkeep.check(memory)
     assert (found.vectors_without_rows, found.rows_without_vectors, found.fts_ok) == (
         [ids[2]],
@@ -55,6 +49,20 @@ def test_doctor_finds_and_repairs_drift(memory: Memory) -> None:
     assert upkeep.check(memory).healthy
     # the turn itself, then the one after it (indexed with it)
     assert [e.id for e in memory.store.search_keyword("puppy Biscuit")] == ids[:2]
+
+
+def _damage_keyword_index(store: EpisodeStore, episode_id: int) -> None:
+    """An episode's keyword row lost behind the triggers' back."""
+    with store.atomic() as conn:
+        if isinstance(store, PgStore):
+            conn.execute(f"DELETE FROM {pg_fts.TABLE} WHERE id = ?", (episode_id,))
+            return
+        episode = store.get_episode(episode_id)
+        conn.execute(
+            "INSERT INTO episodes_fts(episodes_fts, rowid, search_text, context_text)"
+            " VALUES ('delete', ?, ?, ?)",
+            (episode_id, episode.search_text, episode.context_text),
+        )
 
 
 def test_backup_while_serving_then_restore_finds_everything(

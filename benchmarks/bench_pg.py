@@ -28,14 +28,12 @@ import psycopg
 from tests.live_server import server_process
 
 from benchmarks.bench_context import measure
-from benchmarks.bench_vectors import SESSIONS, fill_index, noisy_copies
+from benchmarks.bench_vectors import SESSIONS, build_store
 from benchmarks.common import LATENCY_COLUMNS, Report, sentences, time_ms
 from nexusai.config import Config
 from nexusai.embedders import LocalEmbedder
 from nexusai.evaluation.metrics import percentile
-from nexusai.memory import vector_state
 from nexusai.memory.service import Memory, open_store
-from nexusai.memory.vector_state import VectorState
 from nexusai.models import NewEpisode
 from nexusai.orchestration.settings import DEFAULTS
 
@@ -56,26 +54,6 @@ def postgres(tmp: Path) -> Iterator[str]:
         yield urlsplit(server.get_uri())._replace(path="/nexus_bench").geturl()
     finally:
         server.cleanup()
-
-
-def build(config: Config, embedder: LocalEmbedder, base: np.ndarray, size: int) -> float:
-    """`size` episodes over SESSIONS sessions in projects of PER_PROJECT, with their
-    vectors (written straight to the index). Returns the seconds the rows took."""
-    started = time.perf_counter()
-    texts = sentences(size)
-    with closing(Memory.open(config, embedder)) as memory:
-        store, project = memory.store, None
-        for i in range(SESSIONS):
-            if i % PER_PROJECT == 0:
-                project = store.create_project(f"p{i // PER_PROJECT}").id
-            session_id = store.create_session(project).id
-            batch = [NewEpisode("u", next(texts)) for _ in range(size // SESSIONS)]
-            store.add_episodes(session_id, batch)
-        rows = time.perf_counter() - started
-        fill_index(memory.vectors.index, noisy_copies(base, size), per_session=size // SESSIONS)
-        with store.atomic() as conn:
-            vector_state.set_vectors(conn, list(range(1, size + 1)), VectorState.INDEXED)
-    return rows
 
 
 def ingest(report: Report, config: Config, embedder: LocalEmbedder, label: str, n: int) -> None:
@@ -178,7 +156,10 @@ def run(quick: bool = False) -> None:
         pg = Config.from_env({}, data_dir=tmp / "pg", extractor="none", database_url=url)
         built = Report(f"Building {size:,} episodes over {SESSIONS:,} sessions", ["store", "s"])
         for label, config in (("SQLite + Qdrant Edge", sqlite), ("PostgreSQL + pgvector", pg)):
-            built.add(f"{label}: rows, 100 a call", build(config, embedder, base, size))
+            seconds_taken = build_store(
+                config.data_dir, embedder, base, size, PER_PROJECT, config.database_url
+            )
+            built.add(f"{label}: rows, 100 a call", seconds_taken)
         built.print()
 
         written = Report("Ingest through the write path, short turns", ["store", "episodes/s"])

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +21,7 @@ from benchmarks.common import LATENCY_COLUMNS, Report, sentences, time_ms
 from nexusai.config import Config
 from nexusai.embedders import LocalEmbedder
 from nexusai.memory import vector_state
-from nexusai.memory.service import Memory, embedding_texts, record_embedder
-from nexusai.memory.store import Store
+from nexusai.memory.service import Memory, embedding_texts
 from nexusai.memory.vector_state import VectorState
 from nexusai.memory.vectors import EdgeVectorIndex, VectorIndex, VectorPoint
 from nexusai.models import NewEpisode
@@ -129,6 +129,7 @@ def searches(embedder: LocalEmbedder, base: np.ndarray, sizes: list[int], tmp: P
 
 _REOPEN = """
 import json, resource, sys, time
+from contextlib import closing
 from pathlib import Path
 from nexusai.config import Config
 from nexusai.embedders import LocalEmbedder
@@ -144,27 +145,35 @@ print(json.dumps({"open_s": opened, "count": memory.vectors.count(),
 
 
 def build_store(
-    data_dir: Path, embedder: LocalEmbedder, base: np.ndarray, size: int, per_project: int = 0
-) -> None:
-    """A store of `size` episodes over SESSIONS sessions with their vectors, ready to open.
-    With `per_project`, sessions are grouped into projects of that many sessions."""
-    with Store(data_dir / "nexus.db") as store:
-        texts = sentences(size)
+    data_dir: Path,
+    embedder: LocalEmbedder,
+    base: np.ndarray,
+    size: int,
+    per_project: int = 0,
+    database_url: str | None = None,
+) -> float:
+    """A store of `size` episodes over SESSIONS sessions with their vectors (written
+    straight to the index), ready to open: SQLite in `data_dir`, or PostgreSQL at
+    `database_url`. With `per_project`, sessions are grouped into projects of that many
+    sessions. Returns the seconds the rows took."""
+    config = Config.from_env({}, data_dir=data_dir, extractor="none", database_url=database_url)
+    started = time.perf_counter()
+    texts = sentences(size)
+    with closing(Memory.open(config, embedder)) as memory:
+        store, project = memory.store, None
         for i in range(SESSIONS):
-            project = None
             if per_project and i % per_project == 0:
                 project = store.create_project(f"p{i // per_project}").id
-            elif per_project:
-                project = store.list_sessions(limit=1, offset=i - 1)[0].project_id
             session_id = store.create_session(project).id
             batch = [NewEpisode("u", next(texts)) for _ in range(size // SESSIONS)]
             store.add_episodes(session_id, batch)
+        rows = time.perf_counter() - started
+        # The vectors first, then the rows say so: an open finding rows marked indexed
+        # without their vectors would mark them pending again.
+        fill_index(memory.vectors.index, noisy_copies(base, size), per_session=size // SESSIONS)
         with store.atomic() as conn:
             vector_state.set_vectors(conn, list(range(1, size + 1)), VectorState.INDEXED)
-        record_embedder(store, embedder)
-    index = EdgeVectorIndex(data_dir / "vectors" / "episodes", base.shape[1])
-    fill_index(index, noisy_copies(base, size), per_session=size // SESSIONS)
-    index.close()
+    return rows
 
 
 def reopen(embedder: LocalEmbedder, base: np.ndarray, size: int, tmp: Path) -> Report:

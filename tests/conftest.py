@@ -47,7 +47,10 @@ def embedder(minilm: LocalEmbedder) -> SwitchableEmbedder:
     return SwitchableEmbedder(minilm)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+BOTH_STORES = ("sqlite", "postgresql")
+
+
+@pytest.fixture(params=BOTH_STORES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EpisodeStore]:
     """The store's tests run on both engines: SQLite in a temporary file, and a real
     PostgreSQL in a database of the test's own."""
@@ -73,7 +76,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A module that sets `ON_BOTH_STORES = True` runs each of its tests that uses `config`
     on SQLite and on PostgreSQL."""
     if getattr(metafunc.module, "ON_BOTH_STORES", False) and "config" in metafunc.fixturenames:
-        metafunc.parametrize("config", ["sqlite", "postgresql"], indirect=True)
+        metafunc.parametrize("config", BOTH_STORES, indirect=True)
 
 
 @pytest.fixture(scope="session")

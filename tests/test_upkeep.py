@@ -20,7 +20,7 @@ from nexusai.memory.service import Memory
 from nexusai.memory.store import EpisodeStore
 from nexusai.models import NewEpisode
 from nexusai.orchestration.retrieval import get_semantic_episodes
-from tests.conftest import SwitchableEmbedder
+from tests.conftest import BOTH_STORES, SwitchableEmbedder
 from tests.live_server import free_port, start_server
 
 FACTS = [
@@ -30,7 +30,7 @@ FACTS = [
 ]
 
 
-@pytest.mark.parametrize("config", ["sqlite", "postgresql"], indirect=True)
+@pytest.mark.parametrize("config", BOTH_STORES, indirect=True)
 def test_doctor_finds_and_repairs_drift(memory: Memory) -> None:
     sid = memory.store.create_session().id
     ids = [e.id for e in memory.add_episodes(sid, [NewEpisode("u", t) for t in FACTS])]

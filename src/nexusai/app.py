@@ -18,7 +18,7 @@ from pydantic import Field
 from nexusai import __version__
 from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
-from nexusai.errors import ConfigError
+from nexusai.errors import ConfigError, first_line
 from nexusai.guard import Guard
 from nexusai.http import errors, install_error_handlers, install_offline_docs
 from nexusai.inspector import install_inspector
@@ -252,7 +252,7 @@ def _tend(memory: Memory) -> None:
         try:
             memory.tend_vectors()
         except Exception as exc:  # a vanished index is found and rebuilt at the next start
-            log.warning("tending the vector index failed: %s", str(exc).splitlines()[0][:200])
+            log.warning("tending the vector index failed: %s", first_line(exc))
         _release_free_memory()
 
 

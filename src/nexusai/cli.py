@@ -129,7 +129,7 @@ def _prepared_app(config: Config, role: str) -> FastAPI:
     return create_app(config, embedder, role=cast("Role", role), memory=memory)
 
 
-def _data_in(config: Any) -> str:
+def _data_in(config: Config) -> str:
     if config.database_url:
         from nexusai.memory.pg_store import redacted
 

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 
+def first_line(why: object, limit: int = 200) -> str:
+    """What an error says, in one line short enough for a log or a message."""
+    text = str(why).strip()
+    return text.splitlines()[0][:limit] if text else type(why).__name__
+
+
 class NexusError(Exception):
     """Base class for errors whose message is safe to show to a user."""
 

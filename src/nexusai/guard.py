@@ -109,19 +109,20 @@ class Guard:
             matched |= hmac.compare_digest(given or b"", key)
         if matched:
             return ADMIN
+        project_keys = self.project_keys()
+        if project_keys is None or (given is None and self.keys):
+            return None if self.keys else ADMIN  # nothing the store could change
         # The store is asked off the event loop: a database that is slow to answer must
         # not hold up every other request meanwhile.
-        return await anyio.to_thread.run_sync(self._by_project_key, given)
+        return await anyio.to_thread.run_sync(self._by_project_key, project_keys, given)
 
-    def _by_project_key(self, given: bytes | None) -> Principal | None:
-        project_keys = self.project_keys()
-        if given and project_keys is not None:
+    def _by_project_key(self, project_keys: ProjectKeys, given: bytes | None) -> Principal | None:
+        if given:
             found = project_keys.verify(given.decode("utf-8", "replace"))
             if found is not None:
                 return found
         # A service with no key of either kind is open, as on a developer's machine.
-        keys_exist = bool(self.keys) or (project_keys is not None and project_keys.any_active())
-        return None if keys_exist else ADMIN
+        return None if self.keys or project_keys.any_active() else ADMIN
 
     async def _limited(self, scope: Scope, receive: Receive, send: Send) -> None:
         seen = 0

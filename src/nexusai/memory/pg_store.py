@@ -34,13 +34,12 @@ from psycopg.types.datetime import TimestamptzLoader
 from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from nexusai.errors import DISK_FULL, ConfigError, NexusError, StorageFull
+from nexusai.errors import DISK_FULL, ConfigError, NexusError, StorageFull, first_line
 from nexusai.keywords import query_terms
-from nexusai.memory import pg_fts
+from nexusai.memory import pg_fts, vector_state
 from nexusai.memory.dbapi import Connection
 from nexusai.memory.pg_migrations import apply_migrations
 from nexusai.memory.store import EpisodeStore
-from nexusai.memory.vector_state import VectorState
 from nexusai.models import Episode, finds_nothing, to_utc_text
 
 PgConnection = psycopg.Connection[Any]
@@ -48,6 +47,7 @@ WRITE_LOCK = "hashtext('nexus_writes')"
 # Seconds a request waits for a connection before its 503: a database that is down makes
 # every request wait this long, a busy pool rarely anywhere near it.
 POOL_WAIT = 5.0
+SECRET_PREFIX = "secret:"  # a store's secrets are rows of `meta`, every replica reads them
 _JSON_IDS = re.compile(r"SELECT value FROM json_each\(\?\)")
 
 
@@ -76,7 +76,7 @@ class PgStore(EpisodeStore):
         except psycopg.Error as exc:
             raise ConfigError(
                 f"cannot use the PostgreSQL store at {redacted(url)}"
-                f" (NEXUS_DATABASE_URL): {_first_line(exc)}"
+                f" (NEXUS_DATABASE_URL): {first_line(exc, 300)}"
             ) from None
         self.pool = ConnectionPool(
             url,
@@ -96,8 +96,27 @@ class PgStore(EpisodeStore):
     # -- connections and transactions ------------------------------------------------
 
     def connection(self) -> Connection:
-        current: _Connection | None = getattr(self._local, "transaction", None)
+        current = self._current()
         return current if current is not None else _Reads(self)
+
+    def _current(self) -> _Connection | None:
+        """This thread's transaction, if it is in one."""
+        current: _Connection | None = getattr(self._local, "transaction", None)
+        return current
+
+    @contextmanager
+    def _raw(self) -> Iterator[PgConnection]:
+        """A psycopg connection, for `pg_fts`: this thread's transaction's, or a borrowed
+        one."""
+        current = self._current()
+        if current is not None:
+            yield current.raw
+            return
+        try:
+            with self.pool.connection() as raw:
+                yield raw
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise self.unavailable(exc) from None
 
     @contextmanager
     def atomic(self) -> Iterator[_Connection]:
@@ -106,7 +125,7 @@ class PgStore(EpisodeStore):
 
     @contextmanager
     def _transaction(self, *, lock: bool) -> Iterator[_Connection]:
-        current: _Connection | None = getattr(self._local, "transaction", None)
+        current = self._current()
         if current is not None:
             yield current
             return
@@ -129,7 +148,7 @@ class PgStore(EpisodeStore):
         dropped from the pool, so that the next request gets live ones."""
         self.pool.check()
         return DatabaseUnavailable(
-            f"the PostgreSQL store at {self.describe()} does not answer ({_first_line(exc)});"
+            f"the PostgreSQL store at {self.describe()} does not answer ({first_line(exc, 300)});"
             " nothing of this request was kept, send it again"
         )
 
@@ -142,7 +161,7 @@ class PgStore(EpisodeStore):
     # -- what differs from SQLite ----------------------------------------------------
 
     def secret(self, name: str) -> bytes:
-        key = f"secret:{name}"
+        key = SECRET_PREFIX + name
         with self.atomic() as conn:
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING",
@@ -152,20 +171,19 @@ class PgStore(EpisodeStore):
         assert row is not None  # inserted above, or by whoever got there first
         return bytes.fromhex(row[0])
 
+    def adopt_secret(self, name: str, value: bytes) -> None:
+        """Takes another store's secret as this one's (a store moved here keeps its keys)."""
+        self.set_meta(SECRET_PREFIX + name, value.hex())
+
     @contextmanager
     def claim_pending_vectors(self, limit: int) -> Iterator[list[int]]:
         # Not under the write lock: the claim lasts as long as the embedding does, and only
         # edits of the claimed rows wait for it.
         with self._transaction(lock=False) as conn:
-            rows = conn.execute(
-                "SELECT id FROM episodes WHERE vector_state = ? ORDER BY id LIMIT ?"
-                " FOR UPDATE SKIP LOCKED",
-                (VectorState.PENDING.value, limit),
-            )
-            yield [int(row[0]) for row in rows]
+            yield vector_state.pending_vectors(conn, limit, "FOR UPDATE SKIP LOCKED")
 
     def keyword_index_ok(self) -> bool:
-        with self.pool.connection() as raw:
+        with self._raw() as raw:
             return pg_fts.agrees(raw)
 
     def rebuild_keyword_index(self) -> None:
@@ -177,15 +195,8 @@ class PgStore(EpisodeStore):
     ) -> list[Episode]:
         if not query_terms(query) or finds_nothing(session_ids, limit):
             return []  # without borrowing a connection
-        current: _Connection | None = getattr(self._local, "transaction", None)
-        if current is not None:
-            ids = pg_fts.search(current.raw, query, limit, session_ids)
-        else:
-            try:
-                with self.pool.connection() as raw:
-                    ids = pg_fts.search(raw, query, limit, session_ids)
-            except (psycopg.OperationalError, PoolTimeout) as exc:
-                raise self.unavailable(exc) from None
+        with self._raw() as raw:
+            ids = pg_fts.search(raw, query, limit, session_ids)
         return self.get_episodes(ids)
 
 
@@ -301,8 +312,3 @@ def redacted(url: str) -> str:
     parts = conninfo_to_dict(url)
     where = f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}"
     return f"postgresql://{parts.get('user', '')}@{where}/{parts.get('dbname', '')}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -18,7 +18,7 @@ from typing import Any
 
 from nexusai.errors import Conflict
 from nexusai.memory.keys import SECRET_FILE
-from nexusai.memory.pg_store import PgStore
+from nexusai.memory.pg_store import SECRET_PREFIX, PgStore
 from nexusai.memory.store import Store
 from nexusai.memory.vector_state import VectorState
 
@@ -26,12 +26,19 @@ BATCH = 1000
 SOURCE_KEY = "migrated_from"
 
 
+# Made again on the target: vectors by its embedder, mention counts by its trigger as the
+# mentions arrive.
+VECTOR_PENDING = (("vector_state", VectorState.PENDING.value),)
+
+
 @dataclass(frozen=True)
 class Table:
     name: str
-    columns: tuple[str, ...]
+    columns: tuple[str, ...]  # copied as they are
     key: tuple[str, ...] = ("id",)
     identity: bool = False
+    booleans: tuple[str, ...] = ()  # SQLite keeps them as 0 and 1
+    set_on_target: tuple[tuple[str, object], ...] = ()  # columns given these values
 
 
 TABLES = (
@@ -54,6 +61,7 @@ TABLES = (
             "search_cjk",
         ),
         identity=True,
+        set_on_target=VECTOR_PENDING,
     ),
     Table("import_sessions", ("key", "session_id"), key=("key",)),
     Table("import_episodes", ("key", "episode_id"), key=("key",)),
@@ -61,12 +69,14 @@ TABLES = (
         "entities",
         ("id", "scope", "name", "normalized", "type", "first_seen", "last_seen", "summary"),
         identity=True,
+        set_on_target=(*VECTOR_PENDING, ("mention_count", 0)),
     ),
     Table("entity_mentions", ("entity_id", "episode_id", "type"), key=("entity_id", "episode_id")),
     Table(
         "api_keys",
         ("id", "name", "project_id", "read_only", "hash", "created_at", "revoked_at"),
         identity=True,
+        booleans=("read_only",),
     ),
     Table("meta", ("key", "value"), key=("key",)),
     Table("settings", ("key", "value"), key=("key",)),
@@ -110,17 +120,8 @@ def _claim_target(source: Store, target: PgStore) -> None:
         raise Conflict(f"{target.describe()} holds a store already; migrate into an empty database")
     if marker is not None and marker != source.describe():
         raise Conflict(f"{target.describe()} is a copy of {marker}, not of {source.describe()}")
-    secret = source.secret(SECRET_FILE).hex()
-    with target.atomic() as conn:
-        conn.execute(
-            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE"
-            " SET value = excluded.value",
-            (f"secret:{SECRET_FILE}", secret),
-        )
-        conn.execute(
-            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            (SOURCE_KEY, source.describe()),
-        )
+    target.adopt_secret(SECRET_FILE, source.secret(SECRET_FILE))
+    target.set_meta(SOURCE_KEY, source.describe())
 
 
 def _copied_up_to(target: PgStore, table: Table) -> Sequence[Any] | None:
@@ -145,14 +146,9 @@ def _batches(source: Store, table: Table, after: Sequence[Any] | None) -> Iterat
 
 
 def _insert(target: PgStore, table: Table, rows: list[Any]) -> None:
-    columns = list(table.columns)
-    values = [_adapted(table, row) for row in rows]
-    if table.name in ("episodes", "entities"):
-        columns.append("vector_state")  # made again on the target
-        values = [(*row, VectorState.PENDING.value) for row in values]
-    if table.name == "entities":
-        columns.append("mention_count")  # counted by the target's trigger as mentions arrive
-        values = [(*row, 0) for row in values]
+    names, fixed = zip(*table.set_on_target, strict=True) if table.set_on_target else ((), ())
+    columns = [*table.columns, *names]
+    values = [(*_adapted(table, row), *fixed) for row in rows]
     overriding = "OVERRIDING SYSTEM VALUE" if table.identity else ""
     sql = (
         f"INSERT INTO {table.name} ({', '.join(columns)}) {overriding}"
@@ -163,10 +159,12 @@ def _insert(target: PgStore, table: Table, rows: list[Any]) -> None:
 
 
 def _adapted(table: Table, row: tuple[Any, ...]) -> tuple[Any, ...]:
-    if table.name == "api_keys":  # SQLite keeps booleans as 0 and 1
-        read_only = table.columns.index("read_only")
-        return (*row[:read_only], bool(row[read_only]), *row[read_only + 1 :])
-    return row
+    if not table.booleans:
+        return row
+    return tuple(
+        bool(value) if name in table.booleans else value
+        for name, value in zip(table.columns, row, strict=True)
+    )
 
 
 def _count(store: Store | PgStore, table: str, *, copied: bool = False) -> int:
@@ -174,5 +172,5 @@ def _count(store: Store | PgStore, table: str, *, copied: bool = False) -> int:
     bookkeeping in meta)."""
     where = ""
     if copied and table == "meta":
-        where = f" WHERE key <> '{SOURCE_KEY}' AND key <> 'secret:{SECRET_FILE}'"
+        where = f" WHERE key <> '{SOURCE_KEY}' AND key NOT LIKE '{SECRET_PREFIX}%'"
     return int(store.connection().execute(f"SELECT count(*) FROM {table}{where}").fetchone()[0])

@@ -26,9 +26,10 @@ class EntityState(StrEnum):
     DONE = "done"
 
 
-def pending_vectors(conn: Connection, limit: int) -> list[int]:
-    """Episodes whose vectors are not (yet) in the index, oldest first."""
-    sql = "SELECT id FROM episodes WHERE vector_state = ? ORDER BY id LIMIT ?"
+def pending_vectors(conn: Connection, limit: int, claim: str = "") -> list[int]:
+    """Episodes whose vectors are not (yet) in the index, oldest first; `claim` is a
+    locking clause for engines that have one (`FOR UPDATE SKIP LOCKED`)."""
+    sql = f"SELECT id FROM episodes WHERE vector_state = ? ORDER BY id LIMIT ? {claim}"
     return _ids(conn.execute(sql, (VectorState.PENDING.value, limit)))
 
 

@@ -21,7 +21,7 @@ from typing import Protocol
 import qdrant_edge as edge
 
 from nexusai.config import Config
-from nexusai.errors import ConfigError, NexusError
+from nexusai.errors import ConfigError, NexusError, first_line
 from nexusai.memory.index_build import run_build
 from nexusai.models import finds_nothing
 
@@ -311,7 +311,7 @@ class EdgeVectorIndex:
         try:
             shard = self._replayed(built)
         except Exception as exc:  # the serving shard is untouched
-            log.warning("swapping in the optimized vector index failed: %s", _first_line(exc))
+            log.warning("swapping in the optimized vector index failed: %s", first_line(exc))
             return built
         previous, self._shard = self._shard, shard
         self._deleted -= self._deleted_at_copy  # the child vacuumed those
@@ -368,7 +368,7 @@ class EdgeVectorIndex:
                     "the vector index in %s could not be saved (%s); the next start checks"
                     " it against SQLite and rebuilds what is missing",
                     self.path,
-                    _first_line(exc),
+                    first_line(exc),
                 )
             self._shard.close()
 
@@ -485,12 +485,6 @@ class QdrantVectorIndex:
         self._client.close()
 
 
-def _first_line(why: object) -> str:
-    """What an error says, in one line short enough for a log or a message."""
-    text = str(why).strip()
-    return text.splitlines()[0][:200] if text else type(why).__name__
-
-
 def _int_id(point_id: object) -> int:
     assert isinstance(point_id, int)  # nexusai only ever writes integer ids
     return point_id
@@ -515,7 +509,7 @@ def _set_aside(path: Path, why: object) -> str:
     path.resolve().rename(aside)
     path.unlink(missing_ok=True)  # the link to it, if a built shard was swapped in
     return (
-        f"the vector index in {path} could not be read ({_first_line(why)});"
+        f"the vector index in {path} could not be read ({first_line(why)});"
         f" set aside as {aside.name}"
     )
 

@@ -105,8 +105,9 @@ class Memory:
         try:
             if check:
                 check_embedder(store, embedder)
-            vectors = _open_vectors(config, store, "episodes", embedder.dimension)
-            entity_vectors = _open_vectors(config, store, "entities", embedder.dimension)
+            pool = getattr(store, "pool", None)  # a PostgreSQL store's, for pgvector
+            vectors = open_vector_index(config, "episodes", embedder.dimension, pool)
+            entity_vectors = open_vector_index(config, "entities", embedder.dimension, pool)
         except BaseException:
             store.close()
             raise
@@ -354,21 +355,6 @@ def open_store(config: Config) -> EpisodeStore:
             ) from None
         return PgStore(config.database_url, max_content_bytes=config.max_content_bytes)
     return Store(config.db_path, max_content_bytes=config.max_content_bytes)
-
-
-def _open_vectors(
-    config: Config, store: EpisodeStore, collection: str, dimension: int
-) -> VectorIndex:
-    """A Qdrant server when NEXUS_QDRANT_URL is set; else pgvector beside a PostgreSQL store
-    (Qdrant Edge belongs to one process, and replicas share the database); else Qdrant Edge
-    in the data directory."""
-    if not config.qdrant_url and config.database_url:
-        from nexusai.memory.pg_store import PgStore
-        from nexusai.memory.pgvector import PgVectorIndex
-
-        assert isinstance(store, PgStore)
-        return PgVectorIndex(store.pool, collection, dimension)
-    return open_vector_index(config, collection, dimension)
 
 
 def _yield_the_cpu() -> None:

@@ -1,4 +1,5 @@
-"""Vector indexes: one protocol, two engines (embedded Qdrant Edge, remote Qdrant).
+"""Vector indexes: one protocol, three engines (embedded Qdrant Edge, remote Qdrant, and
+pgvector beside a PostgreSQL store, in `pgvector`).
 
 Vectors are derived data: SQLite holds the truth, and every vector can be rebuilt from it.
 Each point's id is the row id it was made from (for a long episode's later windows, an id
@@ -16,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import qdrant_edge as edge
 
@@ -24,6 +25,9 @@ from nexusai.config import Config
 from nexusai.errors import ConfigError, NexusError, first_line
 from nexusai.memory.index_build import run_build
 from nexusai.models import finds_nothing
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 log = logging.getLogger("nexusai.vectors")
 
@@ -550,8 +554,16 @@ def _drop_leftovers(path: Path) -> None:
             shutil.rmtree(sibling, ignore_errors=True)
 
 
-def open_vector_index(config: Config, collection: str, dimension: int) -> VectorIndex:
-    """Remote Qdrant when NEXUS_QDRANT_URL is set, else Qdrant Edge under the data dir."""
+def open_vector_index(
+    config: Config, collection: str, dimension: int, pool: ConnectionPool | None = None
+) -> VectorIndex:
+    """A Qdrant server when NEXUS_QDRANT_URL is set; else pgvector in the PostgreSQL store's
+    `pool`, when there is one (Qdrant Edge belongs to one process, and replicas share the
+    database); else Qdrant Edge under the data dir."""
+    if pool is not None and not config.qdrant_url:
+        from nexusai.memory.pgvector import PgVectorIndex
+
+        return PgVectorIndex(pool, collection, dimension)
     if config.qdrant_url:
         from qdrant_client import QdrantClient
 

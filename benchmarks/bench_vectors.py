@@ -129,7 +129,6 @@ def searches(embedder: LocalEmbedder, base: np.ndarray, sizes: list[int], tmp: P
 
 _REOPEN = """
 import json, resource, sys, time
-from contextlib import closing
 from pathlib import Path
 from nexusai.config import Config
 from nexusai.embedders import LocalEmbedder

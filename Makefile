@@ -1,36 +1,52 @@
-# Every target creates .venv when it is missing and installs the pinned dependencies.
+# Every target creates .venv when it is missing. `run` installs what running needs
+# (requirements-runtime.lock); `test`, `lint` and `bench` add the extras, tests and tools
+# (requirements.lock).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+RUNTIME := $(VENV)/.runtime-stamp
+DEV := $(VENV)/.dev-stamp
 
-.PHONY: install run test lint format bench clean
+.PHONY: install install-dev run test test-fast lint format bench clean
 
-install: $(STAMP)
+install: $(RUNTIME)
 
-$(STAMP): requirements.lock pyproject.toml
+install-dev: $(DEV)
+
+$(RUNTIME): requirements-runtime.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
-	touch $(STAMP)
+	$(PIP) -r requirements-runtime.lock
+	$(PIP) --no-deps -e .
+	touch $(RUNTIME)
+
+$(DEV): $(RUNTIME) requirements.lock
+	$(PIP) -r requirements.lock
+	touch $(DEV)
 
 run: install
 	$(BIN)/nexus serve
 
-test: install
+test: install-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-lint: install
+# Everything but the tests marked model, subprocess, postgresql, browser or slow.
+test-fast: install-dev
+	@start=$$(date +%s); \
+	$(BIN)/python -m pytest -q -m "not (model or subprocess or postgresql or browser or slow)" $(PYTEST_ARGS); \
+	status=$$?; echo "fast tier: $$(( $$(date +%s) - start )) s"; exit $$status
+
+lint: install-dev
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
-format: install
+format: install-dev
 	$(BIN)/ruff check --fix src tests benchmarks
 	$(BIN)/ruff format src tests benchmarks
 
-bench: install
+bench: install-dev
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
 clean:

@@ -18,7 +18,7 @@ import numpy as np
 from benchmarks.bench_vectors import SESSIONS, build_store
 from benchmarks.common import LATENCY_COLUMNS, Report, sentences
 from nexusai.config import Config
-from nexusai.embedders import LocalEmbedder
+from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.memory.service import Memory
 from nexusai.orchestration.context import assemble_context
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings

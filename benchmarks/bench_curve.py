@@ -23,7 +23,7 @@ from tests.live_server import free_port, start_server
 
 from benchmarks.bench_vectors import SESSIONS, build_store
 from benchmarks.common import Report, peak_rss, sentences
-from nexusai.embedders import LocalEmbedder
+from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.evaluation.metrics import percentile
 
 RUNS = 300

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from benchmarks.common import Report, sentences
 from nexusai.config import Config
-from nexusai.embedders import LocalEmbedder
+from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.service import Memory
 from nexusai.models import NewEpisode

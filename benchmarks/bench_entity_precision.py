@@ -18,7 +18,7 @@ from pathlib import Path
 
 from benchmarks.common import Report
 from nexusai.config import Config
-from nexusai.embedders import LocalEmbedder
+from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.importing import import_stream
 from nexusai.memory.service import Memory

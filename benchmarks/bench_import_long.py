@@ -14,7 +14,7 @@ from pathlib import Path
 
 from benchmarks.common import Report
 from nexusai.config import Config
-from nexusai.embedders import LocalEmbedder
+from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.evaluation.datasets import load_beam
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.importing import SourceConversation

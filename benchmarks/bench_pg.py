@@ -28,7 +28,7 @@ from benchmarks.bench_context import measure
 from benchmarks.bench_vectors import SESSIONS, build_store
 from benchmarks.common import LATENCY_COLUMNS, Report, postgres, sentences, time_ms
 from nexusai.config import Config
-from nexusai.embedders import LocalEmbedder
+from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.evaluation.metrics import percentile
 from nexusai.memory.service import Memory, open_store
 from nexusai.models import NewEpisode

@@ -16,7 +16,7 @@ from tests.live_server import server_process
 
 from benchmarks.bench_vectors import SESSIONS, build_store
 from benchmarks.common import LATENCY_COLUMNS, Report, sentences, time_ms
-from nexusai.embedders import LocalEmbedder
+from nexusai.embedders.minilm import LocalEmbedder
 
 RUNS = 300
 

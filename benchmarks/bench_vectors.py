@@ -19,7 +19,7 @@ import numpy as np
 
 from benchmarks.common import LATENCY_COLUMNS, Report, sentences, time_ms
 from nexusai.config import Config
-from nexusai.embedders import LocalEmbedder
+from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.memory import vector_state
 from nexusai.memory.service import Memory, embedding_texts
 from nexusai.memory.vector_state import VectorState
@@ -131,7 +131,7 @@ _REOPEN = """
 import json, resource, sys, time
 from pathlib import Path
 from nexusai.config import Config
-from nexusai.embedders import LocalEmbedder
+from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.memory.service import Memory
 embedder = LocalEmbedder()
 start = time.perf_counter()

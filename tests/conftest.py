@@ -12,7 +12,8 @@ from psycopg_pool import ConnectionPool
 
 from nexusai.app import create_app
 from nexusai.config import Config
-from nexusai.embedders import Embedder, LocalEmbedder, Vector
+from nexusai.embedders import Embedder, Vector
+from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.pg_store import PgStore
 from nexusai.memory.service import Memory

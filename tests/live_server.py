@@ -46,16 +46,15 @@ def free_port() -> int:
 
 
 def start_server(
-    data_dir: Path, port: int, role: str = "all", **env: str
+    data_dir: Path, port: int, role: str = "all", log: str | None = None, **env: str
 ) -> subprocess.Popen[bytes]:
     """`nexus serve` as its own process (as deployed), once its /health answers. Entity
-    extraction is off unless `env` turns it on."""
+    extraction is off unless `env` turns it on; what it logs goes to the file `log`."""
     command = [sys.executable, "-m", "nexusai.cli", "serve", "--role", role]
     command += ["--port", str(port), "--data-dir", str(data_dir)]
     environment = {**os.environ, "NEXUS_EXTRACTOR": "none", **env}
-    process = subprocess.Popen(
-        command, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    with open(log or os.devnull, "w") as sink:  # the child keeps its own descriptor
+        process = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL, stderr=sink)
     deadline = time.monotonic() + 120
     while True:
         try:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nexusai.config import Config
-from nexusai.embedders import E5Embedder
+from nexusai.embedders.e5 import E5Embedder
 from nexusai.memory.service import Memory
 from nexusai.models import NewEpisode
 from nexusai.orchestration.context import assemble_context

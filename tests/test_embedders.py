@@ -8,13 +8,10 @@ import httpx
 import pytest
 
 from nexusai.config import Config
-from nexusai.embedders import (
-    EmbeddingError,
-    LocalEmbedder,
-    OpenAIEmbedder,
-    SentenceTransformersEmbedder,
-    create_embedder,
-)
+from nexusai.embedders import EmbeddingError, create_embedder
+from nexusai.embedders.minilm import LocalEmbedder
+from nexusai.embedders.openai import OpenAIEmbedder
+from nexusai.embedders.reference import SentenceTransformersEmbedder
 from nexusai.errors import ConfigError
 
 
@@ -148,3 +145,52 @@ def test_unknown_embedder_and_missing_url_fail_loudly() -> None:
         create_embedder(Config.from_env({"NEXUS_EMBEDDER": "word2vec"}))
     with pytest.raises(ConfigError, match="NEXUS_EMBEDDER_BASE_URL"):
         create_embedder(Config.from_env({"NEXUS_EMBEDDER": "openai"}))
+
+
+def fp16_safetensors(source: Path) -> bytes:
+    """How the shipped weights were made from the package's: every tensor the encoder uses,
+    cast to float16, in name order (see THIRD_PARTY.md)."""
+    import struct
+
+    import numpy as np
+
+    from nexusai.embedders.minilm import read_safetensors
+
+    tensors = {
+        name: value
+        for name, value in read_safetensors(source).items()
+        if name.startswith(("embeddings.", "encoder.")) and name != "embeddings.position_ids"
+    }
+    header, chunks, at = {}, [], 0
+    for name in sorted(tensors):
+        data = np.ascontiguousarray(tensors[name], dtype="<f2").tobytes()
+        shape = list(tensors[name].shape)
+        header[name] = {"dtype": "F16", "shape": shape, "data_offsets": [at, at + len(data)]}
+        chunks.append(data)
+        at += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(chunks)
+
+
+def test_shipped_weights_are_the_packaged_model_cast_to_fp16() -> None:
+    from nexusai.embedders.minilm import TOKENIZER, WEIGHTS, reference_model_dir
+
+    source = reference_model_dir()
+    assert WEIGHTS.read_bytes() == fp16_safetensors(source / "model.safetensors")
+    assert TOKENIZER.read_bytes() == (source / "tokenizer.json").read_bytes()
+
+
+def test_the_default_embedder_needs_no_torch(tmp_path: Path) -> None:
+    """The serving path builds its graph from the shipped weights with torch unimportable."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None\n"
+        "from pathlib import Path\n"
+        "from nexusai.embedders.minilm import LocalEmbedder\n"
+        f"print(len(LocalEmbedder(Path({str(tmp_path)!r})).embed_one('hello')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "384", done.stderr

@@ -18,7 +18,7 @@ from schemathesis.checks import (
 
 from nexusai.app import create_app
 from nexusai.config import Config
-from nexusai.embedders import LocalEmbedder
+from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.llm import OpenAIChat
 from tests.live_server import live_server
 from tests.openai_stub import openai_stub

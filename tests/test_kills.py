@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from nexusai.config import Config
-from nexusai.embedders import LocalEmbedder
+from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.memory import fts
 from nexusai.memory.migrations import MIGRATIONS, apply_migrations
 from nexusai.memory.service import Memory

@@ -151,7 +151,7 @@ def reindex(data_dir: Path | None) -> None:
     from nexusai.config import Config
     from nexusai.memory.service import Memory
 
-    config = Config.from_env(data_dir=data_dir)
+    config = _existing_store(Config.from_env(data_dir=data_dir))
     memory = Memory.open(config, check=False)
     try:
         total = memory.store.count_episodes()
@@ -169,6 +169,17 @@ def reindex(data_dir: Path | None) -> None:
     click.echo(f"rebuilt {done} vectors")
 
 
+def _existing_store(config: Config) -> Config:
+    """Commands that check or rebuild a store refuse a data directory that holds none (a
+    typo would otherwise make an empty store and find it healthy)."""
+    if not config.database_url and not config.db_path.exists():
+        raise InvalidInput(
+            f"there is no nexusai store in {config.data_dir} (no {config.db_path.name});"
+            " check --data-dir or NEXUS_DATA_DIR"
+        )
+    return config
+
+
 @cli.command()
 @click.option("--repair", is_flag=True, help="Fix what it finds")
 @DATA_DIR
@@ -179,7 +190,7 @@ def doctor(repair: bool, data_dir: Path | None) -> None:
     from nexusai.memory import upkeep
     from nexusai.memory.service import Memory
 
-    memory = Memory.open(Config.from_env(data_dir=data_dir))
+    memory = Memory.open(_existing_store(Config.from_env(data_dir=data_dir)))
     try:
         found = upkeep.check(memory)
         for line in found.lines():
@@ -339,18 +350,32 @@ def keys_revoke(key_id: int, data_dir: Path | None) -> None:
 
 @cli.command(name="import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["locomo", "chatgpt", "jsonl"]), required=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["locomo", "chatgpt", "jsonl"]),
+    default=None,
+    help="What the file holds (default: jsonl for .jsonl, else told by its first record)",
+)
 @click.option("--project", default=None, help="Put the imported sessions in this project")
 @DATA_DIR
 @clean_errors
-def import_command(file: Path, fmt: str, project: str | None, data_dir: Path | None) -> None:
-    """Import conversations from a file (service stopped: it writes the data directory)."""
+def import_command(file: Path, fmt: str | None, project: str | None, data_dir: Path | None) -> None:
+    """Import conversations from a file (service stopped: it writes the data directory).
+
+    Formats: a LoCoMo JSON file, a ChatGPT export (conversations.json), or JSONL of one
+    episode a line. The file is read through once before anything is written, so a bad
+    record stops the import with nothing stored.
+    """
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
     from nexusai.config import Config
-    from nexusai.memory.importing import import_stream
+    from nexusai.memory.importing import detect_format, import_stream
     from nexusai.memory.service import Memory
 
+    if fmt is None:
+        with file.open("rb") as peek:
+            fmt = detect_format(file.name, peek)
     memory = Memory.open(Config.from_env(data_dir=data_dir))
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn())
     try:
@@ -517,16 +542,29 @@ def _default_sets() -> tuple[Path, Path]:
 
 
 @cli.command()
-def mcp() -> None:
+@click.option(
+    "--url",
+    envvar="NEXUS_URL",
+    default=None,
+    help="A running service to speak to (NEXUS_URL); without it, the embedded store",
+)
+@click.option("--api-key", envvar="NEXUS_API_KEY", default=None, help="NEXUS_API_KEY")
+def mcp(url: str | None, api_key: str | None) -> None:
     """Serve the MCP tools over stdio (for assistants that launch it): against the service at
-    NEXUS_URL when set, else against the embedded store in this process."""
+    --url when given, else against the embedded store in this process."""
     import asyncio
-    import os
+    import logging
 
-    asyncio.run(_serve_mcp(os.environ.get("NEXUS_URL")))
+    # stdout is the protocol; stderr is for what goes wrong, not for every internal call.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        asyncio.run(_serve_mcp(url, api_key))
+    except NexusError as exc:
+        hint = "" if url else "; or point it at the running service: nexus mcp --url URL"
+        raise click.ClickException(f"{exc}{hint}") from None
 
 
-async def _serve_mcp(url: str | None) -> None:
+async def _serve_mcp(url: str | None, api_key: str | None) -> None:
     from contextlib import AsyncExitStack
 
     from nexusai.client import AsyncClient
@@ -534,7 +572,7 @@ async def _serve_mcp(url: str | None) -> None:
 
     async with AsyncExitStack() as stack:
         if url:
-            client = await stack.enter_async_context(AsyncClient(url))
+            client = await stack.enter_async_context(AsyncClient(url, api_key))
         else:
             client = await stack.enter_async_context(embedded_client())
         await build_server(lambda _call: client).run_stdio_async()

@@ -206,6 +206,28 @@ def _json_items(stream: IO[bytes]) -> Iterator[Any]:
 
 
 FORMATS: dict[str, Reader] = {"locomo": read_locomo, "chatgpt": read_chatgpt, "jsonl": read_jsonl}
+_MARKS = {"sample_id": "locomo", "mapping": "chatgpt"}  # a key only that format's records have
+
+
+def detect_format(name: str, stream: IO[bytes]) -> str:
+    """The format of a file by its name (.jsonl) or, for JSON, by the keys of its first
+    record; the stream is left where it was."""
+    if name.lower().endswith((".jsonl", ".ndjson")):
+        return "jsonl"
+    start = stream.tell()
+    try:
+        for prefix, event, value in ijson.parse(stream):
+            if prefix == "item" and event == "map_key" and value in _MARKS:
+                return _MARKS[value]
+            if prefix == "" and event == "end_array":
+                break
+    except ijson.JSONError:
+        pass
+    finally:
+        stream.seek(start)
+    raise ImportFormatError(
+        f"cannot tell the format of {name}: give --format locomo, chatgpt or jsonl"
+    )
 
 
 def import_stream(

@@ -23,14 +23,16 @@ from nexusai.memory import vector_state
 from nexusai.memory.chunks import VECTOR_WINDOWS, EpisodeVectors, episode_of, windows
 from nexusai.memory.entities import EntityMemory
 from nexusai.memory.extractors import Extractor, create_extractor
+from nexusai.memory.owner import OwnerLock
 from nexusai.memory.store import EpisodeStore, ImportedSession, Store
 from nexusai.memory.vector_state import VectorState
-from nexusai.memory.vectors import VectorIndex, open_vector_index
+from nexusai.memory.vectors import VectorIndex, claim_embedded_indexes, open_vector_index
 from nexusai.models import Entity, Episode, NewEpisode
 
 log = logging.getLogger("nexusai.memory")
 
 Progress = Callable[[int], None]
+COLLECTIONS = ("episodes", "entities")
 
 
 class EmbedderMismatch(ConfigError):
@@ -101,16 +103,22 @@ class Memory:
         from NEXUS_EXTRACTOR unless one is given."""
         embedder = embedder or create_embedder(config)
         extractor = extractor or create_extractor(config)
-        store = open_store(config)
-        try:
+        with contextlib.ExitStack() as opened:
+            # The embedded index is claimed before anything is opened: a process that
+            # another one's index refuses has touched nothing.
+            owners = claim_embedded_indexes(config, COLLECTIONS)
+            for owner in owners.values():
+                opened.callback(owner.release)
+            store = open_store(config)
+            opened.callback(store.close)
             if check:
                 check_embedder(store, embedder)
             pool = getattr(store, "pool", None)  # a PostgreSQL store's, for pgvector
-            vectors = open_vector_index(config, "episodes", embedder.dimension, pool)
-            entity_vectors = open_vector_index(config, "entities", embedder.dimension, pool)
-        except BaseException:
-            store.close()
-            raise
+            vectors, entity_vectors = (
+                _index(config, name, embedder, pool, owners.get(name), opened)
+                for name in COLLECTIONS
+            )
+            opened.pop_all()
         memory = cls(store, embedder, vectors, extractor=extractor, entity_vectors=entity_vectors)
         memory.reconcile_vectors()
         return memory
@@ -342,6 +350,19 @@ class Memory:
         self, vector: Sequence[float] | None, session_ids: Sequence[int], limit: int
     ) -> list[Entity]:
         return self.entities.search(vector, session_ids, limit)
+
+
+def _index(
+    config: Config,
+    collection: str,
+    embedder: Embedder,
+    pool: Any,
+    owner: OwnerLock | None,
+    opened: contextlib.ExitStack,
+) -> VectorIndex:
+    index = open_vector_index(config, collection, embedder.dimension, pool, owner)
+    opened.callback(index.close)
+    return index
 
 
 def open_store(config: Config) -> EpisodeStore:

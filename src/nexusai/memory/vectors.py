@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Protocol
 import qdrant_edge as edge
 
 from nexusai.config import Config
-from nexusai.errors import ConfigError, NexusError, first_line
+from nexusai.errors import ConfigError, first_line
 from nexusai.memory.index_build import run_build
+from nexusai.memory.owner import OwnerLock, VectorIndexBusy
 from nexusai.models import finds_nothing
 
 if TYPE_CHECKING:
@@ -48,10 +49,6 @@ BUILD_BEHIND_MIN = 20_000
 # stopped, optimizes in place.
 VACUUM_SHARE = 0.2
 VACUUM_MIN_POINTS = 1_000
-
-
-class VectorIndexBusy(NexusError):
-    status_code = 409
 
 
 @dataclass(frozen=True)
@@ -114,7 +111,8 @@ class VectorIndex(Protocol):
 class EdgeVectorIndex:
     """Qdrant Edge: the Qdrant engine in-process, on disk, no server."""
 
-    def __init__(self, path: Path, dimension: int) -> None:
+    def __init__(self, path: Path, dimension: int, owner: OwnerLock | None = None) -> None:
+        """`owner`: the index's lock, claimed already (see `claim_embedded_indexes`)."""
         self.path = path
         self.dimension = dimension
         self._write_lock = threading.Lock()
@@ -126,7 +124,14 @@ class EdgeVectorIndex:
         self._build: threading.Thread | None = None
         self._cancel_build = threading.Event()
         self._closed = False
-        self._shard = self._open()
+        self._owner = owner or OwnerLock(path)
+        if owner is None:
+            self._owner.claim()
+        try:
+            self._shard = self._open()
+        except BaseException:
+            self._owner.release()
+            raise
         _drop_leftovers(path)  # only once the open says no other process has the index
 
     def _config(self, indexing_kb: int = NO_HNSW_KB) -> edge.EdgeConfig:
@@ -375,6 +380,7 @@ class EdgeVectorIndex:
                     first_line(exc),
                 )
             self._shard.close()
+            self._owner.release()
 
 
 class QdrantVectorIndex:
@@ -554,8 +560,34 @@ def _drop_leftovers(path: Path) -> None:
             shutil.rmtree(sibling, ignore_errors=True)
 
 
+def uses_embedded_index(config: Config) -> bool:
+    """Qdrant Edge unless a Qdrant server or a PostgreSQL store (pgvector) is configured."""
+    return not (config.qdrant_url or config.database_url)
+
+
+def claim_embedded_indexes(config: Config, collections: Sequence[str]) -> dict[str, OwnerLock]:
+    """Each embedded index's lock, claimed (none for the other engines); raises
+    VectorIndexBusy, with every lock it took released, when one is held elsewhere."""
+    if not uses_embedded_index(config):
+        return {}
+    claimed: dict[str, OwnerLock] = {}
+    try:
+        for name in collections:
+            claimed[name] = OwnerLock(config.vectors_path / name)
+            claimed[name].claim()
+    except VectorIndexBusy:
+        for lock in claimed.values():
+            lock.release()
+        raise
+    return claimed
+
+
 def open_vector_index(
-    config: Config, collection: str, dimension: int, pool: ConnectionPool | None = None
+    config: Config,
+    collection: str,
+    dimension: int,
+    pool: ConnectionPool | None = None,
+    owner: OwnerLock | None = None,
 ) -> VectorIndex:
     """A Qdrant server when NEXUS_QDRANT_URL is set; else pgvector in the PostgreSQL store's
     `pool`, when there is one (Qdrant Edge belongs to one process, and replicas share the
@@ -565,7 +597,12 @@ def open_vector_index(
 
         return PgVectorIndex(pool, collection, dimension)
     if config.qdrant_url:
-        from qdrant_client import QdrantClient
+        try:
+            from qdrant_client import QdrantClient
+        except ImportError:  # the optional extra `qdrant`
+            raise ConfigError(
+                "NEXUS_QDRANT_URL needs the Qdrant client: pip install 'nexusai[qdrant]'"
+            ) from None
 
         client = QdrantClient(
             url=config.qdrant_url, api_key=config.qdrant_api_key, check_compatibility=False
@@ -579,4 +616,4 @@ def open_vector_index(
                 f"cannot use the Qdrant server at {config.qdrant_url} (NEXUS_QDRANT_URL):"
                 f" {type(exc).__name__} {reason}".rstrip()
             ) from None
-    return EdgeVectorIndex(config.vectors_path / collection, dimension)
+    return EdgeVectorIndex(config.vectors_path / collection, dimension, owner)

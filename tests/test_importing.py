@@ -48,16 +48,39 @@ def test_jsonl_import_groups_sessions_and_reimport_skips(memory: Memory) -> None
     assert memory.count_pending_vectors() == 0
 
 
-def test_malformed_line_stops_and_leaves_its_conversation_unwritten(memory: Memory) -> None:
+def test_a_malformed_line_anywhere_stops_the_import_before_any_write(memory: Memory) -> None:
     data = jsonl(
         {"session": "a", "speaker": "user", "content": "first"},
         {"session": "b", "speaker": "user", "content": "second"},
         '{"session": "b", "speaker": "user"',
     )
     with pytest.raises(ImportFormatError, match="line 3"):
-        import_stream(memory, data, "jsonl")
-    assert [e.content for e in memory.store.list_episodes(1)] == ["first"]
-    assert memory.store.count_episodes() == 1
+        import_stream(memory, data, "jsonl", project="never-made")
+    assert memory.store.count_episodes() == 0
+    assert memory.store.list_sessions() == []
+    assert memory.store.find_project("never-made") is None
+
+
+def test_jsonl_keeps_unknown_keys_in_metadata_and_checks_types(memory: Memory) -> None:
+    data = jsonl(
+        {"session": 7, "speaker": "user", "content": "hi", "mood": "glad", "metadata": {"a": 1}}
+    )
+    import_stream(memory, data, "jsonl")
+    [episode] = memory.store.list_episodes(memory.store.list_sessions()[0].id)
+    assert episode.metadata == {"mood": "glad", "a": 1}
+    wrong = jsonl({"session": "s", "speaker": "user", "content": 3})
+    with pytest.raises(ImportFormatError, match="line 1: .*content must be a string, not a number"):
+        import_stream(memory, wrong, "jsonl")
+
+
+def test_the_same_file_into_another_project_is_another_copy(memory: Memory) -> None:
+    def data() -> io.BytesIO:
+        return jsonl({"session": "s", "speaker": "user", "content": "hello there"})
+
+    assert import_stream(memory, data(), "jsonl", project="one").episodes == 1
+    assert import_stream(memory, data(), "jsonl", project="two").episodes == 1
+    assert import_stream(memory, data(), "jsonl", project="two").episodes == 0
+    assert memory.store.count_episodes() == 2
 
 
 def chatgpt_export() -> list[dict[str, object]]:
@@ -136,18 +159,34 @@ def test_locomo_import_maps_sessions_dates_speakers_and_captions(memory: Memory)
 @pytest.mark.parametrize(
     ("fmt", "payload", "fragment"),
     [
-        ("chatgpt", b'[{"mapping": 3}]', "record 1"),
-        ("locomo", b'[{"sample_id": "x"}]', "record 1"),
-        ("locomo", b'[{"sample_id": ', "not valid JSON"),
-        ("jsonl", b"not json", "line 1"),
+        ("chatgpt", b'[{"mapping": 3}]', "record 1: not a ChatGPT conversation"),
+        (
+            "locomo",
+            b'[{"sample_id": "x"}]',
+            "record 1: not a LoCoMo sample: the key 'conversation' is missing$",
+        ),
+        ("locomo", b'[{"sample_id": ', "^not valid JSON: premature EOF"),
+        (
+            "jsonl",
+            b"not json",
+            "line 1: not a JSONL episode: not valid JSON \\(Expecting value at column 1\\)$",
+        ),
+        (
+            "jsonl",
+            b'{"session": "s", "speaker": "u", "content": "\xff"}',
+            "line 1: .*not UTF-8 text \\(byte 0xff",
+        ),
+        ("jsonl", b"[1, 2]", "line 1: .*must be a JSON object, not an array"),
         ("csv", b"", "format must be one of"),
     ],
 )
-def test_bad_files_name_what_is_wrong(
+def test_bad_files_name_what_is_wrong_in_words(
     memory: Memory, fmt: str, payload: bytes, fragment: str
 ) -> None:
-    with pytest.raises(InvalidInput, match=fragment):
+    with pytest.raises(InvalidInput, match=fragment) as raised:
         import_stream(memory, io.BytesIO(payload), fmt)
+    for python in ("Error(", "right here", "^"):
+        assert python not in str(raised.value)
     assert memory.store.count_episodes() == 0
 
 
@@ -162,6 +201,16 @@ def test_import_over_http_streams_the_body(client: TestClient) -> None:
     bad = client.post("/import?format=jsonl", content=b"{oops")
     assert bad.status_code == 422
     assert "line 1" in bad.json()["detail"]
+
+
+def test_a_422_import_over_http_stores_nothing(client: TestClient) -> None:
+    good = [{"session": "bad-1", "speaker": "user", "content": f"turn {i}"} for i in range(3)]
+    body = "\n".join([*map(json.dumps, good), '{"session": "bad-1", "speaker": 5}']).encode()
+    answer = client.post("/import?format=jsonl&project=fresh", content=body)
+    assert answer.status_code == 422
+    assert answer.json()["detail"].startswith("line 4: not a JSONL episode:")
+    assert client.get("/sessions").json() == []
+    assert [p["name"] for p in client.get("/projects").json()] == []
 
 
 def test_eval_can_store_several_turns_as_one_episode() -> None:

@@ -131,3 +131,125 @@ def test_without_an_llm_it_is_503_in_openais_shape(
             )
     assert refused.value.status_code == 503
     assert "no LLM is configured" in str(refused.value)
+
+
+def user_episodes(served: Served, session: str) -> list[str]:
+    import httpx
+
+    [found] = [s for s in httpx.get(f"{served.url}/sessions").json() if s["title"] == session]
+    stored = httpx.get(f"{served.url}/sessions/{found['id']}/episodes").json()
+    return [e["content"] for e in stored if e["speaker"] == "user"]
+
+
+def test_the_clients_own_retries_store_the_message_once(served: Served) -> None:
+    served.llm.mode = "error"
+    ai = openai.OpenAI(
+        base_url=f"{served.url}/v1", api_key="unused", default_headers={"X-Nexus-Project": "p"}
+    )  # the client's defaults: two retries
+    with pytest.raises(openai.APIStatusError) as failed:
+        ai.chat.completions.create(
+            model="nexusai", user="retry", messages=[{"role": "user", "content": "remember me"}]
+        )
+    assert failed.value.status_code == 502
+    chats = [r for r in served.llm.requests if r["path"].endswith("/chat/completions")]
+    assert len(chats) == 3  # the first try and the client's two retries reached the LLM
+    assert user_episodes(served, "retry") == ["remember me"]
+    served.llm.mode = "ok"
+    ai.chat.completions.create(
+        model="nexusai", user="retry", messages=[{"role": "user", "content": "remember me"}]
+    )
+    assert user_episodes(served, "retry") == ["remember me"]  # the same turn, answered now
+    ai.chat.completions.create(
+        model="nexusai", user="retry", messages=[{"role": "user", "content": "remember me"}]
+    )
+    assert user_episodes(served, "retry") == ["remember me", "remember me"]  # said again
+
+
+def test_sampling_fields_go_to_the_llm_and_usage_comes_back(served: Served) -> None:
+    ai = client(served)
+    answer = ai.chat.completions.create(
+        model="nexusai",
+        user="s",
+        messages=[{"role": "user", "content": "hi"}],
+        temperature=0.2,
+        top_p=0.9,
+        max_tokens=40,
+        stop=["\n\n"],
+        seed=7,
+    )
+    sent = served.llm.requests[-1]["body"]
+    assert (sent["temperature"], sent["top_p"], sent["max_tokens"], sent["stop"], sent["seed"]) == (
+        0.2,
+        0.9,
+        40,
+        ["\n\n"],
+        7,
+    )
+    assert answer.usage is not None
+    assert (answer.usage.prompt_tokens, answer.usage.completion_tokens) == (11, 5)
+    chunks = list(
+        ai.chat.completions.create(
+            model="nexusai",
+            user="s",
+            messages=[{"role": "user", "content": "again"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.total_tokens == 16
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+        ({"n": 2}, "n"),
+        ({"logprobs": True}, "logprobs"),
+        ({"extra_body": None, "frequency_penaltyy": 1}, "frequency_penaltyy"),
+    ],
+)
+def test_what_cannot_work_is_a_400_naming_the_field(
+    served: Served, extra: dict[str, object], param: str
+) -> None:
+    import httpx
+
+    body = {"model": "nexusai", "user": "s", "messages": [{"role": "user", "content": "hi"}]}
+    extra = {k: v for k, v in extra.items() if k != "extra_body"}
+    answer = httpx.post(
+        f"{served.url}/v1/chat/completions",
+        json={**body, **extra},
+        headers={"X-Nexus-Project": "p"},
+    )
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert (error["param"], error["code"], error["type"]) == (
+        param,
+        "unsupported_parameter",
+        "invalid_request_error",
+    )
+    assert httpx.get(f"{served.url}/sessions").json() == []  # refused before anything was made
+
+
+def test_a_bad_field_names_itself_with_a_string_code(served: Served) -> None:
+    import httpx
+
+    body = {"model": "nexusai", "user": "s", "messages": [{"role": 3, "content": "hi"}]}
+    answer = httpx.post(f"{served.url}/v1/chat/completions", json=body)
+    error = answer.json()["error"]
+    assert answer.status_code == 422
+    assert (error["param"], error["code"]) == ("messages.0.role", "invalid_value")
+
+
+def test_without_an_llm_no_session_is_made(config: Config, embedder: SwitchableEmbedder) -> None:
+    import httpx
+
+    with live_server(create_app(config, embedder)) as url:
+        body = {
+            "model": "nexusai",
+            "user": "new-name",
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+        assert httpx.post(f"{url}/v1/chat/completions", json=body).status_code == 503
+        assert httpx.get(f"{url}/sessions").json() == []

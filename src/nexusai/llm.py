@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -14,6 +15,27 @@ from nexusai.errors import NexusError
 from nexusai.httpclient import bearer_client
 
 Message = dict[str, str]
+Usage = dict[str, Any]  # the endpoint's token counts, as it sends them
+# Request fields an OpenAI-compatible endpoint understands and nexusai passes on as given.
+SAMPLING = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "seed",
+    "logit_bias",
+    "response_format",
+    "stream_options",
+)
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    usage: Usage | None = None
 
 
 class LLMError(NexusError):
@@ -34,39 +56,62 @@ class OpenAIChat:
 
     def complete(self, messages: Sequence[Message], model: str | None = None) -> str:
         """The reply; `model` overrides the configured one for this call."""
+        return self.completion(messages, model).text
+
+    def completion(
+        self,
+        messages: Sequence[Message],
+        model: str | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> Completion:
+        """The reply and its token usage; `options` (of `SAMPLING`) go to the endpoint."""
         with self._errors():
-            body = self._body(messages, False, model)
+            body = self._body(messages, False, model, options)
             response = self._client.post("/chat/completions", json=body)
             _raise_for_status(response)
             try:
-                return str(response.json()["choices"][0]["message"]["content"])
+                answer = response.json()
+                text = str(answer["choices"][0]["message"]["content"])
             except (KeyError, IndexError, TypeError, ValueError):
                 raise LLMError(
                     "the LLM answered in a shape that is not a chat completion"
                 ) from None
+            usage = answer.get("usage")
+            return Completion(text, usage if isinstance(usage, dict) else None)
 
-    def stream(self, messages: Sequence[Message], model: str | None = None) -> Iterator[str]:
-        """The reply in pieces, as the endpoint sends them (server-sent events)."""
+    def stream(
+        self,
+        messages: Sequence[Message],
+        model: str | None = None,
+        options: dict[str, Any] | None = None,
+        usage: Usage | None = None,
+    ) -> Iterator[str]:
+        """The reply in pieces, as the endpoint sends them (server-sent events); the token
+        usage it sends at the end (`stream_options.include_usage`) goes into `usage`."""
+        body = self._body(messages, True, model, options)
         with (
             self._errors(),
-            self._client.stream(
-                "POST", "/chat/completions", json=self._body(messages, True, model)
-            ) as response,
+            self._client.stream("POST", "/chat/completions", json=body) as response,
         ):
             if response.status_code >= 400:
                 response.read()
                 _raise_for_status(response)
             for line in response.iter_lines():
-                piece = _delta(line)
+                piece = _delta(line, usage)
                 if piece is None:
                     break
                 if piece:
                     yield piece
 
     def _body(
-        self, messages: Sequence[Message], stream: bool, model: str | None = None
+        self,
+        messages: Sequence[Message],
+        stream: bool,
+        model: str | None = None,
+        options: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        return {"model": model or self.model, "messages": list(messages), "stream": stream}
+        body = {"model": model or self.model, "messages": list(messages), "stream": stream}
+        return {**(options or {}), **body}
 
     def _errors(self) -> _TranslateErrors:
         return _TranslateErrors(str(self._client.base_url))
@@ -96,16 +141,21 @@ def _raise_for_status(response: httpx.Response) -> None:
         raise LLMError(f"the LLM answered HTTP {response.status_code}: {response.text[:200]}")
 
 
-def _delta(line: str) -> str | None:
-    """Text of one SSE line: '' for lines without text, None at the end of the stream."""
+def _delta(line: str, usage: Usage | None = None) -> str | None:
+    """Text of one SSE line: '' for lines without text, None at the end of the stream. A
+    chunk's usage (the last one's, when asked for) is copied into `usage`."""
     if not line.startswith("data:"):
         return ""
     data = line[5:].strip()
     if data == "[DONE]":
         return None
     try:
-        return str(json.loads(data)["choices"][0].get("delta", {}).get("content") or "")
-    except (KeyError, IndexError, TypeError, ValueError):
+        chunk = json.loads(data)
+        if usage is not None and isinstance(chunk.get("usage"), dict):
+            usage.update(chunk["usage"])
+        choices = chunk["choices"]
+        return str(choices[0].get("delta", {}).get("content") or "") if choices else ""
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         raise LLMError("the LLM streamed something that is not a chat completion chunk") from None
 
 

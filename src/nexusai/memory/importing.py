@@ -1,10 +1,11 @@
 """Bring existing conversations in: LoCoMo, ChatGPT exports, and JSONL for everything else.
 
 Readers stream their file (ijson for JSON arrays, line by line for JSONL) and yield one
-conversation at a time; each conversation is written in one transaction, so a malformed
-record stops the import with nothing half-written for that conversation. Every session and
-episode carries a key derived from the source, recorded in the store: importing the same
-file again skips what is already there.
+conversation at a time. An import reads the whole file once before it writes anything, so a
+malformed record anywhere stops it with nothing stored; then each conversation is written in
+one transaction. Every session and episode carries a key derived from the source (and the
+project it goes into), recorded in the store: importing the same file into the same place
+again skips what is already there.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import IO, Any
 
 import ijson
 
-from nexusai.errors import InvalidInput
+from nexusai.errors import InvalidInput, first_line
 from nexusai.memory.service import Memory
 from nexusai.models import NewEpisode
 
@@ -73,8 +74,10 @@ def read_locomo(stream: IO[bytes]) -> Iterator[SourceConversation]:
     for index, sample in enumerate(_json_items(stream), start=1):
         try:
             yield locomo_conversation(sample)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ImportFormatError(f"record {index}: not a LoCoMo sample ({exc!r})") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ImportFormatError(
+                f"record {index}: not a LoCoMo sample: {describe(exc)}"
+            ) from None
 
 
 def locomo_conversation(sample: dict[str, Any]) -> SourceConversation:
@@ -112,7 +115,7 @@ def read_chatgpt(stream: IO[bytes]) -> Iterator[SourceConversation]:
             yield _chatgpt_conversation(item, index)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ImportFormatError(
-                f"record {index}: not a ChatGPT conversation ({exc!r})"
+                f"record {index}: not a ChatGPT conversation: {describe(exc)}"
             ) from None
 
 
@@ -175,20 +178,30 @@ def read_jsonl(stream: IO[bytes]) -> Iterator[SourceConversation]:
         yield current
 
 
+JSONL_KEYS = {"session", "speaker", "content", "occurredAt", "metadata", "imageCaption"}
+
+
 def _jsonl_episode(raw: bytes, number: int, seen: Counter[str]) -> tuple[str, SourceEpisode]:
     try:
         line = json.loads(raw)
-        name = str(line["session"])
+        if not isinstance(line, dict):
+            raise TypeError(f"a line must be a JSON object, not {_kind(line)}")
+        name = _text(line, "session", allow_number=True)
         when = line.get("occurredAt")
+        metadata = line.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise TypeError(f"metadata must be an object, not {_kind(metadata)}")
+        # Keys of the source's own are kept, in metadata: an import loses nothing.
+        extra = {k: v for k, v in line.items() if k not in JSONL_KEYS}
         episode = NewEpisode(
-            str(line["speaker"]),
-            str(line["content"]),
-            datetime.fromisoformat(when.replace("Z", "+00:00")) if when else None,
-            dict(line.get("metadata") or {}),
-            line.get("imageCaption"),
+            _text(line, "speaker"),
+            _text(line, "content"),
+            _when(when),
+            {**extra, **metadata},
+            _text(line, "imageCaption") if line.get("imageCaption") is not None else None,
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ImportFormatError(f"line {number}: not a JSONL episode ({exc!r})") from None
+        raise ImportFormatError(f"line {number}: not a JSONL episode: {describe(exc)}") from None
     # Same session, speaker, text and time: the same episode, however often it is imported
     # (the count keeps a message that really was said twice).
     digest = hashlib.sha256(
@@ -198,11 +211,53 @@ def _jsonl_episode(raw: bytes, number: int, seen: Counter[str]) -> tuple[str, So
     return name, SourceEpisode(f"jsonl:{digest}:{seen[digest]}", episode)
 
 
+def _text(line: dict[str, Any], key: str, allow_number: bool = False) -> str:
+    value = line[key]
+    if isinstance(value, int) and not isinstance(value, bool) and allow_number:
+        return str(value)
+    if not isinstance(value, str):
+        raise TypeError(f"{key} must be a string, not {_kind(value)}")
+    return value
+
+
+def _when(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"occurredAt must be an ISO 8601 string, not {_kind(value)}")
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"occurredAt {value!r} is not an ISO 8601 date and time") from None
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "true or false"}
+    if value is None:
+        return "null"
+    return names.get(type(value), "a number")
+
+
+def describe(exc: BaseException) -> str:
+    """What is wrong, in words (never a Python repr)."""
+    if isinstance(exc, KeyError):
+        return f"the key {exc.args[0]!r} is missing"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position {exc.start})"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON ({exc.msg} at column {exc.colno})"
+    return first_line(exc) or type(exc).__name__
+
+
 def _json_items(stream: IO[bytes]) -> Iterator[Any]:
     try:
         yield from ijson.items(stream, "item", use_float=True)
-    except ijson.JSONError as exc:
-        raise ImportFormatError(f"not valid JSON: {exc}") from None
+    except ijson.IncompleteJSONError as exc:
+        # ijson's message draws a pointer under the text; its first line says what it is.
+        said = first_line(exc).removeprefix("parse error: ").removesuffix(" (right here)")
+        raise ImportFormatError(f"not valid JSON: {said} (at byte {stream.tell()})") from None
+    except (ijson.JSONError, UnicodeDecodeError) as exc:
+        raise ImportFormatError(f"not valid JSON: {describe(exc)}") from None
 
 
 FORMATS: dict[str, Reader] = {"locomo": read_locomo, "chatgpt": read_chatgpt, "jsonl": read_jsonl}
@@ -238,17 +293,24 @@ def import_stream(
     progress: Callable[[ImportSummary], None] | None = None,
 ) -> ImportSummary:
     """Imports every conversation in the stream; `project` puts them all in that project
-    (created when missing) unless the format has projects of its own."""
+    (created when missing) unless the format has projects of its own. The stream is read
+    through once first (it must be seekable): a bad record stops the import before it has
+    written anything."""
     if fmt not in FORMATS:
         raise InvalidInput(f"format must be one of {', '.join(FORMATS)}; got {fmt!r}")
+    start = stream.tell()
+    for _ in FORMATS[fmt](stream):
+        pass
+    stream.seek(start)
     summary = ImportSummary()
     started = time.perf_counter()
     for conversation in FORMATS[fmt](stream):
         name = conversation.project or project
         project_id = memory.store.ensure_project(name) if name else None
-        sessions, episodes, skipped = memory.import_conversation(conversation.sessions, project_id)
+        sessions = _placed(conversation, None if conversation.project else project)
+        new_sessions, episodes, skipped = memory.import_conversation(sessions, project_id)
         summary.conversations += 1
-        summary.sessions += sessions
+        summary.sessions += new_sessions
         summary.episodes += episodes
         summary.skipped += skipped + conversation.skipped
         summary.seconds = time.perf_counter() - started
@@ -256,3 +318,20 @@ def import_stream(
             progress(summary)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _placed(conversation: SourceConversation, project: str | None) -> list[SourceSession]:
+    """Source keys of an import into a project name the project too: the same file into
+    another project is another copy, into the same one the same (and keys of imports into
+    no project are as they always were)."""
+    if project is None:
+        return conversation.sessions
+    suffix = f"@{project}"
+    return [
+        SourceSession(
+            session.key + suffix,
+            session.title,
+            [SourceEpisode(e.key + suffix, e.episode) for e in session.episodes],
+        )
+        for session in conversation.sessions
+    ]

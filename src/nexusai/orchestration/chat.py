@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from nexusai.errors import NexusError
@@ -62,7 +63,10 @@ def build_prompt(context: Context) -> list[Message]:
     """System message with memories (dated) and entities, then recent turns, then the message."""
     system = "\n\n".join(part for part in (SYSTEM, memory_block(context)) if part)
     messages: list[Message] = [{"role": "system", "content": system}]
+    retried = unanswered_copy(context)  # the message itself, from a failed first try
     for episode in context.recent:
+        if episode is retried:
+            continue
         role = ASSISTANT if episode.speaker == ASSISTANT else USER
         content = episode.content if episode.speaker in (USER, ASSISTANT) else _said(episode)
         messages.append({"role": role, "content": content})
@@ -90,7 +94,28 @@ class ChatFailed(LLMError):
         self.user_episode_id = user_episode_id
 
 
+# A client that retries a failed turn (the openai client does, twice, by default) sends the
+# same message again: within this window, an unanswered copy is the same turn.
+RETRY_WINDOW = timedelta(minutes=2)
+
+
+def unanswered_copy(context: Context) -> Episode | None:
+    """The session's last episode when it is this very message from the user, stored
+    moments ago, with nothing after it: the first try of a turn whose answer failed."""
+    if not context.recent:
+        return None
+    last = context.recent[-1]
+    if last.speaker != USER or last.content != context.message:
+        return None
+    stored = datetime.fromisoformat(last.created_at.replace("Z", "+00:00"))
+    return last if datetime.now(UTC) - stored < RETRY_WINDOW else None
+
+
 def store_user_message(memory: MemoryClient, context: Context) -> Episode:
+    """The user's message, stored once however often a failed turn is retried."""
+    retried = unanswered_copy(context)
+    if retried is not None:
+        return retried
     [episode] = memory.add_episodes(context.session_id, [NewEpisode(USER, context.message)])
     return episode
 

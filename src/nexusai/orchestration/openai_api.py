@@ -20,12 +20,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nexusai.access import principal_of
 from nexusai.errors import InvalidInput, NexusError, NotFound
 from nexusai.http import errors
-from nexusai.llm import Message, OpenAIChat
+from nexusai.llm import SAMPLING, Completion, Message, OpenAIChat, Usage
 from nexusai.orchestration.api import visible_session
 from nexusai.orchestration.chat import (
     SYSTEM,
@@ -57,13 +57,48 @@ class ChatMessage(CamelModel):
         return self.content or ""
 
 
-class ChatCompletionIn(CamelModel):
-    """OpenAI's request body; fields nexusai does not use are accepted and ignored."""
+class ChatCompletionIn(BaseModel):
+    """OpenAI's request body. Sampling fields (`llm.SAMPLING`) go to the LLM as given;
+    what nexusai cannot honour is refused (400), never dropped."""
+
+    model_config = ConfigDict(extra="allow")
 
     model: str = OUR_MODEL
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     user: str | None = None
+    n: int = 1
+
+    def options(self) -> dict[str, Any]:
+        return {k: v for k, v in (self.model_extra or {}).items() if k in SAMPLING}
+
+    def usage_asked(self) -> bool:
+        stream_options = self.options().get("stream_options")
+        return isinstance(stream_options, dict) and bool(stream_options.get("include_usage"))
+
+
+# What an OpenAI client may ask that a memory turn cannot give: refused by name.
+CANNOT = {
+    "tools": "tool calls are not supported: nexusai answers with text",
+    "tool_choice": "tool calls are not supported: nexusai answers with text",
+    "functions": "function calls are not supported: nexusai answers with text",
+    "function_call": "function calls are not supported: nexusai answers with text",
+    "parallel_tool_calls": "tool calls are not supported: nexusai answers with text",
+    "logprobs": "log probabilities are not passed on",
+    "top_logprobs": "log probabilities are not passed on",
+    "audio": "audio output is not supported",
+    "modalities": "only text output is supported",
+}
+
+
+class Unsupported(NexusError):
+    """A request field nexusai cannot honour: 400, naming the field."""
+
+    status_code = 400
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 @router.get("/models", responses=errors())  # only the door can refuse it
@@ -80,7 +115,7 @@ class OpenAIError(BaseModel):
     message: str
     type: str
     param: str | None = None
-    code: int
+    code: str
 
 
 class OpenAIErrorOut(BaseModel):
@@ -107,31 +142,40 @@ def chat_completions(
     orchestration: Orchestration = request.app.state.orchestration
     try:
         asked = _validated(body)
+        llm = require_llm(orchestration.llm)  # before anything is made or stored
         project = _project(request, project_header)
         session_id = _session(orchestration, session_header, project, asked.user)
         visible_session(request, session_id)
         context = orchestration.context(session_id, _last_user_message(asked))
-        llm = require_llm(orchestration.llm)
         messages = _with_memories(context, asked.messages)
         model = None if asked.model == OUR_MODEL else asked.model
+        # A retry of a turn whose answer failed finds its message stored, and reuses it.
         store_user_message(orchestration.memory, context)
         if asked.stream:
-            pieces = _stream(orchestration, llm, context, messages, model)
+            pieces = _stream(orchestration, llm, context, messages, model, asked)
             return StreamingResponse(pieces, media_type="text/event-stream")
-        reply = llm.complete(messages, model)
+        answer = llm.completion(messages, model, asked.options())
     except NexusError as exc:
         return _error(exc)
-    store_reply(orchestration.memory, context, reply)
-    return _completion(model or llm.model, reply)
+    store_reply(orchestration.memory, context, answer.text)
+    return _completion(model or llm.model, answer)
 
 
 def _validated(body: dict[str, Any]) -> ChatCompletionIn:
     try:
-        return ChatCompletionIn.model_validate(body)
+        asked = ChatCompletionIn.model_validate(body)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
         raise InvalidInput(f"{where}: {first['msg']}") from None
+    for key in asked.model_extra or {}:
+        if key in CANNOT:
+            raise Unsupported(f"{key}: {CANNOT[key]}", key)
+        if key not in SAMPLING:
+            raise Unsupported(f"unrecognized request argument supplied: {key}", key)
+    if asked.n != 1:
+        raise Unsupported("n: only one choice (n = 1) is supported", "n")
+    return asked
 
 
 def _session(
@@ -187,11 +231,13 @@ def _stream(
     context: Context,
     messages: list[Message],
     model: str | None,
+    asked: ChatCompletionIn,
 ) -> Iterator[str]:
-    """OpenAI's chunks as server-sent events; the answer is stored when it is whole."""
-    ident, name, pieces = _ident(), model or llm.model, []
+    """OpenAI's chunks as server-sent events; the answer is stored when it is whole. With
+    `stream_options.include_usage`, a last chunk carries the LLM's usage, as OpenAI's."""
+    ident, name, pieces, usage = _ident(), model or llm.model, [], {}
     try:
-        for piece in llm.stream(messages, model):
+        for piece in llm.stream(messages, model, asked.options(), usage):
             pieces.append(piece)
             yield _event(_chunk(ident, name, {"content": piece}, None))
     except NexusError as exc:
@@ -199,10 +245,17 @@ def _stream(
         return
     store_reply(orchestration.memory, context, "".join(pieces))
     yield _event(_chunk(ident, name, {}, "stop"))
+    if asked.usage_asked():
+        yield _event({**_chunk(ident, name, {}, None), "choices": [], "usage": _usage(usage)})
     yield "data: [DONE]\n\n"
 
 
-def _completion(model: str, reply: str) -> dict[str, Any]:
+def _usage(given: Usage | None) -> dict[str, Any]:
+    """The LLM's token counts as it sent them; zeros when it sent none."""
+    return given or {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+
+def _completion(model: str, answer: Completion) -> dict[str, Any]:
     return {
         "id": _ident(),
         "object": "chat.completion",
@@ -211,11 +264,11 @@ def _completion(model: str, reply: str) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": reply},
+                "message": {"role": "assistant", "content": answer.text},
                 "finish_reason": "stop",
             }
         ],
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        "usage": _usage(answer.usage),
     }
 
 
@@ -237,9 +290,30 @@ def _event(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data)}\n\n"
 
 
+CODES = {
+    400: "unsupported_parameter",
+    401: "invalid_api_key",
+    403: "insufficient_permissions",
+    404: "not_found",
+    413: "request_too_large",
+    422: "invalid_value",
+    502: "upstream_error",
+    503: "service_unavailable",
+}
+
+
 def _error_body(exc: NexusError) -> dict[str, Any]:
+    """OpenAI's error object: a string code, and the field at fault when there is one."""
     kind = "invalid_request_error" if exc.status_code < 500 else "api_error"
-    return {"message": str(exc), "type": kind, "param": None, "code": exc.status_code}
+    param = getattr(exc, "param", None) or _param_of(str(exc))
+    code = CODES.get(exc.status_code, "error")
+    return {"message": str(exc), "type": kind, "param": param, "code": code}
+
+
+def _param_of(message: str) -> str | None:
+    """Our messages name the field first (`messages.0.role: ...`)."""
+    head, colon, _ = message.partition(":")
+    return head if colon and " " not in head else None
 
 
 def _error(exc: NexusError) -> JSONResponse:

@@ -69,7 +69,9 @@ def test_jsonl_keeps_unknown_keys_in_metadata_and_checks_types(memory: Memory) -
     [episode] = memory.store.list_episodes(memory.store.list_sessions()[0].id)
     assert episode.metadata == {"mood": "glad", "a": 1}
     wrong = jsonl({"session": "s", "speaker": "user", "content": 3})
-    with pytest.raises(ImportFormatError, match="line 1: .*content must be a string, not a number"):
+    with pytest.raises(
+        ImportFormatError, match=r"line 1: .*content must be a string, not a number"
+    ):
         import_stream(memory, wrong, "jsonl")
 
 

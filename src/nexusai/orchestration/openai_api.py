@@ -235,7 +235,8 @@ def _stream(
 ) -> Iterator[str]:
     """OpenAI's chunks as server-sent events; the answer is stored when it is whole. With
     `stream_options.include_usage`, a last chunk carries the LLM's usage, as OpenAI's."""
-    ident, name, pieces, usage = _ident(), model or llm.model, [], {}
+    ident, name, pieces = _ident(), model or llm.model, []
+    usage: Usage = {}
     try:
         for piece in llm.stream(messages, model, asked.options(), usage):
             pieces.append(piece)

@@ -192,3 +192,36 @@ def test_any_query_text_returns_200(client: TestClient, q: str) -> None:
     response = client.get("/episodes/search", params={"q": q, "sessionIds": str(sid)})
     assert response.status_code == 200, response.text
     assert isinstance(response.json(), list)
+
+
+@pytest.mark.parametrize(
+    ("url", "names"),
+    [
+        ("/sessions?projectid=1", "'projectid'"),
+        ("/episodes/search?q=hi&sessionids=1", "'sessionids'"),
+        ("/projects?page=2", "'page'"),
+        ("/health?verbose=1", "'verbose'"),
+    ],
+)
+def test_unknown_query_keys_are_a_422_that_names_them(
+    client: TestClient, url: str, names: str
+) -> None:
+    answer = client.get(url)
+    assert answer.status_code == 422, answer.text
+    assert names in answer.json()["detail"]
+
+
+def test_an_unknown_project_filter_is_a_404(client: TestClient) -> None:
+    answer = client.get("/sessions?projectId=9999")
+    assert answer.status_code == 404
+    assert "9999" in answer.json()["detail"]
+
+
+def test_batch_errors_name_the_item_in_one_shape(client: TestClient) -> None:
+    sid = client.post("/sessions", json={}).json()["id"]
+    good = {"speaker": "user", "content": "fine"}
+    for bad in ({"speaker": "user", "content": ""}, {"speaker": "user", "content": 5}):
+        answer = client.post(f"/sessions/{sid}/episodes", json={"episodes": [good, good, bad]})
+        assert answer.status_code == 422
+        assert answer.json()["detail"].startswith("episodes[2]"), answer.json()["detail"]
+    assert client.get(f"/sessions/{sid}/episodes").json() == []

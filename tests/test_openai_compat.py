@@ -239,7 +239,7 @@ def test_a_bad_field_names_itself_with_a_string_code(served: Served) -> None:
     answer = httpx.post(f"{served.url}/v1/chat/completions", json=body)
     error = answer.json()["error"]
     assert answer.status_code == 422
-    assert (error["param"], error["code"]) == ("messages.0.role", "invalid_value")
+    assert (error["param"], error["code"]) == ("messages[0].role", "invalid_value")
 
 
 def test_without_an_llm_no_session_is_made(config: Config, embedder: SwitchableEmbedder) -> None:

@@ -90,3 +90,18 @@ def test_concurrent_patches_all_land_and_stay_valid(client: TestClient) -> None:
     final = client.get("/settings").json()
     assert set(final) == set(DEFAULTS)
     assert all(1 <= final[k] <= 9 for k in ("semanticLimit", "recentLimit", "entityLimit"))
+
+
+def test_both_weights_at_zero_are_allowed_and_every_turn_says_why_it_is_empty(
+    client: TestClient,
+) -> None:
+    """The spec's ranges (0 to 5 each) allow it; a turn with no memories says so."""
+    sid = client.post("/sessions", json={}).json()["id"]
+    client.post(f"/sessions/{sid}/episodes", json={"speaker": "user", "content": "my cat is Tom"})
+    assert client.patch("/settings", json={"semanticWeight": 0, "keywordWeight": 0}).is_success
+    turn = client.post("/context", json={"sessionId": sid, "message": "what is my cat called?"})
+    assert turn.json()["memories"] == []
+    assert any("both 0" in w for w in turn.json()["warnings"])
+    client.patch("/settings", json={"semanticWeight": 1})
+    again = client.post("/context", json={"sessionId": sid, "message": "what is my cat called?"})
+    assert not any("both 0" in w for w in again.json()["warnings"])

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Literal
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from pydantic import Field
 
 from nexusai import __version__
@@ -20,7 +20,7 @@ from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
 from nexusai.errors import ConfigError, first_line
 from nexusai.guard import Guard
-from nexusai.http import errors, install_error_handlers, install_offline_docs
+from nexusai.http import errors, install_error_handlers, install_offline_docs, known_query_keys
 from nexusai.inspector import install_inspector
 from nexusai.llm import OpenAIChat, create_llm
 from nexusai.memory import api as memory_api
@@ -74,6 +74,7 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,  # served from local assets below, never from a CDN
         redoc_url=None,
+        dependencies=[Depends(known_query_keys)],
     )
     app.state.config = config
     app.add_middleware(

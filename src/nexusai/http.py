@@ -65,9 +65,19 @@ def parse_id_list(name: str, raw: str | None) -> list[int] | None:
     return ids
 
 
-def _field(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
-    return ".".join(parts) or "body"
+# Where a body's shape is chosen (one episode or a batch): the choice names no field.
+_UNION_TAGS = ("episode", "batch")
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    """A field as the README writes it: `episodes[2].content`, `sessionIds`."""
+    parts = [p for p in loc if p not in ("body", "query", "path")]
+    if parts and parts[0] in _UNION_TAGS:
+        parts = parts[1:]
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text.lstrip(".") or "body"
 
 
 def _describe(error: Any) -> dict[str, str]:
@@ -75,7 +85,7 @@ def _describe(error: Any) -> dict[str, str]:
         reason = error.get("ctx", {}).get("error", "")
         where = error["loc"][-1]
         return {"field": "body", "message": f"not valid JSON: {reason} (character {where})"}
-    return {"field": _field(error["loc"]), "message": error["msg"]}
+    return {"field": field_path(error["loc"]), "message": error["msg"]}
 
 
 async def _domain_error(_: Request, exc: Exception) -> JSONResponse:
@@ -102,6 +112,27 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse({"detail": DISK_FULL}, 507)
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return JSONResponse({"detail": "internal error; the server log has the details"}, 500)
+
+
+def known_query_keys(request: Request) -> None:
+    """Query strings are as strict as bodies: a key the route does not take (a typo, a wrong
+    case: `projectid`) is a 422 that names it, never silently ignored."""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    if dependant is None:
+        return
+    taken = _query_names(dependant)
+    unknown = sorted(set(request.query_params) - taken)
+    if unknown:
+        offer = f"it takes {', '.join(sorted(taken))}" if taken else "it takes none"
+        raise InvalidInput(f"unknown query parameter {unknown[0]!r}: {offer}")
+
+
+def _query_names(dependant: Any) -> set[str]:
+    """The query parameters a route and its dependencies declare."""
+    names = {param.alias for param in dependant.query_params}
+    for inner in dependant.dependencies:
+        names |= _query_names(inner)
+    return names
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -29,8 +29,11 @@ class Tenancy:
         check_project(self.principal, project_id, f"project {project_id}")
 
     def project_filter(self, project_id: int | None) -> int | None:
-        """A list's project filter: a project key always lists its own project."""
+        """A list's project filter: a project key always lists its own project; a project
+        that does not exist is a 404, not an empty list."""
         if self.principal.admin:
+            if project_id is not None:
+                self.memory.store.get_project(project_id)  # NotFound when there is none
             return project_id
         if project_id is not None:
             self.project(project_id)

@@ -59,6 +59,12 @@ def assemble_context(
     wants_entities = settings.entity_limit > 0
     vector = None
     warnings = []
+    if settings.semantic_weight == 0 and settings.keyword_weight == 0:
+        # Within the spec's ranges, so allowed; but a turn with no memories should say why.
+        warnings.append(
+            "semanticWeight and keywordWeight are both 0, so no memories are retrieved:"
+            " set one above 0 (PATCH /settings)"
+        )
     timings: dict[str, float] = {}
     if settings.semantic_weight > 0 or wants_entities or keep_legs:
         with stopwatch(timings, "embed"):

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nexusai.access import principal_of
 from nexusai.errors import InvalidInput, NexusError, NotFound
-from nexusai.http import errors
+from nexusai.http import errors, field_path
 from nexusai.llm import SAMPLING, Completion, Message, OpenAIChat, Usage
 from nexusai.orchestration.api import visible_session
 from nexusai.orchestration.chat import (
@@ -166,7 +166,7 @@ def _validated(body: dict[str, Any]) -> ChatCompletionIn:
         asked = ChatCompletionIn.model_validate(body)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
+        where = field_path(first["loc"])
         raise InvalidInput(f"{where}: {first['msg']}") from None
     for key in asked.model_extra or {}:
         if key in CANNOT:
@@ -312,7 +312,7 @@ def _error_body(exc: NexusError) -> dict[str, Any]:
 
 
 def _param_of(message: str) -> str | None:
-    """Our messages name the field first (`messages.0.role: ...`)."""
+    """Our messages name the field first (`messages[0].role: ...`)."""
     head, colon, _ = message.partition(":")
     return head if colon and " " not in head else None
 

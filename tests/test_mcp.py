@@ -31,7 +31,8 @@ def payload(result: Any) -> Any:
 
 async def exercise(session: ClientSession) -> None:
     """What an assistant does: remember, recall by meaning and by words, forget."""
-    await session.initialize()
+    started = await session.initialize()
+    assert started.server_info.version
     assert {t.name for t in (await session.list_tools()).tools} == TOOLS
     where = {"session": "monday", "project": "home"}
     said = [
@@ -41,6 +42,7 @@ async def exercise(session: ClientSession) -> None:
     stored = payload(await session.call_tool("remember", {"messages": said, **where}))
     dog = stored["episodeIds"][0]
     later = {"session": "tuesday", "project": "home"}
+    await session.call_tool("sessions", {"action": "create", "title": "tuesday", "project": "home"})
     by_meaning = payload(
         await session.call_tool("recall", {"query": "what pet do I have?", **later})
     )
@@ -49,7 +51,7 @@ async def exercise(session: ClientSession) -> None:
     by_word = payload(await session.call_tool("recall", {"query": "Biscuit", **later}))
     assert by_word[0]["id"] == dog
     counted = payload(await session.call_tool("forget", {"query": "Biscuit puppy", **where}))
-    assert counted == {"wouldForget": 1, "ids": [dog]}
+    assert counted == {"wouldForget": 1, "episodeIds": [dog]}
     forgot = payload(
         await session.call_tool("forget", {"query": "Biscuit puppy", "dry_run": False, **where})
     )
@@ -61,6 +63,54 @@ async def exercise(session: ClientSession) -> None:
     assert "session 999 does not exist" in getattr(missing.content[0], "text", "")
     wrong = await session.call_tool("remember", {"messages": "not a list", **where})
     assert wrong.is_error
+    await reading_writes_nothing(session)
+    await arguments_are_strict(session)
+    await answers_are_compact(session)
+
+
+async def reading_writes_nothing(session: ClientSession) -> None:
+    before = payload(await session.call_tool("sessions", {}))
+    for tool, args in (("recall", {"query": "x"}), ("context", {"message": "x"}), ("entities", {})):
+        typo = await session.call_tool(tool, {**args, "project": "hoem", "session": "wednesday"})
+        assert typo.is_error
+        assert "no project named 'hoem'; projects: 'home'" in typo.content[0].text  # type: ignore[union-attr]
+        unknown = await session.call_tool(tool, {**args, "project": "home", "session": "sunday"})
+        assert "sessions: 'monday', 'tuesday'" in unknown.content[0].text  # type: ignore[union-attr]
+    assert payload(await session.call_tool("sessions", {})) == before
+    # A name alone finds the session of that name, wherever it is.
+    stored = payload(
+        await session.call_tool(
+            "remember",
+            {"messages": [{"content": "I keep bees"}], "session": "monday", "project": "home"},
+        )
+    )
+    found = payload(await session.call_tool("recall", {"query": "bees", "session": "monday"}))
+    assert found[0]["id"] == stored["episodeIds"][0]  # just said, and recalled at once
+
+
+async def arguments_are_strict(session: ClientSession) -> None:
+    for args in (
+        {"query": "x", "session_id": True},
+        {"query": "x", "session_id": "1"},
+        {"query": "x", "session": "monday", "project": "home", "sesion": "typo"},
+    ):
+        assert (await session.call_tool("recall", args)).is_error, args
+    unknown = await session.call_tool("entities", {"query": "dog", "session": "monday"})
+    assert unknown.is_error
+    schema = {t.name: t.input_schema for t in (await session.list_tools()).tools}
+    assert schema["recall"]["additionalProperties"] is False
+    assert all(p.get("description") for t in schema.values() for p in t["properties"].values())
+    assert "project" in schema["sessions"]["properties"]
+
+
+async def answers_are_compact(session: ClientSession) -> None:
+    result = await session.call_tool("recall", {"query": "bees", "session": "monday"})
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert ": " not in text.replace('": "', "")[:0] + text.split('"content"')[0]
+    assert "null" not in text
+    assert '"metadata":{}' not in text
+    score = payload(result)[0]["score"]
+    assert len(repr(score).replace("0.", "", 1)) <= 6
 
 
 def test_over_streamable_http(config: Config, embedder: SwitchableEmbedder) -> None:

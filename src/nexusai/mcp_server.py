@@ -10,26 +10,43 @@ each call made with the caller's own key, so the same key rule as every route).
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, ConfigDict, Field
 
+from nexusai import __version__
 from nexusai.client import AsyncClient, Call, Endpoints, NexusAPIError
+from nexusai.schemas import MAX_ID
 
 INSTRUCTIONS = (
     "Long-term memory of earlier conversations. Store what the user says worth keeping with "
     "`remember`; before answering, `recall` what was said before (by meaning and by words). "
     "A conversation is a session, named by you (`session`) inside a `project`; the "
-    "sessions of a project share their memories."
+    "sessions of a project share their memories. Only `remember` makes a session; the "
+    "other tools find one by name, or by `session_id`."
 )
+
+SessionName = Annotated[
+    str | None, Field(description="The conversation's name (a session's title)", max_length=500)
+]
+ProjectName = Annotated[
+    str | None, Field(description="The project the session is in (its name)", max_length=500)
+]
+SessionId = Annotated[
+    int | None, Field(description="The session's id, instead of its name", ge=1, le=MAX_ID)
+]
 
 
 class MessageIn(BaseModel):
-    content: str = Field(description="What was said")
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    content: str = Field(description="What was said", min_length=1)
     speaker: str = Field(default="user", description="Who said it: user, assistant or a name")
     occurredAt: str | None = Field(
         default=None, description="When it was said (ISO 8601); now if left out"
@@ -37,6 +54,27 @@ class MessageIn(BaseModel):
 
 
 ClientFor = Callable[[Context | None], AsyncClient]
+
+
+def compact(data: Any) -> CallToolResult:
+    """A tool's answer, short for a model's context: JSON without spaces, nulls or empty
+    metadata, and scores to 4 significant digits (the same data is structured too)."""
+    trimmed = _trim(data)
+    text = json.dumps(trimmed, ensure_ascii=False, separators=(",", ":"))
+    structured = trimmed if isinstance(trimmed, dict) else {"result": trimmed}
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+def _trim(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _trim(v) for k, v in value.items() if v is not None and v != {}}
+    if isinstance(value, list):
+        return [_trim(v) for v in value]
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    return value
 
 
 class Tools:
@@ -53,82 +91,126 @@ class Tools:
         except NexusAPIError as exc:
             raise ToolError(exc.detail) from None
 
-    async def _session(
+    async def _find(
         self, ctx: Context | None, session_id: int | None, session: str | None, project: str | None
     ) -> int:
+        """The session named (never made: reading writes nothing); an unknown name is an
+        error that says which sessions there are."""
         if session_id is not None:
             return session_id
-        if session:
-            return int((await self._send(ctx, Endpoints.resolve_session(project, session))).id)
-        raise ToolError("say which conversation: session_id, or session (a name) and project")
+        if not session:
+            raise ToolError("say which conversation: session (a name) and project, or session_id")
+        project_id = await self._project_id(ctx, project) if project else None
+        found = await self._send(ctx, Endpoints.list_sessions(project_id, limit=1000))
+        named = [s for s in found if s.title == session]
+        if len(named) == 1:
+            return int(named[0].id)
+        where = f" in project {project!r}" if project else ""
+        if named:
+            ids = ", ".join(f"{s.id} (project {s.project_id})" for s in named)
+            raise ToolError(
+                f"several sessions are named {session!r}: {ids}; give project or session_id"
+            )
+        titles = ", ".join(sorted({repr(s.title) for s in found if s.title})[:50]) or "none"
+        raise ToolError(f"there is no session named {session!r}{where}; sessions: {titles}")
+
+    async def _project_id(self, ctx: Context | None, project: str) -> int:
+        projects = await self._send(ctx, Endpoints.list_projects(limit=1000))
+        for known in projects:
+            if known.name == project:
+                return int(known.id)
+        names = ", ".join(repr(p.name) for p in projects) or "none"
+        raise ToolError(f"there is no project named {project!r}; projects: {names}")
 
     async def remember(
         self,
         ctx: Context,
-        messages: list[MessageIn],
-        session: str | None = None,
-        project: str | None = None,
-        session_id: int | None = None,
-    ) -> dict[str, Any]:
-        sid = await self._session(ctx, session_id, session, project)
+        messages: Annotated[list[MessageIn], Field(description="What was said", min_length=1)],
+        session: SessionName = None,
+        project: ProjectName = None,
+        session_id: SessionId = None,
+    ) -> CallToolResult:
+        if session_id is None:
+            if not session:
+                raise ToolError("say which conversation: session (a name), or session_id")
+            made = await self._send(ctx, Endpoints.resolve_session(project, session))
+            session_id = int(made.id)
         body = [m.model_dump(exclude_none=True) for m in messages]
-        stored = await self._send(ctx, Endpoints.add_episodes(sid, body))
-        return {"sessionId": sid, "episodeIds": [e.id for e in stored]}
+        stored = await self._send(ctx, Endpoints.add_episodes(session_id, body))
+        return compact({"sessionId": session_id, "episodeIds": [e.id for e in stored]})
 
     async def recall(
         self,
         ctx: Context,
-        query: str,
-        session: str | None = None,
-        project: str | None = None,
-        session_id: int | None = None,
-    ) -> list[dict[str, Any]]:
-        sid = await self._session(ctx, session_id, session, project)
-        found = await self._send(ctx, Endpoints.context(sid, query, explain=True))
-        return [m.model_dump(mode="json", by_alias=True) for m in found.memories]
+        query: Annotated[
+            str, Field(description="What to look for: a question or words", min_length=1)
+        ],
+        session: SessionName = None,
+        project: ProjectName = None,
+        session_id: SessionId = None,
+        limit: Annotated[int, Field(description="How many memories, at most", ge=1, le=100)] = 10,
+    ) -> CallToolResult:
+        sid = await self._find(ctx, session_id, session, project)
+        # A search, not a chat turn: the session's latest messages are searched too.
+        settings: dict[str, float] = {"recentLimit": 0, "semanticLimit": limit}
+        found = await self._send(
+            ctx, Endpoints.context(sid, query, explain=True, settings=settings)
+        )
+        return compact([_memory(m) for m in found.memories])
 
     async def context(
         self,
         ctx: Context,
-        message: str,
-        session: str | None = None,
-        project: str | None = None,
-        session_id: int | None = None,
-    ) -> dict[str, Any]:
-        sid = await self._session(ctx, session_id, session, project)
+        message: Annotated[str, Field(description="The user's new message", min_length=1)],
+        session: SessionName = None,
+        project: ProjectName = None,
+        session_id: SessionId = None,
+    ) -> CallToolResult:
+        sid = await self._find(ctx, session_id, session, project)
         found = await self._send(ctx, Endpoints.context(sid, message, explain=True))
-        return dict(found.model_dump(mode="json", by_alias=True))
+        return compact(
+            {
+                "recent": [_said(e) for e in found.recent],
+                "memories": [_memory(m) for m in found.memories],
+                "entities": [_entity(e) for e in found.entities],
+                "warnings": found.warnings or None,
+            }
+        )
 
     async def entities(
         self,
         ctx: Context,
-        session: str | None = None,
-        project: str | None = None,
-        session_id: int | None = None,
-        q: str | None = None,
-        prefix: str | None = None,
-        limit: int = 20,
-    ) -> list[dict[str, Any]]:
-        sid = await self._session(ctx, session_id, session, project)
+        session: SessionName = None,
+        project: ProjectName = None,
+        session_id: SessionId = None,
+        q: Annotated[str | None, Field(description="Find by meaning")] = None,
+        prefix: Annotated[str | None, Field(description="Find by the start of a name")] = None,
+        limit: Annotated[int, Field(description="How many, at most", ge=1, le=100)] = 20,
+    ) -> CallToolResult:
+        sid = await self._find(ctx, session_id, session, project)
         found = await self._send(ctx, Endpoints.entities(sid, q, prefix, limit))
-        return [e.model_dump(mode="json", by_alias=True) for e in found]
+        return compact([_entity(e) for e in found])
 
     async def forget(
         self,
         ctx: Context,
-        episode_id: int | None = None,
-        session_id: int | None = None,
-        query: str | None = None,
-        session: str | None = None,
-        project: str | None = None,
-        dry_run: bool = True,
-    ) -> dict[str, Any]:
-        targets, drop = await self._targets(ctx, episode_id, session_id, query, session, project)
+        episode_id: Annotated[int | None, Field(description="One episode", ge=1, le=MAX_ID)] = None,
+        session_id: SessionId = None,
+        query: Annotated[
+            str | None, Field(description="The episodes that say every word of this")
+        ] = None,
+        session: SessionName = None,
+        project: ProjectName = None,
+        dry_run: Annotated[bool, Field(description="Only say what would go")] = True,
+    ) -> CallToolResult:
+        targets, drop, episodes = await self._targets(
+            ctx, episode_id, session_id, query, session, project
+        )
         if dry_run:
-            return {"wouldForget": len(targets), "ids": targets}
+            return compact({"wouldForget": len(episodes), "episodeIds": episodes})
         for target in targets:
             await self._send(ctx, drop(target))
-        return {"forgot": len(targets), "ids": targets}
+        return compact({"forgot": len(episodes), "episodeIds": episodes})
 
     async def _targets(
         self,
@@ -138,33 +220,71 @@ class Tools:
         query: str | None,
         session: str | None,
         project: str | None,
-    ) -> tuple[list[int], Callable[[int], Call[None]]]:
+    ) -> tuple[list[int], Callable[[int], Call[None]], list[int]]:
+        """What to delete, how, and the episodes that goes with it."""
         if episode_id is not None:
             await self._send(ctx, Endpoints.get_episode(episode_id))
-            return [episode_id], Endpoints.delete_episode
+            return [episode_id], Endpoints.delete_episode, [episode_id]
         if query:
-            sid = await self._session(ctx, session_id, session, project)
+            sid = await self._find(ctx, session_id, session, project)
             found = await self._send(ctx, Endpoints.search(query, [sid], 200))
-            return [e.id for e in found if _says(e.content, query)], Endpoints.delete_episode
-        if session_id is not None:
-            await self._send(ctx, Endpoints.get_session(session_id))
-            return [session_id], Endpoints.delete_session
-        raise ToolError("say what to forget: episode_id, session_id, or a query")
+            ids = [e.id for e in found if _says(e.content, query)]
+            return ids, Endpoints.delete_episode, ids
+        if session_id is not None or session:
+            sid = await self._find(ctx, session_id, session, project)
+            held = await self._send(ctx, Endpoints.list_episodes(sid, limit=1000))
+            return [sid], Endpoints.delete_session, [e.id for e in held]
+        raise ToolError("say what to forget: episode_id, a session, or a query")
 
     async def sessions(
         self,
         ctx: Context,
-        action: str = "list",
-        project_id: int | None = None,
-        title: str | None = None,
-    ) -> list[dict[str, Any]]:
+        action: Annotated[Literal["list", "create"], Field(description="list or create")] = "list",
+        project: ProjectName = None,
+        title: Annotated[str | None, Field(description="A new session's name")] = None,
+    ) -> CallToolResult:
         if action == "create":
-            made = await self._send(ctx, Endpoints.create_session(project_id, title))
-            return [made.model_dump(mode="json", by_alias=True)]
-        if action != "list":
-            raise ToolError(f"action must be list or create, not {action!r}")
+            if not title:
+                raise ToolError("a new session needs a title")
+            made = await self._send(ctx, Endpoints.resolve_session(project, title))
+            return compact([_session(made)])
+        project_id = await self._project_id(ctx, project) if project else None
         found = await self._send(ctx, Endpoints.list_sessions(project_id, limit=1000))
-        return [s.model_dump(mode="json", by_alias=True) for s in found]
+        return compact([_session(s) for s in found])
+
+
+def _memory(memory: Any) -> dict[str, Any]:
+    return {
+        **_said(memory),
+        "score": memory.score,
+        "semanticRank": memory.semantic_rank,
+        "keywordRank": memory.keyword_rank,
+    }
+
+
+def _said(episode: Any) -> dict[str, Any]:
+    return {
+        "id": episode.id,
+        "sessionId": episode.session_id,
+        "speaker": episode.speaker,
+        "content": episode.content,
+        "occurredAt": episode.occurred_at,
+        "imageCaption": episode.image_caption,
+        "metadata": episode.metadata,
+    }
+
+
+def _entity(entity: Any) -> dict[str, Any]:
+    return {
+        "name": entity.name,
+        "type": entity.type,
+        "mentions": entity.mention_count,
+        "summary": entity.summary,
+    }
+
+
+def _session(session: Any) -> dict[str, Any]:
+    return {"id": session.id, "title": session.title, "projectId": session.project_id}
 
 
 def _says(content: str, query: str) -> bool:
@@ -175,27 +295,44 @@ def _says(content: str, query: str) -> bool:
 
 
 DESCRIPTIONS = {
-    "remember": "Store one or more messages in a conversation (created by name when new).",
-    "recall": "Memories relevant to a query from the conversation's project: each with its"
-    " text, date, fused score and its rank by meaning (semanticRank) and by keyword"
-    " (keywordRank).",
+    "remember": "Store one or more messages in a conversation (made by name when new).",
+    "recall": "Memories relevant to a query from the conversation's project, best first: each"
+    " with its text, date, fused score and its rank by meaning (semanticRank) and by keyword"
+    " (keywordRank). Searches everything stored, the latest messages included.",
     "context": "What a chat turn with this message would give the LLM: recent turns, memories"
-    " and entities.",
+    " (the recent turns are left out of them, as the prompt holds those) and entities.",
     "entities": "People, places and things the conversation's memory knows (q: by meaning,"
     " prefix: by name).",
     "forget": "Forget an episode, a whole session, or the episodes of a conversation that say"
-    " every word of a query. dry_run (the default) only counts what would go.",
-    "sessions": "List conversations (sessions), or create one (action: create).",
+    " every word of a query. dry_run (the default) only lists the episodes that would go.",
+    "sessions": "List conversations (sessions), in a project or all; or create one"
+    " (action: create, with a title).",
 }
 
 
 def build_server(client: ClientFor) -> MCPServer[Any]:
-    """The MCP server; `client` gives the AsyncClient a tool call speaks through."""
-    server: MCPServer[Any] = MCPServer(name="nexusai", instructions=INSTRUCTIONS)
+    """The MCP server; `client` gives the AsyncClient a tool call speaks through. Arguments
+    are strict: an unknown one, or a value of the wrong type, is an error."""
+    server: MCPServer[Any] = MCPServer(
+        name="nexusai", instructions=INSTRUCTIONS, version=__version__
+    )
     tools = Tools(client)
     for name, description in DESCRIPTIONS.items():
         server.tool(name=name, description=description)(getattr(tools, name))
+        _make_strict(server._tool_manager.get_tool(name))
     return server
+
+
+def _make_strict(tool: Any) -> None:
+    """The SDK's argument model ignores unknown keys and coerces types (`true` became
+    session 1): a subclass that forbids both, and the schema clients see says so."""
+    loose = tool.fn_metadata.arg_model
+    config = ConfigDict(extra="forbid", strict=True, arbitrary_types_allowed=True)
+    strict: type[BaseModel] = type(
+        loose.__name__, (loose,), {"model_config": config, "__module__": __name__}
+    )
+    tool.fn_metadata.arg_model = strict
+    tool.parameters = strict.model_json_schema(by_alias=True)
 
 
 def per_caller(make: Callable[[str | None], AsyncClient]) -> ClientFor:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -130,3 +131,20 @@ def pg_pool(pg_url: str) -> Iterator[ConnectionPool]:
     """A connection pool on a database of this test's own."""
     with ConnectionPool(pg_url, min_size=1, max_size=4, open=True) as pool:
         yield pool
+
+
+# The development sets, read where the workplace keeps them beside the checkout (never copied
+# into it: LoCoMo is non-commercial, BEAM states no licence). Written here once.
+DEV_DATA = Path(__file__).parents[2] / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def dev_data() -> Path:
+    """The development sets' folder (locomo/, beam/); a test that needs them skips on a
+    machine without them, and fails under CI, which must run it."""
+    if not (DEV_DATA / "locomo" / "locomo10.json").exists() or not (DEV_DATA / "beam").exists():
+        reason = f"the development sets are not at {DEV_DATA}"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the tests on real conversations: {reason}")
+        pytest.skip(reason)
+    return DEV_DATA

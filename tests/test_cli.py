@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -131,13 +132,11 @@ def test_cli_without_a_service_says_how_to_start_one() -> None:
     assert "nexus serve" in result.output
 
 
-def test_eval_locomo_smoke_on_one_conversation(tmp_path: Path) -> None:
+def test_eval_locomo_smoke_on_one_conversation(tmp_path: Path, dev_data: Path) -> None:
     """The real evaluation path on one real conversation: imports, asks, writes JSON."""
     import json
 
-    data = Path(__file__).parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
-    if not data.exists():
-        pytest.skip("the LoCoMo data is not beside the checkout")
+    data = dev_data / "locomo" / "locomo10.json"
     out = tmp_path / "result.json"
     data_dir = tmp_path / "data"  # a store whose settings the user changed
     settings = SettingsStore(Config.from_env({}, data_dir=data_dir).db_path)
@@ -187,13 +186,11 @@ def test_eval_locomo_smoke_on_one_conversation(tmp_path: Path) -> None:
     assert (tmp_path / "plot.png").stat().st_size > 10_000
 
 
-def test_eval_beam_smoke_on_one_chat(tmp_path: Path) -> None:
+def test_eval_beam_smoke_on_one_chat(tmp_path: Path, dev_data: Path) -> None:
     """BEAM's format through the real path: one chat, its questions by type."""
     import json
 
-    data = Path(__file__).parents[2] / "shared" / "data" / "beam"
-    if not (data / "1").exists():
-        pytest.skip("the BEAM data is not beside the checkout")
+    data = dev_data / "beam"
     out = tmp_path / "beam.json"
     args = ["eval", "beam", "--data", str(data), "--chats", "1", "--k", "10", "--json", str(out)]
     result = CliRunner(env={"NEXUS_DATA_DIR": str(tmp_path / "d")}).invoke(cli, args)
@@ -289,10 +286,14 @@ def test_projects_sessions_and_add_from_the_cli_with_a_key(
         added = runner.invoke(cli, ["add", "--session", sid, "My dog is Biscuit", "--json", *base])
         assert json.loads(added.output)["content"] == "My dog is Biscuit"
         listed = runner.invoke(cli, ["sessions", "list", "--project", str(project), *base])
-        assert listed.output.startswith(f"{sid}\tproject {project}")
+        assert listed.output.startswith(f"{sid}\thome\t")  # the project's name, not its id
+        piped = runner.invoke(
+            cli, ["add", "--session", sid, "-", "--json", *base], input="from a pipe\n"
+        )
+        assert json.loads(piped.output)["content"] == "from a pipe"
         env = {"NEXUS_API_KEY": "k-1"}  # the documented variable works as well as the flag
         shown = runner.invoke(cli, ["context", "--session", sid, "dog?", "--url", url], env=env)
-        assert "1 recent turns" in shown.output  # the message just added
+        assert "2 recent turns" in shown.output  # the two messages just added
         missing = runner.invoke(cli, ["chat", "--session", "999", *base], input="hello\n")
         assert missing.exit_code == 1
         assert "session 999 does not exist" in missing.output
@@ -314,3 +315,76 @@ def test_eval_all_without_data_says_what_to_give(
     result = CliRunner().invoke(cli, ["eval", "all", "--jsonl", str(tmp_path / "none.jsonl")])
     assert result.exit_code == 2
     assert "does not exist" in result.output
+
+
+def test_eval_plot_at_any_cut_offs(tmp_path: Path) -> None:
+    import json
+
+    turns = ["I adopted a puppy called Biscuit", "The report is due on Friday"]
+    lines = [
+        {"conversation": "c", "session": "s", "id": i, "speaker": "user", "content": t}
+        for i, t in enumerate(turns)
+    ]
+    lines.append({"conversation": "c", "question": "What is my dog called?", "evidence": [0]})
+    data = tmp_path / "mine.jsonl"
+    data.write_text("\n".join(json.dumps(line) for line in lines))
+    plot = tmp_path / "p.png"
+    args = ["eval", "jsonl", str(data), "--k", "1,3", "--plot", str(plot)]
+    result = CliRunner(env={"NEXUS_DATA_DIR": str(tmp_path / "d")}).invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_doctor_and_reindex_refuse_a_data_dir_with_no_store(tmp_path: Path) -> None:
+    typo = tmp_path / "nexus-dat"
+    for command in (["doctor"], ["reindex"]):
+        result = CliRunner().invoke(cli, [*command, "--data-dir", str(typo)])
+        assert result.exit_code == 1
+        assert "there is no nexusai store in" in result.output
+    assert not typo.exists()
+
+
+def test_import_tells_the_format_and_keys_list_says_when_there_are_none(tmp_path: Path) -> None:
+    import json
+
+    env = {"NEXUS_DATA_DIR": str(tmp_path / "d"), "NEXUS_EXTRACTOR": "none"}
+    data = tmp_path / "chat.jsonl"
+    data.write_text(json.dumps({"session": "s", "speaker": "user", "content": "hello"}) + "\n")
+    imported = CliRunner(env=env).invoke(cli, ["import", str(data)])
+    assert imported.exit_code == 0, imported.output
+    assert "1 episodes" in imported.output
+    listed = CliRunner(env=env).invoke(cli, ["keys", "list"])
+    assert listed.exit_code == 0
+    assert "no keys" in listed.output
+
+
+@pytest.mark.parametrize("group", ["projects", "sessions", "keys", "settings", "eval"])
+def test_every_command_says_what_it_does(group: str) -> None:
+    from nexusai.cli import cli as root
+
+    commands = root.commands[group].commands  # type: ignore[attr-defined]
+    for name, command in commands.items():
+        assert command.help, f"nexus {group} {name} has no help"
+        for option in command.params:
+            if isinstance(option, click.Option) and option.name not in ("url", "api_key"):
+                assert option.help, f"nexus {group} {name} {option.opts[0]} has no help"
+
+
+def test_chat_exits_1_when_the_llm_fails(config: Config, embedder: SwitchableEmbedder) -> None:
+    from nexusai.app import create_app
+    from tests.live_server import live_server
+    from tests.openai_stub import openai_stub
+
+    with (
+        openai_stub() as (llm_url, state),
+        live_server(create_app(config, embedder, OpenAIChat(llm_url, "m"))) as url,
+    ):
+        import httpx
+
+        sid = httpx.post(f"{url}/sessions").json()["id"]
+        state.mode = "error"
+        result = CliRunner().invoke(
+            cli, ["chat", "--session", str(sid), "--url", url], input="hello\n\n"
+        )
+    assert result.exit_code == 1
+    assert "1 turns failed" in result.output

@@ -17,8 +17,9 @@ from nexusai.memory.service import Memory
 from nexusai.models import NewEpisode
 from nexusai.orchestration.context import assemble_context
 from nexusai.orchestration.settings import DEFAULTS
+from tests.conftest import DEV_DATA
 
-LOCOMO = Path(__file__).parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+LOCOMO = DEV_DATA / "locomo" / "locomo10.json"
 
 
 @pytest.fixture(scope="session")

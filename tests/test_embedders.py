@@ -38,10 +38,8 @@ def test_local_model_finds_a_paraphrase(minilm: LocalEmbedder) -> None:
     assert texts[best] == "I adopted a puppy called Biscuit"
 
 
-def locomo_turns(count: int) -> list[str]:
-    path = Path(__file__).parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
-    if not path.exists():
-        pytest.skip("the LoCoMo data is not beside the checkout")
+def locomo_turns(data: Path, count: int) -> list[str]:
+    path = data / "locomo" / "locomo10.json"
     conversation = json.loads(path.read_text())[0]["conversation"]
     turns = [
         t["text"]
@@ -52,9 +50,11 @@ def locomo_turns(count: int) -> list[str]:
     return turns[:count]
 
 
-def test_onnx_vectors_match_sentence_transformers_on_real_turns(minilm: LocalEmbedder) -> None:
+def test_onnx_vectors_match_sentence_transformers_on_real_turns(
+    minilm: LocalEmbedder, dev_data: Path
+) -> None:
     """The reference implementation, on real conversation turns of all lengths."""
-    texts = locomo_turns(300)
+    texts = locomo_turns(dev_data, 300)
     reference = SentenceTransformersEmbedder().embed(texts)
     ours = minilm.embed(texts)
     assert min(cosine(a, b) for a, b in zip(ours, reference, strict=True)) > 0.9999

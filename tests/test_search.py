@@ -163,11 +163,9 @@ def test_chinese_and_japanese_words_are_found_inside_a_clause(store: EpisodeStor
     assert keywords.query_terms("python编程") == ["编程", "python"]
 
 
-def test_the_scope_in_the_match_gives_what_the_join_gives(tmp_path: Path) -> None:
+def test_the_scope_in_the_match_gives_what_the_join_gives(tmp_path: Path, dev_data: Path) -> None:
     """The same rows in the same order as filtering after ranking, on a real conversation."""
-    data = Path(__file__).parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
-    if not data.exists():
-        pytest.skip("the LoCoMo data is not beside the checkout")
+    data = dev_data / "locomo" / "locomo10.json"
     sample = json.loads(data.read_text())[0]
     with Store(tmp_path / "s.db") as store:
         sessions = []

@@ -330,6 +330,8 @@ def keys_list(data_dir: Path | None) -> None:
     """Every key: id, project, access, label, when made, when revoked (never the key)."""
     with _key_store(data_dir) as store:
         made = store.list()
+    if not made:
+        click.echo("no keys: nexus keys create --project NAME", err=True)
     for key in made:
         access = "read-only" if key.read_only else "read-write"
         state = f"revoked {key.revoked_at}" if key.revoked_at else "active"
@@ -420,8 +422,20 @@ def eval_options(fn: F) -> F:
             click.option(
                 "--k", "ks", default="5,10,20", show_default=True, help="Cut-offs for recall/hit"
             ),
-            click.option("--json", "json_out", type=click.Path(path_type=Path), default=None),
-            click.option("--plot", "plot_out", type=click.Path(path_type=Path), default=None),
+            click.option(
+                "--json",
+                "json_out",
+                type=click.Path(path_type=Path),
+                default=None,
+                help="Write every figure, and the recommended settings, to this file",
+            ),
+            click.option(
+                "--plot",
+                "plot_out",
+                type=click.Path(path_type=Path),
+                default=None,
+                help="Draw recall against keywordWeight to this PNG (needs nexusai[plot])",
+            ),
             click.option(
                 "--depth",
                 type=click.IntRange(1, 100),
@@ -459,13 +473,12 @@ def _chosen(raw: str | None) -> list[str] | None:
     return [c.strip() for c in raw.split(",") if c.strip()] if raw else None
 
 
-LOCOMO = Path("../shared/data/locomo/locomo10.json")
-BEAM = Path("../shared/data/beam")
-
-
 @eval_group.command(name="locomo")
 @click.option(
-    "--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=str(LOCOMO)
+    "--data",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    required=True,
+    help="LoCoMo's locomo10.json",
 )
 @click.option("--conversations", default=None, help="e.g. conv-26,conv-30 (default: all)")
 @eval_options
@@ -479,7 +492,10 @@ def eval_locomo(data: Path, conversations: str | None, **common: Any) -> None:
 
 @eval_group.command(name="beam")
 @click.option(
-    "--data", type=click.Path(exists=True, file_okay=False, path_type=Path), default=str(BEAM)
+    "--data",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    required=True,
+    help="A folder of BEAM chats (one folder each)",
 )
 @click.option("--chats", default=None, help="e.g. 1,2,3 (default: every chat folder)")
 @eval_options
@@ -495,7 +511,15 @@ def eval_beam(data: Path, chats: str | None, **common: Any) -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @eval_options
 def eval_jsonl(file: Path, **common: Any) -> None:
-    """Your own labelled chats, in the JSONL format of nexusai.evaluation.datasets."""
+    """Your own labelled chats, from a JSONL file of two kinds of line:
+
+    \b
+    {"conversation": "c1", "session": "s1", "id": "t1", "speaker": "user",
+     "content": "I moved to Lisbon", "occurredAt": "2024-05-01T10:00:00Z"}
+    {"conversation": "c1", "question": "Where do I live?", "evidence": ["t1"]}
+
+    Turns carry an id; questions name the ids of the turns that answer them.
+    """
     from nexusai.evaluation.datasets import load_jsonl
     from nexusai.evaluation.report import run_eval
 
@@ -504,41 +528,38 @@ def eval_jsonl(file: Path, **common: Any) -> None:
 
 @eval_group.command(name="all")
 @click.option(
-    "--locomo", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None
+    "--locomo",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="LoCoMo's locomo10.json",
 )
-@click.option("--beam", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None)
+@click.option(
+    "--beam",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="A folder of BEAM chats",
+)
 @click.option(
     "--jsonl",
     "jsonl_files",
     multiple=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Your own labelled chats (see `nexus eval jsonl --help`); may be given again",
 )
 @eval_options
 def eval_all(
     locomo: Path | None, beam: Path | None, jsonl_files: tuple[Path, ...], **common: Any
 ) -> None:
-    """Every dataset given (LoCoMo and BEAM from ../shared/data when none is), a table each
-    and the worst case of each weight pair across them."""
+    """Every dataset given, a table each, and the worst case of each weight pair across them."""
     from nexusai.evaluation.datasets import load_beam, load_jsonl, load_locomo
     from nexusai.evaluation.report import run_eval
 
     if not (locomo or beam or jsonl_files):
-        locomo, beam = _default_sets()
+        raise InvalidInput("say which datasets to score: --locomo FILE, --beam DIR, --jsonl FILE")
     sets = [load_locomo(locomo)] if locomo else []
     sets += [load_beam(beam)] if beam else []
     sets += [load_jsonl(f) for f in jsonl_files]
     run_eval(sets, _options(**common))
-
-
-def _default_sets() -> tuple[Path, Path]:
-    missing = [str(path) for path in (LOCOMO, BEAM) if not path.exists()]
-    if missing:
-        raise InvalidInput(
-            f"no dataset given, and {' and '.join(missing)} cannot be found from"
-            f" {Path.cwd()}: run from the project's checkout, or give --locomo FILE,"
-            " --beam DIR or --jsonl FILE"
-        )
-    return LOCOMO, BEAM
 
 
 @cli.command()

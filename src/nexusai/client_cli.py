@@ -164,10 +164,14 @@ def chat(session_id: int, url: str, api_key: str | None) -> None:
     """Chat in the terminal; an empty line or Ctrl-D ends it."""
     with Service(url, api_key) as service:
         service(Endpoints.get_session(session_id))  # an unknown session fails before input
-        _chat_loop(service, session_id)
+        failed = _chat_loop(service, session_id)
+    if failed:
+        raise click.ClickException(f"{failed} turns failed (the LLM); your messages are stored")
 
 
-def _chat_loop(service: Service, session_id: int) -> None:
+def _chat_loop(service: Service, session_id: int) -> int:
+    """Turns until an empty line or the end of input; returns how many failed."""
+    failed = 0
     while True:
         try:
             message = click.prompt("you", prompt_suffix="> ", default="", show_default=False)
@@ -180,8 +184,10 @@ def _chat_loop(service: Service, session_id: int) -> None:
             if turn.event == "delta":
                 click.echo(turn.data["text"], nl=False)
             elif turn.event == "error":
+                failed += 1
                 click.echo(f"\n[error] {turn.data['detail']}", err=True)
         click.echo()
+    return failed
 
 
 @click.command()
@@ -232,12 +238,15 @@ def projects() -> None:
 @JSON
 @service_options
 def projects_list(as_json: bool, url: str, api_key: str | None) -> None:
+    """Every project: its id and name."""
     with Service(url, api_key) as service:
         found = _json(service(Endpoints.list_projects(limit=1000)))
     if as_json:
         return _print_json(found)
     for project in found:
         click.echo(f"{project['id']}\t{project['name']}")
+    if not found:
+        click.echo("no projects yet: nexus projects create NAME", err=True)
 
 
 @projects.command("create")
@@ -245,6 +254,7 @@ def projects_list(as_json: bool, url: str, api_key: str | None) -> None:
 @JSON
 @service_options
 def projects_create(name: str, as_json: bool, url: str, api_key: str | None) -> None:
+    """Make a project named NAME (names are unique)."""
     with Service(url, api_key) as service:
         project = _json(service(Endpoints.create_project(name)))
     _print_json(project) if as_json else click.echo(f"project {project['id']}: {name}")
@@ -260,23 +270,28 @@ def sessions() -> None:
 @JSON
 @service_options
 def sessions_list(project_id: int | None, as_json: bool, url: str, api_key: str | None) -> None:
+    """Every session (or a project's): id, project, title."""
     with Service(url, api_key) as service:
         found = _json(service(Endpoints.list_sessions(project_id, limit=1000)))
+        names = {p["id"]: p["name"] for p in _json(service(Endpoints.list_projects(limit=1000)))}
     if as_json:
         return _print_json(found)
     for session in found:
-        project = "-" if session["projectId"] is None else session["projectId"]
-        click.echo(f"{session['id']}\tproject {project}\t{session['title'] or ''}")
+        project = names.get(session["projectId"], "-")
+        click.echo(f"{session['id']}\t{project}\t{session['title'] or ''}")
+    if not found:
+        click.echo("no sessions yet: nexus sessions create", err=True)
 
 
 @sessions.command("create")
 @click.option("--project", "project_id", type=int, default=None, help="In this project")
-@click.option("--title", default=None)
+@click.option("--title", default=None, help="A name to know it by")
 @JSON
 @service_options
 def sessions_create(
     project_id: int | None, title: str | None, as_json: bool, url: str, api_key: str | None
 ) -> None:
+    """Make a session (a conversation), in a project or in none."""
     with Service(url, api_key) as service:
         session = _json(service(Endpoints.create_session(project_id, title)))
     _print_json(session) if as_json else click.echo(f"session {session['id']}")
@@ -292,7 +307,8 @@ def add(
     session_id: int, speaker: str, text: str, as_json: bool, url: str, api_key: str | None
 ) -> None:
     """Store one message as an episode (TEXT - reads it from standard input)."""
-    content = sys.stdin.read() if text == "-" else text
+    # A shell's `echo` or a file ends with a newline that is not part of the message.
+    content = sys.stdin.read().removesuffix("\n") if text == "-" else text
     body = {"speaker": speaker, "content": content}
     with Service(url, api_key) as service:
         [episode] = _json(service(Endpoints.add_episodes(session_id, [body])))

@@ -31,6 +31,7 @@ from nexusai.memory.importing import (
     SourceConversation,
     SourceEpisode,
     SourceSession,
+    describe,
     locomo_conversation,
 )
 from nexusai.models import NewEpisode
@@ -192,7 +193,7 @@ def _jsonl_line(
             SourceEpisode(f"eval:{name}:{line['id']}", episode)
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise InvalidInput(f"line {number}: not a message or a question ({exc!r})") from None
+        raise InvalidInput(f"line {number}: not a message or a question: {describe(exc)}") from None
 
 
 def _session(conversation: SourceConversation, name: str, session: str) -> SourceSession:

@@ -254,10 +254,15 @@ def _summary(
     }
 
 
-def plot(result: dict[str, Any], path: Path, k: int = 10) -> None:
-    """recall@k against keywordWeight at semanticWeight 1, with keyword-only for scale."""
-    import matplotlib
-
+def plot(result: dict[str, Any], path: Path, k: int | None = None) -> None:
+    """recall@k against keywordWeight at semanticWeight 1, with keyword-only for scale; k is
+    10 when the run measured it, else the largest cut-off it did."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise InvalidInput("--plot needs matplotlib: pip install 'nexusai[plot]'") from None
+    measured = sorted(int(cut) for cut in result["results"][0]["recall"])
+    k = k if k is not None else (10 if 10 in measured else measured[-1])
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -14,6 +14,9 @@ from nexusai.client import (
     AsyncClient,
     Call,
     Client,
+    ContextEvent,
+    DeltaEvent,
+    DoneEvent,
     InvalidInputError,
     NotFoundError,
     UnauthorizedError,
@@ -54,7 +57,9 @@ def test_every_kind_of_call_with_typed_answers_and_errors(served: str) -> None:
         # the second is found too: it is indexed with the end of the turn before it
         assert [e.id for e in nexus.search("Biscuit", [session.id])] == [e.id for e in stored]
         nexus.update_settings(keywordWeight=1.0, recentLimit=0)
-        assert nexus.get_settings()["keywordWeight"] == 1.0
+        settings = nexus.get_settings()
+        assert settings["keywordWeight"] == 1.0
+        assert type(settings["semanticLimit"]) is int  # a limit is a count, not 10.0
         other = nexus.create_session(project_id=project.id)
         context = nexus.context(other.id, "what is my dog called?", explain=True)
         assert context.memories[0].id == stored[0].id
@@ -62,8 +67,14 @@ def test_every_kind_of_call_with_typed_answers_and_errors(served: str) -> None:
         reply = nexus.chat(other.id, "dog name?")
         assert reply.reply == "Your dog is called Biscuit."
         events = list(nexus.chat_stream(other.id, "and again?"))
-        assert events[0].event == "context"
-        assert events[-1].event == "done"
+        assert isinstance(events[0], ContextEvent)
+        assert events[0].context.session_id == other.id
+        assert all(isinstance(e, DeltaEvent) for e in events[1:-1])
+        assert "".join(e.text for e in events[1:-1] if isinstance(e, DeltaEvent)).startswith("Your")
+        done = events[-1]
+        assert isinstance(done, DoneEvent)
+        assert done.reply.startswith("Your dog")
+        assert done.user_episode_id > 0
         edited = nexus.update_episode(stored[1].id, {"metadata": {"tag": "work"}})
         assert edited.metadata == {"tag": "work"}
         assert [p.name for p in nexus.list_projects()] == ["home"]
@@ -125,3 +136,23 @@ def test_the_async_client_speaks_the_same_calls(served: str) -> None:
             return [e.content for e in found] + events[-1:] + [str(summary.episodes)]
 
     assert asyncio.run(scenario()) == ["I love tea", "done", "1"]
+
+
+def test_methods_show_their_real_signatures() -> None:
+    import inspect
+
+    from nexusai.client import AsyncClient, Client
+
+    for client in (Client, AsyncClient):
+        shown = inspect.signature(client.context)
+        assert list(shown.parameters) == [
+            "self",
+            "session_id",
+            "message",
+            "explain",
+            "legs",
+            "settings",
+        ]
+        assert shown.return_annotation == "ContextOut"
+        assert client.context.__name__ == "context"
+        assert "for this turn only" in (client.context.__doc__ or "")

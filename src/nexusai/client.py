@@ -17,6 +17,7 @@ are (a write that may have landed is not sent twice).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -42,6 +43,7 @@ from nexusai.schemas import (
 
 T = TypeVar("T")
 P = ParamSpec("P")
+Settings = dict[str, int | float]  # GET /settings' names; an int stays an int
 DEFAULT_URL = "http://127.0.0.1:4000"
 
 
@@ -250,13 +252,14 @@ class Endpoints:
         return Call("POST", "/chat", _model(ChatOut), body)
 
     @staticmethod
-    def get_settings() -> Call[dict[str, float]]:
-        return Call("GET", "/settings", _model(dict[str, float]), safe=True)
+    def get_settings() -> Call[Settings]:
+        """Weights as floats, limits as ints, as the API answers them."""
+        return Call("GET", "/settings", _model(Settings), safe=True)
 
     @staticmethod
-    def update_settings(**changes: float) -> Call[dict[str, float]]:
+    def update_settings(**changes: float) -> Call[Settings]:
         """`semanticWeight=0.5`, `keywordWeight=2`, ... as the API names them."""
-        return Call("PATCH", "/settings", _model(dict[str, float]), changes)
+        return Call("PATCH", "/settings", _model(Settings), changes)
 
     @staticmethod
     def entities(
@@ -311,10 +314,56 @@ class Endpoints:
 
 @dataclass(frozen=True)
 class ChatEvent:
-    """One server-sent event of a streamed chat turn: `context`, `delta`, `done`, `error`."""
+    """One server-sent event of a streamed chat turn: a `ContextEvent`, `DeltaEvent`s, then
+    a `DoneEvent` or an `ErrorEvent`; `data` is the event's JSON as sent."""
 
     event: str
     data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ContextEvent(ChatEvent):
+    """What the turn gave the LLM, before it answers."""
+
+    context: ContextOut
+
+
+@dataclass(frozen=True)
+class DeltaEvent(ChatEvent):
+    """The next piece of the reply."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class DoneEvent(ChatEvent):
+    """The whole reply, and the episodes both messages are stored as."""
+
+    reply: str
+    user_episode_id: int
+    assistant_episode_id: int | None
+
+
+@dataclass(frozen=True)
+class ErrorEvent(ChatEvent):
+    """The LLM failed; the user's message is stored (`user_episode_id`)."""
+
+    detail: str
+    user_episode_id: int | None
+
+
+def chat_event(event: str, data: dict[str, Any]) -> ChatEvent:
+    """The typed event for a server-sent event's name and JSON."""
+    if event == "context":
+        return ContextEvent(event, data, ContextOut.model_validate(data))
+    if event == "delta":
+        return DeltaEvent(event, data, str(data["text"]))
+    if event == "done":
+        reply = str(data.get("reply") or "")
+        return DoneEvent(event, data, reply, data["userEpisodeId"], data.get("assistantEpisodeId"))
+    if event == "error":
+        return ErrorEvent(event, data, str(data.get("detail")), data.get("userEpisodeId"))
+    return ChatEvent(event, data)
 
 
 def _settings(base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str]]:
@@ -364,7 +413,7 @@ class _Events:
         if line.startswith("event: "):
             self._event = line[7:]
         elif line.startswith("data: "):
-            return ChatEvent(self._event, json.loads(line[6:]))
+            return chat_event(self._event, json.loads(line[6:]))
         return None
 
 
@@ -372,14 +421,31 @@ def _blocking(build: Callable[P, Call[T]]) -> Callable[Concatenate[Client, P], T
     def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self.send(build(*args, **kwargs))
 
-    method.__doc__ = build.__doc__
-    return method
+    return _described(method, build)
 
 
 def _awaiting(build: Callable[P, Call[T]]) -> Callable[Concatenate[AsyncClient, P], Awaitable[T]]:
     async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return await self.send(build(*args, **kwargs))
 
+    return _described(method, build)
+
+
+M = TypeVar("M", bound=Callable[..., Any])
+
+
+def _described(method: M, build: Callable[..., Any]) -> M:
+    """The method shows the endpoint's own name, parameters, answer and doc (for help(),
+    IDEs and the docs), not `(*args, **kwargs)`."""
+    signature = inspect.signature(build)
+    answer = str(signature.return_annotation)
+    if answer.startswith("Call[") and answer.endswith("]"):
+        answer = answer[5:-1]  # what the method returns: what the call reads
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+    method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[self_param, *signature.parameters.values()], return_annotation=answer
+    )
+    method.__name__ = method.__qualname__ = build.__name__
     method.__doc__ = build.__doc__
     return method
 

@@ -75,7 +75,7 @@ class Episode:
 class Entity:
     id: int
     name: str
-    type: str  # person | place | organization | product | event | work
+    type: str  # person | animal | place | organization | product | event | work
     first_seen: str
     last_seen: str
     mention_count: int

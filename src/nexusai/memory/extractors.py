@@ -20,7 +20,7 @@ from nexusai.llm import create_llm
 @dataclass(frozen=True)
 class Mention:
     name: str
-    type: str  # person | place | organization | product | event | work
+    type: str  # person | animal | place | organization | product | event | work
 
 
 # spaCy's labels -> the types that matter for memory. Dates, times, numbers and money are
@@ -35,7 +35,7 @@ SPACY_TYPES = {
     "EVENT": "event",
     "WORK_OF_ART": "work",
 }
-TYPES = frozenset(SPACY_TYPES.values())
+TYPES = frozenset({*SPACY_TYPES.values(), "animal"})
 PRONOUNS = frozenset(
     "i me my mine you your he him his she her it its we us our they them their this that".split()  # noqa: SIM905
 )
@@ -46,8 +46,32 @@ NOT_NAMES = frozenset(
     glad nah wanna gonna gotta lemme gimme kinda sorta ya yeah yep yup nope wow hey hi hello
     lol omg haha hahaha thanks thank cool awesome sure ok okay hmm aww aw yay oh ugh sorry
     congrats congratulations great nice ooh whoa dude bro cheers bye welcome amazing totally
-    definitely absolutely yes um uh hm btw idk tbh imo bday anyways
+    definitely absolutely yes um uh hm btw idk tbh imo bday anyways fyi asap fwiw afaik
+    imho rofl lmao smh tysm thx pls plz np brb ttyl gtg irl dm
     """.split()  # noqa: SIM905 - a word list reads better as text
+)
+# Days and months, whole or cut short: spaCy's small model takes "Tues" for a person.
+CALENDAR = frozenset(
+    """
+    monday mon tuesday tue tues wednesday wed weds thursday thu thur thurs friday fri saturday
+    sat sunday sun january jan february feb march mar april apr june jun july jul august aug
+    september sep sept october oct november nov december dec weekend
+    """.split()  # noqa: SIM905
+)
+# A name said right after one of these is a person's ("my sister Maria"), whatever label
+# the model gave it (it took Maria for a nationality).
+KIN = frozenset(
+    """
+    mom mum mother dad father sister brother wife husband son daughter aunt uncle cousin
+    niece nephew grandma grandpa grandmother grandfather friend boyfriend girlfriend partner
+    fiance fiancee boss colleague coworker neighbor neighbour roommate teacher coach
+    """.split()  # noqa: SIM905
+)
+ANIMALS = frozenset(
+    """
+    dog puppy pup cat kitten kitty pet horse pony bird parrot budgie hamster rabbit bunny
+    turtle tortoise fish goldfish snake lizard guinea pig ferret
+    """.split()  # noqa: SIM905
 )
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)?")
@@ -70,19 +94,28 @@ def could_be_a_name(name: str, known: Set[str] = frozenset()) -> bool:
     unless the same name is written so nearby (`known`: "london" after "London"), and are
     not all interjections or slang ("Nah", "Glad")."""
     key = normalize(name)
-    if len(key) <= 1 or key in PRONOUNS:
+    if len(key) <= 1 or key in PRONOUNS or key in CALENDAR:
         return False
     if not written_as_a_name(name) and key not in known:
         return False
     return not all(word in NOT_NAMES for word in key.split())
 
 
+def without_greeting(name: str) -> str:
+    """ "Bye Caroline" is Caroline: a greeting or interjection before a name is not part of it."""
+    words = _SPACE.sub(" ", name).strip().split(" ")
+    while len(words) > 1 and normalize(words[0]).strip(",!.") in NOT_NAMES:
+        words = words[1:]
+    return " ".join(words)
+
+
 def clean(mentions: Sequence[Mention], known: Set[str] = frozenset()) -> list[Mention]:
     """Known types only; only what could be a name; each entity once."""
     kept: dict[tuple[str, str], Mention] = {}
     for mention in mentions:
-        if mention.type in TYPES and could_be_a_name(mention.name, known):
-            display = _SPACE.sub(" ", mention.name).strip()
+        name = without_greeting(mention.name)
+        if mention.type in TYPES and could_be_a_name(name, known):
+            display = _SPACE.sub(" ", name).strip()
             kept.setdefault((normalize(display), mention.type), Mention(display, mention.type))
     return list(kept.values())
 
@@ -133,7 +166,8 @@ class SpacyExtractor(Extractor):
 
 
 def _mention(text: str, entity: Any, lowercase: set[str]) -> Mention | None:
-    if entity.label_ not in SPACY_TYPES:
+    kind = _said_as(text[: entity.start_char]) or SPACY_TYPES.get(entity.label_)
+    if kind is None:
         return None
     word = entity.text.strip()
     capital_by_position = " " not in word and not word.islower()
@@ -143,7 +177,25 @@ def _mention(text: str, entity: Any, lowercase: set[str]) -> Mention | None:
         and word.lower() in lowercase
     ):
         return None
-    return Mention(entity.text, SPACY_TYPES[entity.label_])
+    return Mention(entity.text, kind)
+
+
+_BEFORE = re.compile(r"([^\W\d_]+)\s+(?:(called|named)\s+)?$")
+
+
+def _said_as(before: str) -> str | None:
+    """The type the words just before a name give it, when they settle it: "my sister
+    Maria" is a person, "a puppy called Biscuit" an animal (the small model's labels for
+    such names in chat were a nationality and an organization)."""
+    found = _BEFORE.search(before[-40:])
+    if not found:
+        return None
+    word = found.group(1).lower()
+    if word in KIN and not found.group(2):
+        return "person"
+    if found.group(2) and word in ANIMALS:
+        return "animal"
+    return None
 
 
 class LLMExtractor(Extractor):
@@ -152,7 +204,7 @@ class LLMExtractor(Extractor):
     name = "llm"
     PROMPT = (
         "List the named entities in the message as JSON: "
-        '{"entities": [{"name": "...", "type": "person|place|organization|product|event|work"}]}. '
+        '{"entities": [{"name": "...", "type": "person|animal|place|organization|product|event|work"}]}. '
         "No dates, no pronouns. Answer with the JSON only."
     )
 

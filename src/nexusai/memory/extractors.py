@@ -204,7 +204,8 @@ class LLMExtractor(Extractor):
     name = "llm"
     PROMPT = (
         "List the named entities in the message as JSON: "
-        '{"entities": [{"name": "...", "type": "person|animal|place|organization|product|event|work"}]}. '
+        '{"entities": [{"name": "...", "type": '
+        '"person|animal|place|organization|product|event|work"}]}. '
         "No dates, no pronouns. Answer with the JSON only."
     )
 

@@ -234,6 +234,21 @@ def test_browse_a_session(page: Any, served: dict[str, Any]) -> None:
     found = [i.inner_text() for i in page.query_selector_all("#episodes > li")]
     # Its three turns first; after them, turns that follow one (their context is indexed).
     assert ["Hamburg" in text for text in found[:4]] == [True, True, True, False]
+    marked = page.eval_on_selector_all("#episodes > li mark", "ns => ns.map(n => n.textContent)")
+    assert marked[:3] == ["Hamburg", "Hamburg", "Hamburg"]  # the hits are highlighted
+
+
+def test_a_session_row_is_clickable_anywhere_and_rows_go_by_date(
+    page: Any, served: dict[str, Any]
+) -> None:
+    _enter_key(page)
+    session = served["sessions"]["autumn"]
+    page.click(f"#sessions li[data-id='{session}'] small")  # the date, not the title
+    page.wait_for_selector("#episodes-title:has-text('Episodes of session')")
+    assert page.inner_text("#episodes-title") == f"Episodes of session {session}"
+    dates = page.eval_on_selector_all("#sessions li small", "ns => ns.map(n => n.textContent)")
+    stamps = [d.split(" · ", 1)[1] for d in dates]
+    assert stamps == sorted(stamps)
 
 
 def test_ask_then_move_the_keyword_slider(page: Any, served: dict[str, Any]) -> None:
@@ -354,11 +369,29 @@ def test_eval_plot_marks_the_current_weights(
     ]
     (served["data_dir"] / "eval-results.json").write_text(json.dumps({"results": rows}))
     _enter_key(page)
-    page.click("[data-view=eval]")
-    page.click("#eval-load")
+    page.click("[data-view=eval]")  # the view finds the saved results by itself
     page.wait_for_selector("#eval-plot svg")
     assert len(page.query_selector_all("#eval-plot polyline")) == 2
     assert page.query_selector("#eval-plot line.current") is not None
+    ticks = page.eval_on_selector_all("#eval-plot .tick", "ns => ns.map(n => n.textContent)")
+    assert "0.5" in ticks  # the weights' axis
+    assert {"0.40", "0.50", "0.60"} <= set(ticks)  # and recall's, at round values
+    page.screenshot(path=str(ARTIFACTS / "inspector-eval.png"))
+    legend = page.eval_on_selector_all("#eval-plot .legend", "ns => ns.map(n => n.textContent)")
+    assert legend == ["locomo", "beam"]
+    boxes = page.eval_on_selector_all(
+        "#eval-plot text",
+        "ns => ns.map(n => { const b = n.getBBox(); return [b.x, b.y, b.width, b.height]; })",
+    )
+    for i, a in enumerate(boxes):  # no two labels overlap
+        for b in boxes[i + 1 :]:
+            apart = (
+                a[0] + a[2] <= b[0]
+                or b[0] + b[2] <= a[0]
+                or a[1] + a[3] <= b[1]
+                or b[1] + b[3] <= a[1]
+            )
+            assert apart, (a, b)
     assert len(page.query_selector_all("#eval-table tr")) == 1 + len(rows)
     opened = tmp_path / "mine.json"
     opened.write_text(json.dumps({"results": rows[:3]}))

@@ -225,3 +225,25 @@ def test_batch_errors_name_the_item_in_one_shape(client: TestClient) -> None:
         assert answer.status_code == 422
         assert answer.json()["detail"].startswith("episodes[2]"), answer.json()["detail"]
     assert client.get(f"/sessions/{sid}/episodes").json() == []
+
+
+def test_sessions_by_when_their_conversation_began(client: TestClient) -> None:
+    later = client.post("/sessions", json={"title": "later"}).json()["id"]
+    earlier = client.post("/sessions", json={"title": "earlier"}).json()["id"]
+    empty = client.post("/sessions", json={"title": "empty"}).json()["id"]
+    for sid, when in ((later, "2024-06-01T10:00:00Z"), (earlier, "2023-01-01T10:00:00Z")):
+        turn = {"speaker": "user", "content": "hi", "occurredAt": when}
+        client.post(f"/sessions/{sid}/episodes", json=turn)
+    by_date = client.get("/sessions?order=started").json()
+    assert [s["id"] for s in by_date] == [earlier, later, empty]
+    assert by_date[0]["startedAt"].startswith("2023-01-01T10:00:00")
+    assert by_date[2]["startedAt"] is None
+    assert [s["id"] for s in client.get("/sessions").json()] == [later, earlier, empty]
+    assert client.get(f"/sessions/{earlier}").json()["startedAt"].startswith("2023-01-01")
+
+
+def test_search_says_the_terms_it_searched_for(client: TestClient) -> None:
+    from urllib.parse import unquote
+
+    answer = client.get("/episodes/search?q=How do I configure the Qdrant collection?")
+    assert unquote(answer.headers["X-Search-Terms"]) == "configure,qdrant,collection"

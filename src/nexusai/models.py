@@ -45,6 +45,7 @@ class Session:
     project_id: int | None
     title: str | None
     created_at: str
+    started_at: str | None = None  # its earliest episode's time: when the conversation began
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,9 @@ class SessionOut(CamelModel):
     project_id: int | None
     title: str | None
     created_at: str
+    started_at: str | None = Field(
+        default=None, description="When its conversation began: its earliest episode's time"
+    )
 
 
 class EpisodeOut(CamelModel):

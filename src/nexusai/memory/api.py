@@ -5,11 +5,13 @@ from __future__ import annotations
 import tempfile
 from datetime import datetime
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import Discriminator, Field, Tag
 from starlette.concurrency import run_in_threadpool
 
+from nexusai import keywords
 from nexusai.errors import InvalidInput, NotFound, TooLarge
 from nexusai.http import PathId, errors, parse_id_list
 from nexusai.memory.importing import import_stream
@@ -221,11 +223,16 @@ def list_sessions(
     project_id: Annotated[int | None, Query(alias="projectId", ge=1, le=MAX_ID)] = None,
     limit: Limit = 100,
     offset: Offset = 0,
+    order: Annotated[
+        Literal["id", "started"],
+        Query(description="id: as made; started: by when each conversation began"),
+    ] = "id",
 ) -> list[SessionOut]:
     store = memory_of(request).store
     project_id = Tenancy.of(request).project_filter(project_id)
     page(request, response, store.count_sessions(project_id), limit, offset)
-    return [SessionOut.model_validate(s) for s in store.list_sessions(project_id, limit, offset)]
+    found = store.list_sessions(project_id, limit, offset, order)
+    return [SessionOut.model_validate(s) for s in found]
 
 
 @router.get("/sessions/{session_id}", tags=["sessions"], responses=errors(404, 422))
@@ -440,6 +447,7 @@ def get_entity(
 @router.get("/episodes/search", tags=["episodes"], responses=errors(422))
 def search_episodes(
     request: Request,
+    response: Response,
     q: Annotated[str, Query(description="The user's text; FTS5 syntax in it is searched for")],
     session_ids: Annotated[
         str | None, Query(alias="sessionIds", description="Comma-separated session ids")
@@ -451,6 +459,8 @@ def search_episodes(
         raise InvalidInput(f"q is {len(q)} characters; the limit is {max_chars}")
     scope = Tenancy.of(request).scope(parse_id_list("sessionIds", session_ids))
     episodes = memory_of(request).search_keyword(q, limit, scope)
+    # The words searched for, as the index got them (to mark them), percent-encoded.
+    response.headers["X-Search-Terms"] = quote(",".join(keywords.query_terms(q)))
     return [EpisodeOut.model_validate(e) for e in episodes]
 
 

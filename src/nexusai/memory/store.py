@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final, Protocol, Self
+from typing import Any, Final, Literal, Protocol, Self
 
 from nexusai import keywords
 from nexusai.errors import (
@@ -79,6 +79,14 @@ class _Unset:
 
 
 UNSET: Final = _Unset()
+
+
+# A session's row and when its conversation began (the index on episodes' session and time
+# answers the min).
+SESSION_COLUMNS = (
+    "sessions.*, (SELECT min(occurred_at) FROM episodes"
+    " WHERE episodes.session_id = sessions.id) AS started_at"
+)
 
 
 class EpisodeStore(ABC):
@@ -212,21 +220,28 @@ class EpisodeStore(ABC):
         return self.get_session(session_id)
 
     def get_session(self, session_id: int) -> Session:
-        rows = self._rows("SELECT * FROM sessions WHERE id = ?", [session_id])
+        rows = self._rows(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", [session_id])
         if not rows:
             raise NotFound(f"session {session_id} does not exist")
         return Session(**dict(rows[0]))
 
     def list_sessions(
-        self, project_id: int | None = None, limit: int = 100, offset: int = 0
+        self,
+        project_id: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        order: Literal["id", "started"] = "id",
     ) -> list[Session]:
+        """A page of sessions, by id (when each was made) or by when each conversation
+        began (its earliest episode; sessions with none last)."""
         where, params = (
             ("WHERE project_id = ?", [project_id]) if project_id is not None else ("", [])
         )
-        rows = self._rows(
-            f"SELECT * FROM sessions {where} ORDER BY id LIMIT ? OFFSET ?", [*params, limit, offset]
-        )
-        return [Session(**dict(row)) for row in rows]
+        by = "started_at IS NULL, started_at, id" if order == "started" else "id"
+        # Ordered outside: PostgreSQL orders by an alias only when it stands alone.
+        listed = f"SELECT {SESSION_COLUMNS} FROM sessions {where}"
+        sql = f"SELECT * FROM ({listed}) AS listed ORDER BY {by} LIMIT ? OFFSET ?"
+        return [Session(**dict(row)) for row in self._rows(sql, [*params, limit, offset])]
 
     def update_session(
         self,

@@ -58,7 +58,7 @@ async function api(path, { method = "GET", body } = {}) {
   }
   const data = response.status === 204 ? null : await response.json().catch(() => null);
   if (!response.ok) throw new ApiError(response.status, explain(response.status, data));
-  return { data, total: Number(response.headers.get("X-Total-Count") ?? NaN) };
+  return { data, total: Number(response.headers.get("X-Total-Count") ?? NaN), headers: response.headers };
 }
 
 function showMessage(text, kind = "error") {
@@ -191,15 +191,20 @@ async function loadSessions(reset = true) {
     $("sessions").replaceChildren();
   }
   const project = state.projectId ? `&projectId=${state.projectId}` : "";
-  const { data, total } = await api(`/sessions?limit=${PAGE_SIZE}&offset=${state.sessionOffset}${project}`);
+  // In the order the conversations took place, not the order they were stored in.
+  const page = `limit=${PAGE_SIZE}&offset=${state.sessionOffset}&order=started${project}`;
+  const { data, total } = await api(`/sessions?${page}`);
   state.sessionOffset += data.length;
   $("session-count").textContent = Number.isNaN(total) ? "" : `(${total})`;
   for (const session of data) {
     if (session.title) state.sessionTitles.set(session.id, session.title);
     const label = session.title || `session ${session.id}`;
+    const date = session.startedAt ? when(session.startedAt) : "no episodes yet";
+    // The whole row is the button: click anywhere on it.
     const item = element("li", { "data-id": String(session.id) },
-      element("button", { onclick: guarded(() => selectSession(session.id)) }, label),
-      element("small", {}, ` #${session.id} · ${when(session.createdAt)}`));
+      element("button", { className: "session-row", onclick: guarded(() => selectSession(session.id)) },
+        element("span", { className: "title" }, label),
+        element("small", {}, ` #${session.id} · ${date}`)));
     $("sessions").append(item);
   }
   $("more-sessions").hidden = !(state.sessionOffset < total);
@@ -210,7 +215,7 @@ function fillSessionPicker() {
   const picker = $("ask-session");
   const chosen = picker.value || (state.sessionId ? String(state.sessionId) : "");
   const options = [...$("sessions").children].map((item) =>
-    element("option", { value: item.dataset.id }, item.querySelector("button").textContent + ` (#${item.dataset.id})`)
+    element("option", { value: item.dataset.id }, item.querySelector(".title").textContent + ` (#${item.dataset.id})`)
   );
   picker.replaceChildren(...options);
   if (chosen && options.some((o) => o.value === chosen)) picker.value = chosen;
@@ -257,12 +262,13 @@ async function searchScope(event) {
     const { data } = await api(`/sessions/${state.sessionId}/scope`);
     scope = `&sessionIds=${data.sessionIds.join(",")}`;
   }
-  const { data } = await api(`/episodes/search?q=${encodeURIComponent(query)}&limit=50${scope}`);
+  const { data, headers } = await api(`/episodes/search?q=${encodeURIComponent(query)}&limit=50${scope}`);
+  const terms = decodeURIComponent(headers.get("X-Search-Terms") || "").split(",").filter(Boolean);
   const where = state.sessionId ? `the scope of session ${state.sessionId}` : "all sessions";
   $("episodes-title").textContent = `${data.length} keyword matches for “${query}” in ${where}`;
   $("page-info").textContent = "";
   $("prev-page").disabled = $("next-page").disabled = true;
-  $("episodes").replaceChildren(...data.map((episode, i) => episodeItem(episode, { badges: [" ", badge(`keyword #${i + 1}`, "rank")] })));
+  $("episodes").replaceChildren(...data.map((episode, i) => episodeItem(episode, { terms, badges: [" ", badge(`keyword #${i + 1}`, "rank")] })));
 }
 
 // -- Ask --------------------------------------------------------------------------------
@@ -369,6 +375,20 @@ async function loadEvalFromServer() {
   showEval(data);
 }
 
+// The first time the view opens, it finds the saved results itself; none saved is a hint
+// in the view, not an error.
+async function evalOnFirstView() {
+  if (state.evalResults || state.evalTried) return;
+  state.evalTried = true;
+  try {
+    await loadEvalFromServer();
+  } catch (error) {
+    if (!(error instanceof ApiError) || error.status !== 404) throw error;
+    $("eval-plot").replaceChildren(element("p", { className: "note" },
+      "No results saved yet: run nexus eval … --json <data dir>/eval-results.json, or open a results file."));
+  }
+}
+
 function loadEvalFile() {
   const file = $("eval-file").files[0];
   if (!file) return;
@@ -421,48 +441,84 @@ function drawEval() {
   $("eval-table").replaceChildren(header, ...body);
 }
 
-// recall@k against the keyword share of the weights, a line per dataset; the current
-// weights are the dashed line.
+// recall@k against the keyword share of the weights, a line per dataset, with ticks and
+// grid lines on both axes and a legend under the plot; the current weights are the dashed
+// line.
+const PLOT = { width: 660, height: 340, left: 60, right: 48, top: 20, bottom: 84 };
+
+function svgNode(tag, attributes, ...children) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  node.append(...children);
+  return node;
+}
+
+function recallRange(values) {
+  const low = Math.max(0, Math.floor(Math.min(...values) * 20) / 20);
+  const high = Math.min(1, Math.ceil(Math.max(...values) * 20) / 20);
+  return high > low ? [low, high] : [Math.max(0, low - 0.05), Math.min(1, high + 0.05)];
+}
+
 function evalPlot(rows, k, current) {
-  const width = 640, height = 300, pad = 44;
-  const svg = (tag, attributes, ...children) => {
-    const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
-    for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
-    node.append(...children);
-    return node;
-  };
-  const values = rows.map((r) => r.recall[k]);
-  const low = Math.max(0, Math.floor(Math.min(...values) * 10) / 10);
-  const high = Math.min(1, Math.ceil(Math.max(...values) * 10) / 10 || 1);
-  const x = (share) => pad + share * (width - 2 * pad);
-  const y = (value) => height - pad - ((value - low) / (high - low || 1)) * (height - 2 * pad);
-  const plot = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": `recall@${k} against the weights` });
-  plot.append(
-    svg("line", { x1: pad, y1: height - pad, x2: width - pad, y2: height - pad, class: "axis" }),
-    svg("line", { x1: pad, y1: pad, x2: pad, y2: height - pad, class: "axis" }),
-    svg("text", { x: pad, y: height - 12, class: "label" }, "semantic only"),
-    svg("text", { x: width - pad, y: height - 12, class: "label end" }, "keyword only"),
-    svg("text", { x: 4, y: pad - 10, class: "label" }, `recall@${k} (${low.toFixed(1)}–${high.toFixed(1)})`)
-  );
+  const { width, height, left, right, top, bottom } = PLOT;
+  const [low, high] = recallRange(rows.map((r) => r.recall[k]));
+  const x = (share) => left + share * (width - left - right);
+  const y = (value) => height - bottom - ((value - low) / (high - low)) * (height - top - bottom);
+  const plot = svgNode("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": `recall@${k} against the weights` });
+  plot.append(...axes(x, y, low, high, k));
   const datasets = [...new Set(rows.map((r) => r.dataset || "results"))];
-  datasets.forEach((name, index) => {
-    const points = rows
-      .filter((r) => (r.dataset || "results") === name)
-      .map((r) => [keywordShare(r), r.recall[k], r])
-      .sort((a, b) => a[0] - b[0]);
-    const line = points.map(([share, value]) => `${x(share)},${y(value)}`).join(" ");
-    plot.append(svg("polyline", { points: line, class: `series s${index % 4}` }));
-    for (const [share, value, row] of points) {
-      plot.append(svg("circle", { cx: x(share), cy: y(value), r: 4, class: `series s${index % 4}` },
-        svg("title", {}, `${name} ${row.semanticWeight}/${row.keywordWeight}: ${value.toFixed(3)}`)));
-    }
-    plot.append(svg("text", { x: width - pad, y: pad + 16 * index, class: `label end s${index % 4}` }, name));
-  });
+  datasets.forEach((name, index) => plot.append(...series(rows, name, index, k, x, y)));
+  plot.append(...legend(datasets));
   if (current !== null) {
-    plot.append(svg("line", { x1: x(current), y1: pad, x2: x(current), y2: height - pad, class: "current" }),
-      svg("text", { x: x(current) + 4, y: pad + 4, class: "label" }, "current weights"));
+    plot.append(svgNode("line", { x1: x(current), y1: top, x2: x(current), y2: height - bottom, class: "current" }),
+      svgNode("text", { x: x(current) + 4, y: top + 12, class: "label" }, "current weights"));
   }
   return plot;
+}
+
+function axes(x, y, low, high, k) {
+  const { width, height, left, right, top, bottom } = PLOT;
+  const nodes = [
+    svgNode("line", { x1: left, y1: height - bottom, x2: width - right, y2: height - bottom, class: "axis" }),
+    svgNode("line", { x1: left, y1: top, x2: left, y2: height - bottom, class: "axis" }),
+    svgNode("text", { x: (left + width - right) / 2, y: height - bottom + 38, class: "label middle" },
+      "keyword share of the weights: keywordWeight / (semanticWeight + keywordWeight)"),
+    svgNode("text", { x: 14, y: (top + height - bottom) / 2, class: "label middle", transform: `rotate(-90 14 ${(top + height - bottom) / 2})` },
+      `evidence recall@${k}`),
+  ];
+  for (const share of [0, 0.25, 0.5, 0.75, 1]) {
+    nodes.push(svgNode("line", { x1: x(share), y1: height - bottom, x2: x(share), y2: height - bottom + 5, class: "axis" }),
+      svgNode("text", { x: x(share), y: height - bottom + 18, class: "tick middle" }, share === 0 ? "0 (semantic)" : share === 1 ? "1 (keyword)" : String(share)));
+  }
+  const step = high - low > 0.3 ? 0.1 : 0.05;
+  for (let value = Math.ceil(low / step - 1e-9) * step; value <= high + 1e-9; value += step) {
+    nodes.push(svgNode("line", { x1: left, y1: y(value), x2: width - right, y2: y(value), class: "grid" }),
+      svgNode("text", { x: left - 6, y: y(value) + 4, class: "tick end" }, value.toFixed(2)));
+  }
+  return nodes;
+}
+
+function series(rows, name, index, k, x, y) {
+  const points = rows
+    .filter((r) => (r.dataset || "results") === name)
+    .map((r) => [keywordShare(r), r.recall[k], r])
+    .sort((a, b) => a[0] - b[0]);
+  const line = points.map(([share, value]) => `${x(share)},${y(value)}`).join(" ");
+  const nodes = [svgNode("polyline", { points: line, class: `series s${index % 4}` })];
+  for (const [share, value, row] of points) {
+    nodes.push(svgNode("circle", { cx: x(share), cy: y(value), r: 4, class: `series s${index % 4}` },
+      svgNode("title", {}, `${name} ${row.semanticWeight}/${row.keywordWeight}: ${value.toFixed(3)}`)));
+  }
+  return nodes;
+}
+
+function legend(datasets) {
+  const { height, left } = PLOT;
+  return datasets.flatMap((name, index) => {
+    const at = left + index * 150;
+    return [svgNode("line", { x1: at, y1: height - 16, x2: at + 24, y2: height - 16, class: `series s${index % 4}` }),
+      svgNode("text", { x: at + 30, y: height - 12, class: "label legend" }, name)];
+  });
 }
 
 // -- wiring -----------------------------------------------------------------------------
@@ -472,7 +528,10 @@ function showView(name) {
     tab.setAttribute("aria-selected", String(tab.dataset.view === name));
   }
   for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== name;
-  if (name === "eval") drawEval();
+  if (name === "eval") {
+    drawEval();
+    guarded(evalOnFirstView)();
+  }
 }
 
 const start = guarded(async () => {

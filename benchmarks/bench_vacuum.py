@@ -22,7 +22,7 @@ import numpy as np
 from benchmarks.bench_vectors import SESSIONS, fill_index, noisy_copies
 from benchmarks.common import Report, sentences
 from nexusai.embedders.minilm import LocalEmbedder
-from nexusai.memory.vectors import VACUUM_MIN_POINTS, EdgeVectorIndex
+from nexusai.memory.vectors.edge import VACUUM_MIN_POINTS, EdgeVectorIndex
 
 
 def run(quick: bool = False) -> None:

@@ -16,8 +16,8 @@ import numpy as np
 import psutil
 import pytest
 
-from nexusai.memory import vectors
 from nexusai.memory.vectors import EdgeVectorIndex, VectorPoint
+from nexusai.memory.vectors import edge as vectors
 
 DIM = 384
 # Over Qdrant's usual indexing threshold (10 MB of vectors), which the child builds at.
@@ -77,7 +77,9 @@ def test_built_behind_with_what_was_written_meanwhile(big: EdgeVectorIndex) -> N
     path = big.path
     assert path.is_symlink()
     assert path.resolve().parent == path.parent
-    assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, path.resolve().name])
+    assert sorted(p.name for p in path.parent.iterdir() if not p.name.startswith(".")) == sorted(
+        [path.name, path.resolve().name]
+    )
     big.close()
     reopened = EdgeVectorIndex(path, DIM)
     try:
@@ -143,7 +145,7 @@ def test_closing_stops_a_build_and_leaves_no_copy(big: EdgeVectorIndex) -> None:
     path = big.path
     assert big.optimize_behind()
     big.close()
-    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert [p.name for p in path.parent.iterdir() if not p.name.startswith(".")] == [path.name]
     assert not path.is_symlink()
     reopened = EdgeVectorIndex(path, DIM)
     try:
@@ -160,7 +162,7 @@ def test_leftovers_of_a_crashed_build_are_dropped_at_open(tmp_path: Path) -> Non
     (root / "episodes.damaged-20261130-120000").mkdir()  # kept for a look
     (root / "entities").mkdir()
     EdgeVectorIndex(root / "episodes", DIM).close()
-    assert sorted(p.name for p in root.iterdir()) == [
+    assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == [
         "entities",
         "episodes",
         "episodes.damaged-20261130-120000",
@@ -193,7 +195,7 @@ _SERVICE = """
 import sys, time
 from pathlib import Path
 import numpy as np
-from nexusai.memory import vectors
+from nexusai.memory.vectors import edge as vectors
 vectors.BUILD_BEHIND_MIN = 4_000
 index = vectors.EdgeVectorIndex(Path(sys.argv[1]), 384)
 rng = np.random.default_rng(0)
@@ -212,7 +214,7 @@ def _builder(pid: int) -> list[psutil.Process]:
         found = [
             child
             for child in psutil.Process(pid).children()
-            if "nexusai.memory.index_build" in " ".join(child.cmdline())
+            if "nexusai.memory.vectors.edge_child" in " ".join(child.cmdline())
         ]
         if found:
             return found

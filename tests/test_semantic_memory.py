@@ -8,7 +8,7 @@ from qdrant_client import QdrantClient
 
 from nexusai.config import Config
 from nexusai.memory.service import EmbedderMismatch, Memory
-from nexusai.memory.vectors import QdrantVectorIndex
+from nexusai.memory.vectors.qdrant import QdrantVectorIndex
 from nexusai.models import NewEpisode
 from nexusai.orchestration.context import assemble_context, embed_query
 from nexusai.orchestration.retrieval import get_semantic_episodes

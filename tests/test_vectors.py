@@ -9,14 +9,10 @@ import pytest
 from psycopg_pool import ConnectionPool
 from qdrant_client import QdrantClient
 
-from nexusai.memory.pgvector import PgVectorIndex
-from nexusai.memory.vectors import (
-    NO_HNSW_KB,
-    EdgeVectorIndex,
-    QdrantVectorIndex,
-    VectorIndex,
-    VectorPoint,
-)
+from nexusai.memory.vectors import VectorIndex, VectorPoint
+from nexusai.memory.vectors.edge import NO_HNSW_KB, EdgeVectorIndex
+from nexusai.memory.vectors.pgvector import PgVectorIndex
+from nexusai.memory.vectors.qdrant import QdrantVectorIndex
 
 
 def unit(*xs: float) -> list[float]:

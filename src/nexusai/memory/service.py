@@ -23,10 +23,10 @@ from nexusai.memory import vector_state
 from nexusai.memory.chunks import VECTOR_WINDOWS, EpisodeVectors, episode_of, windows
 from nexusai.memory.entities import EntityMemory
 from nexusai.memory.extractors import Extractor, create_extractor
-from nexusai.memory.owner import OwnerLock
 from nexusai.memory.store import EpisodeStore, ImportedSession, Store
 from nexusai.memory.vector_state import VectorState
 from nexusai.memory.vectors import VectorIndex, claim_embedded_indexes, open_vector_index
+from nexusai.memory.vectors.owner import OwnerLock
 from nexusai.models import Entity, Episode, NewEpisode
 
 log = logging.getLogger("nexusai.memory")
@@ -153,7 +153,7 @@ class Memory:
         write-ahead log, mapped in memory, until a flush: without one now and then the
         process grows with every vector ever written (measured: about 1 KB each). Deleted
         points stay in memory too, until a vacuum; they and points outside any search graph,
-        once many, are taken care of behind the index (see `index_build`)."""
+        once many, are taken care of behind the index (see `vectors.edge_build`)."""
         for index in (self.vectors.index, self.entities.vectors):
             if index is not None:
                 index.flush()

@@ -7,8 +7,8 @@ priority, opens the copy and builds the graph there; the service keeps serving f
 own shard and journals what it writes meanwhile. When the child is done the service opens
 the built copy, replays the journal onto it and swaps it in (`EdgeVectorIndex`'s side).
 
-This module is the child's side and the parent's handle on it; it imports no engine at
-the top, so that `vectors` can import it.
+This module is the parent's handle on the child and what the child does to its process;
+the child itself is `edge_child`, so that this module imports no engine.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def run_build(copy: Path, dimension: int, cancelled: threading.Event) -> bool:
             [
                 sys.executable,
                 "-m",
-                "nexusai.memory.index_build",
+                "nexusai.memory.vectors.edge_child",
                 str(copy),
                 str(dimension),
                 str(os.getpid()),
@@ -75,23 +75,7 @@ def _waited(child: subprocess.Popen[bytes], cancelled: threading.Event) -> bool:
                 return False
 
 
-def main(argv: list[str]) -> int:
-    """The child: open the copy and build its graph, as `nexus reindex` does."""
-    from nexusai.memory.vectors import EdgeVectorIndex
-
-    path, dimension, parent = Path(argv[0]), int(argv[1]), int(argv[2])
-    if not _dies_with_parent(parent):
-        return 1  # the service is gone already: nobody will swap this copy in
-    _run_on_idle_cpu()
-    index = EdgeVectorIndex(path, dimension)
-    try:
-        index.optimize()
-    finally:
-        index.close()
-    return 0
-
-
-def _dies_with_parent(parent: int) -> bool:
+def dies_with_parent(parent: int) -> bool:
     """A service killed mid-build takes its child along (Linux), rather than leaving it to
     build, for minutes, a copy the next start deletes. False if the parent is gone."""
     with contextlib.suppress(AttributeError, OSError, TypeError):  # elsewhere: no matter
@@ -99,14 +83,10 @@ def _dies_with_parent(parent: int) -> bool:
     return os.getppid() == parent
 
 
-def _run_on_idle_cpu() -> None:
+def run_on_idle_cpu() -> None:
     """The service's requests come first on every core: Linux's idle class runs the child
     only on time nobody else wants (nice 19 alone still took slices from the turns)."""
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):
         os.nice(19)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

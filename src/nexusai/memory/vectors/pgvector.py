@@ -20,7 +20,7 @@ from typing import cast
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
-from nexusai.memory.vectors import VectorPoint
+from nexusai.memory.vectors.base import VectorPoint
 from nexusai.models import finds_nothing
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,40}$")

@@ -1,11 +1,5 @@
-"""Vector indexes: one protocol, three engines (embedded Qdrant Edge, remote Qdrant, and
-pgvector beside a PostgreSQL store, in `pgvector`).
-
-Vectors are derived data: SQLite holds the truth, and every vector can be rebuilt from it.
-Each point's id is the row id it was made from (for a long episode's later windows, an id
-derived from it: see `chunks`); its payload carries the `session_id` (one id, or for an
-entity the list of sessions it is visible to) that searches filter on.
-"""
+"""Qdrant Edge: the Qdrant engine in-process, on disk, no server; optimized behind itself
+(`edge_build`), claimed by one process at a time (`owner`)."""
 
 from __future__ import annotations
 
@@ -15,31 +9,24 @@ import shutil
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
 
 import qdrant_edge as edge
 
-from nexusai.config import Config
-from nexusai.errors import ConfigError, first_line
-from nexusai.memory.index_build import run_build
-from nexusai.memory.owner import OwnerLock, VectorIndexBusy
+from nexusai.errors import first_line
+from nexusai.memory.vectors.base import SCOPE_KEY, VectorPoint, int_id, scope_payload
+from nexusai.memory.vectors.edge_build import run_build
+from nexusai.memory.vectors.owner import OwnerLock, VectorIndexBusy
 from nexusai.models import finds_nothing
 
-if TYPE_CHECKING:
-    from psycopg_pool import ConnectionPool
-
 log = logging.getLogger("nexusai.vectors")
-
-SCOPE_KEY = "session_id"
 
 # Qdrant Edge's optimizer, which builds HNSW graphs and vacuums deleted points, holds the
 # GIL while it runs: minutes for a graph of 100,000 vectors, 1.1 s to vacuum 75,000, every
 # request stalled. So the shard the service serves from never runs it (its threshold is
 # never reached, and it vacuums only when opened, before anything is served). A serving
 # index is optimized behind itself instead, in a child process over a copy
-# (`index_build`), once this many points are outside any graph (below that a filtered scan
+# (`edge_build`), once this many points are outside any graph (below that a filtered scan
 # costs a few ms)...
 NO_HNSW_KB = 2**40
 BUILD_HNSW_KB = 10_000
@@ -49,63 +36,6 @@ BUILD_BEHIND_MIN = 20_000
 # stopped, optimizes in place.
 VACUUM_SHARE = 0.2
 VACUUM_MIN_POINTS = 1_000
-
-
-@dataclass(frozen=True)
-class VectorPoint:
-    id: int
-    vector: Sequence[float]
-    scope: int | Sequence[int]
-
-
-class VectorIndex(Protocol):
-    dimension: int
-
-    @property
-    def optimizing(self) -> bool:
-        """The index is being optimized behind itself (see `optimize_behind`)."""
-        ...
-
-    def upsert(self, points: Sequence[VectorPoint]) -> None: ...
-
-    def delete(self, ids: Sequence[int]) -> None: ...
-
-    def search(
-        self,
-        vector: Sequence[float],
-        session_ids: Sequence[int] | None,
-        exclude_ids: Sequence[int],
-        limit: int,
-    ) -> list[tuple[int, float]]:
-        """Nearest points by cosine similarity, best first, within the sessions given (all
-        when None), never one of `exclude_ids`."""
-        ...
-
-    def count(self) -> int: ...
-
-    def ids(self) -> set[int]:
-        """Every point id in the index (for `nexus doctor`)."""
-        ...
-
-    def reset(self, dimension: int) -> None:
-        """Drop every vector and start empty with this dimension (for a rebuild)."""
-        ...
-
-    def optimize(self) -> None:
-        """Build search indexes now (slow, blocks the process: `nexus reindex` only)."""
-        ...
-
-    def flush(self) -> None:
-        """Write what is buffered to disk, so the write-ahead log can be cut short."""
-        ...
-
-    def optimize_behind(self) -> bool:
-        """When due, start building search graphs and reclaiming deleted points' memory
-        without holding up searches; True if it started (engines that do this by
-        themselves always say False)."""
-        ...
-
-    def close(self) -> None: ...
 
 
 class EdgeVectorIndex:
@@ -185,7 +115,7 @@ class EdgeVectorIndex:
         if not points:
             return
         batch = [
-            edge.Point(p.id, [float(x) for x in p.vector], {SCOPE_KEY: _scope(p.scope)})
+            edge.Point(p.id, [float(x) for x in p.vector], {SCOPE_KEY: scope_payload(p.scope)})
             for p in points
         ]
         with self._write_lock:
@@ -224,7 +154,7 @@ class EdgeVectorIndex:
             query=edge.Query.Nearest([float(x) for x in vector]),
             filter=edge.Filter(must=must or None, must_not=must_not or None),  # type: ignore[arg-type]
         )
-        return [(_int_id(p.id), float(p.score)) for p in self._shard.query(request)]
+        return [(int_id(p.id), float(p.score)) for p in self._shard.query(request)]
 
     def count(self) -> int:
         return int(self._shard.info().points_count)
@@ -243,7 +173,7 @@ class EdgeVectorIndex:
         while True:
             request = edge.ScrollRequest(offset=offset, limit=1000, with_payload=False)
             records, offset = self._shard.scroll(request)
-            found.update(_int_id(r.id) for r in records)
+            found.update(int_id(r.id) for r in records)
             if offset is None:
                 return found
 
@@ -300,6 +230,7 @@ class EdgeVectorIndex:
     def _build_and_swap(self, copy: Path) -> None:
         started = time.monotonic()
         built = run_build(copy, self.dimension, self._cancel_build)
+        OwnerLock(copy).path.unlink(missing_ok=True)  # the child's claim on its copy, done
         with self._write_lock:
             try:
                 unused = (
@@ -383,127 +314,6 @@ class EdgeVectorIndex:
             self._owner.release()
 
 
-class QdrantVectorIndex:
-    """A Qdrant server or cluster through qdrant-client (or its local mode, in tests)."""
-
-    def __init__(self, client: object, collection: str, dimension: int) -> None:
-        from qdrant_client import QdrantClient
-
-        assert isinstance(client, QdrantClient)
-        self._client = client
-        self.collection = collection
-        self.dimension = dimension
-        self._ensure_collection()
-
-    def _ensure_collection(self) -> None:
-        from qdrant_client import models
-
-        if self._client.collection_exists(self.collection):
-            return
-        self._client.create_collection(
-            self.collection,
-            vectors_config=models.VectorParams(
-                size=self.dimension, distance=models.Distance.COSINE
-            ),
-        )
-        self._client.create_payload_index(
-            self.collection, SCOPE_KEY, field_schema=models.PayloadSchemaType.INTEGER
-        )
-
-    def upsert(self, points: Sequence[VectorPoint]) -> None:
-        from qdrant_client import models
-
-        if points:
-            self._client.upsert(
-                self.collection,
-                [
-                    models.PointStruct(
-                        id=p.id,
-                        vector=[float(x) for x in p.vector],
-                        payload={SCOPE_KEY: _scope(p.scope)},
-                    )
-                    for p in points
-                ],
-            )
-
-    def delete(self, ids: Sequence[int]) -> None:
-        from qdrant_client import models
-
-        if ids:
-            self._client.delete(self.collection, models.PointIdsList(points=[int(i) for i in ids]))
-
-    def search(
-        self,
-        vector: Sequence[float],
-        session_ids: Sequence[int] | None,
-        exclude_ids: Sequence[int],
-        limit: int,
-    ) -> list[tuple[int, float]]:
-        from qdrant_client import models
-
-        if finds_nothing(session_ids, limit):
-            return []
-        must: list[models.Condition] = []
-        if session_ids is not None:
-            must.append(
-                models.FieldCondition(
-                    key=SCOPE_KEY, match=models.MatchAny(any=[*map(int, session_ids)])
-                )
-            )
-        must_not: list[models.Condition] = (
-            [models.HasIdCondition(has_id=[*map(int, exclude_ids)])] if exclude_ids else []
-        )
-        response = self._client.query_points(
-            self.collection,
-            query=[float(x) for x in vector],
-            query_filter=models.Filter(must=must or None, must_not=must_not or None),
-            limit=limit,
-        )
-        return [(int(p.id), float(p.score)) for p in response.points]
-
-    def count(self) -> int:
-        return int(self._client.count(self.collection, exact=True).count)
-
-    def ids(self) -> set[int]:
-        found: set[int] = set()
-        offset = None
-        while True:
-            records, offset = self._client.scroll(
-                self.collection, limit=1000, offset=offset, with_payload=False
-            )
-            found.update(int(r.id) for r in records)
-            if offset is None:
-                return found
-
-    def reset(self, dimension: int) -> None:
-        self._client.delete_collection(self.collection)
-        self.dimension = dimension
-        self._ensure_collection()
-
-    def optimize(self) -> None:
-        """The server optimizes on its own schedule."""
-
-    def flush(self) -> None:
-        """The server flushes on its own schedule."""
-
-    optimizing = False  # the server optimizes its indexes itself, in its own process
-
-    def optimize_behind(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        self._client.close()
-
-
-def _int_id(point_id: object) -> int:
-    assert isinstance(point_id, int)  # nexusai only ever writes integer ids
-    return point_id
-
-
-def _scope(scope: int | Sequence[int]) -> int | list[int]:
-    return int(scope) if isinstance(scope, int) else [int(s) for s in scope]
-
-
 def _probe(shard: edge.EdgeShard, dimension: int) -> None:
     """A search that reads the stored vectors: a truncated or garbled file fails here, at
     start, rather than in a user's turn."""
@@ -551,6 +361,8 @@ def _drop_leftovers(path: Path) -> None:
     """Copies of builds that a stop or a crash cut short, shards a swap replaced, links
     half made: siblings named after the index. Set-aside damaged indexes are kept."""
     current = path.resolve()
+    for lock in path.parent.glob(f".{path.name}.*.lock"):  # the locks of built copies
+        lock.unlink(missing_ok=True)
     for sibling in path.parent.glob(f"{path.name}.*"):
         if ".damaged-" in sibling.name or sibling == current:
             continue
@@ -558,62 +370,3 @@ def _drop_leftovers(path: Path) -> None:
             sibling.unlink()
         elif sibling.is_dir():
             shutil.rmtree(sibling, ignore_errors=True)
-
-
-def uses_embedded_index(config: Config) -> bool:
-    """Qdrant Edge unless a Qdrant server or a PostgreSQL store (pgvector) is configured."""
-    return not (config.qdrant_url or config.database_url)
-
-
-def claim_embedded_indexes(config: Config, collections: Sequence[str]) -> dict[str, OwnerLock]:
-    """Each embedded index's lock, claimed (none for the other engines); raises
-    VectorIndexBusy, with every lock it took released, when one is held elsewhere."""
-    if not uses_embedded_index(config):
-        return {}
-    claimed: dict[str, OwnerLock] = {}
-    try:
-        for name in collections:
-            claimed[name] = OwnerLock(config.vectors_path / name)
-            claimed[name].claim()
-    except VectorIndexBusy:
-        for lock in claimed.values():
-            lock.release()
-        raise
-    return claimed
-
-
-def open_vector_index(
-    config: Config,
-    collection: str,
-    dimension: int,
-    pool: ConnectionPool | None = None,
-    owner: OwnerLock | None = None,
-) -> VectorIndex:
-    """A Qdrant server when NEXUS_QDRANT_URL is set; else pgvector in the PostgreSQL store's
-    `pool`, when there is one (Qdrant Edge belongs to one process, and replicas share the
-    database); else Qdrant Edge under the data dir."""
-    if pool is not None and not config.qdrant_url:
-        from nexusai.memory.pgvector import PgVectorIndex
-
-        return PgVectorIndex(pool, collection, dimension)
-    if config.qdrant_url:
-        try:
-            from qdrant_client import QdrantClient
-        except ImportError:  # the optional extra `qdrant`
-            raise ConfigError(
-                "NEXUS_QDRANT_URL needs the Qdrant client: pip install 'nexusai[qdrant]'"
-            ) from None
-
-        client = QdrantClient(
-            url=config.qdrant_url, api_key=config.qdrant_api_key, check_compatibility=False
-        )
-        try:
-            return QdrantVectorIndex(client, collection, dimension)
-        except Exception as exc:  # the client raises its transport's errors as they come
-            client.close()
-            reason = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else ""
-            raise ConfigError(
-                f"cannot use the Qdrant server at {config.qdrant_url} (NEXUS_QDRANT_URL):"
-                f" {type(exc).__name__} {reason}".rstrip()
-            ) from None
-    return EdgeVectorIndex(config.vectors_path / collection, dimension, owner)

@@ -1,0 +1,75 @@
+"""The vector index contract: one protocol, a point, and what every engine shares."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+SCOPE_KEY = "session_id"
+
+
+@dataclass(frozen=True)
+class VectorPoint:
+    id: int
+    vector: Sequence[float]
+    scope: int | Sequence[int]
+
+
+class VectorIndex(Protocol):
+    dimension: int
+
+    @property
+    def optimizing(self) -> bool:
+        """The index is being optimized behind itself (see `optimize_behind`)."""
+        ...
+
+    def upsert(self, points: Sequence[VectorPoint]) -> None: ...
+
+    def delete(self, ids: Sequence[int]) -> None: ...
+
+    def search(
+        self,
+        vector: Sequence[float],
+        session_ids: Sequence[int] | None,
+        exclude_ids: Sequence[int],
+        limit: int,
+    ) -> list[tuple[int, float]]:
+        """Nearest points by cosine similarity, best first, within the sessions given (all
+        when None), never one of `exclude_ids`."""
+        ...
+
+    def count(self) -> int: ...
+
+    def ids(self) -> set[int]:
+        """Every point id in the index (for `nexus doctor`)."""
+        ...
+
+    def reset(self, dimension: int) -> None:
+        """Drop every vector and start empty with this dimension (for a rebuild)."""
+        ...
+
+    def optimize(self) -> None:
+        """Build search indexes now (slow, blocks the process: `nexus reindex` only)."""
+        ...
+
+    def flush(self) -> None:
+        """Write what is buffered to disk, so the write-ahead log can be cut short."""
+        ...
+
+    def optimize_behind(self) -> bool:
+        """When due, start building search graphs and reclaiming deleted points' memory
+        without holding up searches; True if it started (engines that do this by
+        themselves always say False)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def int_id(point_id: object) -> int:
+    assert isinstance(point_id, int)  # nexusai only ever writes integer ids
+    return point_id
+
+
+def scope_payload(scope: int | Sequence[int]) -> int | list[int]:
+    return int(scope) if isinstance(scope, int) else [int(s) for s in scope]

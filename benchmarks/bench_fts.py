@@ -8,13 +8,13 @@ import time
 from pathlib import Path
 
 from benchmarks.common import LATENCY_COLUMNS, Report, sentences, time_ms
-from nexusai.memory.store import Store
+from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import NewEpisode
 
 SESSIONS = 1000
 
 
-def build(store: Store, episodes: int) -> list[int]:
+def build(store: SqliteStore, episodes: int) -> list[int]:
     """`episodes` synthetic messages spread evenly over SESSIONS sessions."""
     texts = sentences(episodes)
     session_ids = []
@@ -26,7 +26,7 @@ def build(store: Store, episodes: int) -> list[int]:
     return session_ids
 
 
-def measure(report: Report, store: Store, session_ids: list[int], size: int) -> None:
+def measure(report: Report, store: SqliteStore, session_ids: list[int], size: int) -> None:
     queries = iter(list(sentences(300, seed=99)) * 10)
     rng = random.Random(1)
     scoped = time_ms(
@@ -40,7 +40,7 @@ def measure(report: Report, store: Store, session_ids: list[int], size: int) -> 
 def run(quick: bool = False) -> None:
     report = Report("FTS5 keyword search (spec SQL, limit 20)", LATENCY_COLUMNS)
     for size in [10_000] if quick else [10_000, 100_000]:
-        with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "n.db") as store:
+        with tempfile.TemporaryDirectory() as tmp, SqliteStore(Path(tmp) / "n.db") as store:
             start = time.perf_counter()
             session_ids = build(store, size)
             seconds = time.perf_counter() - start

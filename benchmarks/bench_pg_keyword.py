@@ -3,7 +3,7 @@ on LoCoMo and BEAM (read from ../shared/data, never copied), keyword leg alone, 
 latency, for three rankings of the same spec query:
 
 - FTS5's BM25 in SQLite (what nexusai runs today: the reference);
-- BM25 computed in PostgreSQL from the table's statistics (`pg_fts`, ranking "bm25");
+- BM25 computed in PostgreSQL from the table's statistics (`postgres.fts`, ranking "bm25");
 - PostgreSQL's `ts_rank_cd` (cover density; blind to how rare a term is).
 
 Each conversation is written to a fresh SQLite store (the texts the indexes see: speaker,
@@ -26,8 +26,8 @@ from nexusai import keywords
 from nexusai.evaluation.datasets import EvalSet, load_beam, load_locomo
 from nexusai.evaluation.harness import resolve_questions
 from nexusai.evaluation.metrics import percentile, recall_at
-from nexusai.memory import pg_fts
-from nexusai.memory.store import Store
+from nexusai.memory.postgres import fts as pg_fts
+from nexusai.memory.sqlite.store import SqliteStore
 
 DATA = Path(__file__).parents[2] / "shared" / "data"
 KS = (5, 10, 20)
@@ -66,7 +66,7 @@ def _compare(
     ranked: dict[str, list[tuple[list[int], list[int]]]] = {name: [] for name in RANKERS}
     latency: dict[str, list[float]] = {name: [] for name in RANKERS}
     for item in evalset.conversations:
-        with Store(tmp / f"{item.conversation.key.replace(':', '-')}.db") as store:
+        with SqliteStore(tmp / f"{item.conversation.key.replace(':', '-')}.db") as store:
             project = store.ensure_project(item.conversation.key)
             _, ids, _ = store.import_sessions(item.conversation.sessions, project)
             keys = store.imported_episode_ids(f"{item.conversation.key}:")
@@ -97,7 +97,9 @@ def _compare(
         )
 
 
-def _load(pg: psycopg.Connection[tuple[object, ...]], store: Store, ids: Sequence[int]) -> None:
+def _load(
+    pg: psycopg.Connection[tuple[object, ...]], store: SqliteStore, ids: Sequence[int]
+) -> None:
     """This conversation's episodes, alone in the keyword table (its statistics are then
     this conversation's, as the SQLite store's are)."""
     pg_fts.clear(pg)

@@ -3,7 +3,7 @@
 Qdrant Edge's optimizer holds the GIL while it runs, so the service never runs it on the
 shard it serves from: once a fifth of the points are deleted (and at least 1,000), the
 index is optimized behind itself, in a child process over a copy that is swapped in when
-done (`index_build`). Here, at 3,500 and at 100,000 vectors (real MiniLM vectors of 2,000
+done (`vectors.edge_build`). Here, at 3,500 and at 100,000 vectors (real MiniLM vectors of 2,000
 sentences plus noise), a quarter deleted (at least 1,000): scoped queries asked back to
 back, each timed from the end of the one before, before, while and after it runs.
 """

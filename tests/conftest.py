@@ -16,9 +16,10 @@ from nexusai.config import Config
 from nexusai.embedders import Embedder, Vector
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.memory.extractors import SpacyExtractor
-from nexusai.memory.pg_store import PgStore
+from nexusai.memory.postgres.store import PgStore
 from nexusai.memory.service import Memory
-from nexusai.memory.store import EpisodeStore, Store
+from nexusai.memory.sqlite.store import SqliteStore
+from nexusai.memory.store import EpisodeStore
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +61,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EpisodeSto
         with PgStore(request.getfixturevalue("pg_url")) as pg:
             yield pg
         return
-    with Store(tmp_path / "nexus.db") as s:
+    with SqliteStore(tmp_path / "nexus.db") as s:
         yield s
 
 

@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from nexusai.config import Config
 from nexusai.memory.service import Memory
-from nexusai.memory.store import Store
+from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import NewEpisode
 from nexusai.orchestration.context import assemble_context
 from nexusai.orchestration.retrieval import get_fused_episodes
@@ -28,7 +28,7 @@ def fts_queries(config: Config, embedder: SwitchableEmbedder) -> Iterator[tuple[
     """A memory whose real SQLite connections report every FTS5 MATCH they run."""
     seen: list[str] = []
     memory = Memory.open(config, embedder)
-    assert isinstance(memory.store, Store)
+    assert isinstance(memory.store, SqliteStore)
     memory.store.close()  # reopen connections with the trace on, in every thread
     memory.store.trace = lambda sql: seen.append(sql) if "MATCH" in sql else None
     yield memory, seen

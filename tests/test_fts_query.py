@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nexusai.keywords import STOPWORDS, query_terms, tokenize
-from nexusai.memory.fts import build_fts_query
+from nexusai.memory.sqlite.fts import build_fts_query
 
 
 def test_spec_example_becomes_or_of_quoted_terms() -> None:

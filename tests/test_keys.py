@@ -161,9 +161,9 @@ def test_keys_from_the_command_line(tmp_path: Path) -> None:
     missing = runner.invoke(cli, ["keys", "create", "--project", "nope", *data])
     assert missing.exit_code == 1
     assert "project 'nope' does not exist" in missing.output
-    from nexusai.memory.store import Store
+    from nexusai.memory.sqlite.store import SqliteStore
 
-    with Store(tmp_path / "nexus.db") as store:
+    with SqliteStore(tmp_path / "nexus.db") as store:
         store.create_project("team")
     made = runner.invoke(cli, ["keys", "create", "--project", "team", "--read-only", *data])
     assert made.exit_code == 0, made.output

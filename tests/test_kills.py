@@ -18,10 +18,10 @@ import pytest
 
 from nexusai.config import Config
 from nexusai.embedders.minilm import LocalEmbedder
-from nexusai.memory import fts
-from nexusai.memory.migrations import MIGRATIONS, apply_migrations
 from nexusai.memory.service import Memory
-from nexusai.memory.store import Store
+from nexusai.memory.sqlite import fts
+from nexusai.memory.sqlite.migrations import MIGRATIONS, apply_migrations
+from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import NewEpisode
 
 KILLS = 20
@@ -185,7 +185,7 @@ def _old_store(path: Path, episodes: int) -> list[tuple[object, ...]]:
 OPEN_STORE = [
     sys.executable,
     "-c",
-    "import sys\nfrom nexusai.memory.store import Store\nStore(sys.argv[1]).close()",
+    "import sys\nfrom nexusai.memory.sqlite.store import SqliteStore\nSqliteStore(sys.argv[1]).close()",
 ]
 
 
@@ -200,7 +200,7 @@ def test_killed_migration(tmp_path: Path) -> None:
         work = tmp_path / f"migrating-{n}.db"
         shutil.copyfile(old, work)
         killer.run([*OPEN_STORE, str(work)])
-        with Store(work) as store:  # the next start: migrations done, or done now
+        with SqliteStore(work) as store:  # the next start: migrations done, or done now
             assert {m.__name__ for m in MIGRATIONS} <= set(_applied(store))
             assert fts.integrity_check(store.connection())
             assert [e.id for e in store.search_keyword("saffron", 3)]
@@ -208,5 +208,5 @@ def test_killed_migration(tmp_path: Path) -> None:
     killer.assert_most_killed()
 
 
-def _applied(store: Store) -> list[str]:
+def _applied(store: SqliteStore) -> list[str]:
     return [row[0] for row in store.connection().execute("SELECT name FROM _migrations")]

@@ -16,9 +16,9 @@ from nexusai.embedders import Embedder
 from nexusai.memory import transfer
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.keys import KeyStore
-from nexusai.memory.pg_store import PgStore
+from nexusai.memory.postgres.store import PgStore
 from nexusai.memory.service import Memory
-from nexusai.memory.store import Store
+from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import NewEpisode
 
 TURNS: list[tuple[str, str, dict[str, Any]]] = [
@@ -97,7 +97,7 @@ def test_a_stopped_migration_resumes_where_it_stopped(
         session = memory.store.create_session().id
         memory.store.add_episodes(session, [NewEpisode("u", f"turn {i}") for i in range(50)])
     monkeypatch.setattr(transfer, "BATCH", 7)
-    with Store(config.db_path) as source, PgStore(pg_url) as target:
+    with SqliteStore(config.db_path) as source, PgStore(pg_url) as target:
         copied: list[int] = []
 
         def stop_midway(table: str, rows: int) -> None:

@@ -12,8 +12,8 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from nexusai import keywords
-from nexusai.memory import pg_fts
-from nexusai.memory.store import Store
+from nexusai.memory.postgres import fts as pg_fts
+from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import NewEpisode
 
 Conn = psycopg.Connection[tuple[object, ...]]
@@ -93,7 +93,7 @@ def test_bm25_ranks_as_fts5_does_on_the_same_rows(tmp_path: Path, pg: Conn) -> N
     which ignores how rare a word is, is there to show the comparison can fail."""
     rng = random.Random(5)
     weights = [1 / (i + 1) for i in range(len(WORDS))]  # a few common words, many rare
-    with Store(tmp_path / "nexus.db") as store:
+    with SqliteStore(tmp_path / "nexus.db") as store:
         sessions = [store.create_session(None, f"chat {s}").id for s in range(4)]
         for session in sessions:
             store.add_episodes(
@@ -120,7 +120,7 @@ def test_bm25_ranks_as_fts5_does_on_the_same_rows(tmp_path: Path, pg: Conn) -> N
 def test_the_counts_bm25_reads_are_kept_by_the_writes(pg_url: str) -> None:
     """Word document frequencies and the total length, kept by a trigger, equal a count
     made afresh after inserts, edits, deletes and a session's cascade."""
-    from nexusai.memory.pg_store import PgStore
+    from nexusai.memory.postgres.store import PgStore
 
     with PgStore(pg_url) as store:
         first, second = store.create_session().id, store.create_session().id

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from nexusai.memory import pg_fts
-from nexusai.memory.pg_migrations import MIGRATIONS, apply_migrations
+from nexusai.memory.postgres import fts as pg_fts
+from nexusai.memory.postgres.migrations import MIGRATIONS, apply_migrations
 
 NAMES = [name for name, _ in MIGRATIONS]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

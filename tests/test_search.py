@@ -8,8 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nexusai import keywords
-from nexusai.memory import fts
-from nexusai.memory.store import EpisodeStore, Store
+from nexusai.memory.sqlite import fts
+from nexusai.memory.sqlite.store import SqliteStore
+from nexusai.memory.store import EpisodeStore
 from nexusai.models import NewEpisode
 
 
@@ -167,7 +168,7 @@ def test_the_scope_in_the_match_gives_what_the_join_gives(tmp_path: Path, dev_da
     """The same rows in the same order as filtering after ranking, on a real conversation."""
     data = dev_data / "locomo" / "locomo10.json"
     sample = json.loads(data.read_text())[0]
-    with Store(tmp_path / "s.db") as store:
+    with SqliteStore(tmp_path / "s.db") as store:
         sessions = []
         for number in range(1, 6):
             sid = store.create_session().id

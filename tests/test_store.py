@@ -10,9 +10,11 @@ import psycopg
 import pytest
 
 from nexusai.errors import Conflict, InvalidInput, NotFound, TooLarge
-from nexusai.memory import fts, vector_state
-from nexusai.memory.migrations import MIGRATIONS, apply_migrations
-from nexusai.memory.store import EpisodeStore, Store, StoreDamaged
+from nexusai.memory import vector_state
+from nexusai.memory.sqlite import fts
+from nexusai.memory.sqlite.migrations import MIGRATIONS, apply_migrations
+from nexusai.memory.sqlite.store import SqliteStore
+from nexusai.memory.store import EpisodeStore, StoreDamaged
 from nexusai.memory.texts import CONTEXT_CHARS
 from nexusai.memory.vector_state import VectorState
 from nexusai.models import NewEpisode, now_text
@@ -20,9 +22,9 @@ from nexusai.models import NewEpisode, now_text
 
 def test_opening_applies_named_migrations_once(tmp_path: Path) -> None:
     path = tmp_path / "n.db"
-    with Store(path) as first:
+    with SqliteStore(path) as first:
         assert first.migrations_applied == [m.__name__ for m in MIGRATIONS]
-    with Store(path) as again:
+    with SqliteStore(path) as again:
         assert again.migrations_applied == []
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -198,7 +200,7 @@ def test_edits_deletes_and_late_inserts_refresh_the_next_turns_context(store: Ep
 def test_m006_trims_old_contexts_and_rebuilds_every_vector(tmp_path: Path) -> None:
     path = tmp_path / "n.db"
     long_turn = "word " * 200
-    with Store(path) as s:
+    with SqliteStore(path) as s:
         session = s.create_session()
         eps = s.add_episodes(session.id, [NewEpisode("u", long_turn), NewEpisode("u", "ok")])
         _indexed(s, *[e.id for e in eps])
@@ -207,7 +209,7 @@ def test_m006_trims_old_contexts_and_rebuilds_every_vector(tmp_path: Path) -> No
                 "UPDATE episodes SET context_text = ? WHERE id = ?", ("u: " + long_turn, eps[1].id)
             )
             conn.execute("DELETE FROM _migrations WHERE name = 'm006_context_tail'")
-    with Store(path) as s:
+    with SqliteStore(path) as s:
         assert s.migrations_applied == ["m006_context_tail"]
         assert _contexts(s, session.id) == ["", eps[1].context_text]
         assert len(eps[1].context_text) < 320
@@ -229,10 +231,10 @@ def test_deleting_a_project_cascades_to_episodes_and_index(store: EpisodeStore) 
 
 
 def test_data_survives_reopen(tmp_path: Path) -> None:
-    with Store(tmp_path / "n.db") as s:
+    with SqliteStore(tmp_path / "n.db") as s:
         session = s.create_session()
         s.add_episodes(session.id, [NewEpisode("u", "persistent penguin")])
-    with Store(tmp_path / "n.db") as s:
+    with SqliteStore(tmp_path / "n.db") as s:
         assert [e.content for e in s.search_keyword("penguin")] == ["persistent penguin"]
 
 
@@ -271,7 +273,7 @@ def test_m007_keeps_rows_ids_and_links_of_an_existing_store(tmp_path: Path) -> N
     conn.execute("INSERT INTO import_episodes VALUES ('k', 5)")
     conn.execute("COMMIT")
     conn.close()
-    with Store(path) as s:
+    with SqliteStore(path) as s:
         assert "m007_ids_never_reused" in s.migrations_applied
         assert [e.id for e in s.search_keyword("zebra")] == [5]
         assert s.get_session(3).project_id == 7
@@ -291,7 +293,7 @@ def test_m007_keeps_rows_ids_and_links_of_an_existing_store(tmp_path: Path) -> N
 
 def test_a_damaged_file_is_refused_not_served(tmp_path: Path) -> None:
     path = tmp_path / "n.db"
-    with Store(path) as s:
+    with SqliteStore(path) as s:
         session = s.create_session()
         s.add_episodes(session.id, [NewEpisode("u", f"turn {i} " * 50) for i in range(200)])
     size = path.stat().st_size  # closing checkpointed the WAL into the file
@@ -299,7 +301,7 @@ def test_a_damaged_file_is_refused_not_served(tmp_path: Path) -> None:
         damaged.seek(size // 2)
         damaged.write(b"\xff" * 8192)
     with pytest.raises(StoreDamaged, match="nexus restore"):
-        Store(path)
+        SqliteStore(path)
 
 
 def test_serve_refuses_a_damaged_store_in_one_line(tmp_path: Path) -> None:
@@ -323,7 +325,7 @@ def test_serve_refuses_a_damaged_store_in_one_line(tmp_path: Path) -> None:
 def test_connections_of_ended_threads_are_closed(tmp_path: Path) -> None:
     """Pool threads come and go (AnyIO retires idle workers after 10 s): each one's SQLite
     connection is closed once it has ended, so neither descriptors nor caches pile up."""
-    store = Store(tmp_path / "nexus.db")
+    store = SqliteStore(tmp_path / "nexus.db")
 
     def fds() -> int:
         return len(os.listdir("/proc/self/fd"))

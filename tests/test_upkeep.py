@@ -14,8 +14,9 @@ from nexusai.app import create_app
 from nexusai.cli import cli
 from nexusai.config import Config
 from nexusai.errors import Conflict
-from nexusai.memory import pg_fts, upkeep
-from nexusai.memory.pg_store import PgStore
+from nexusai.memory import upkeep
+from nexusai.memory.postgres import fts as pg_fts
+from nexusai.memory.postgres.store import PgStore
 from nexusai.memory.service import Memory
 from nexusai.memory.store import EpisodeStore
 from nexusai.models import NewEpisode

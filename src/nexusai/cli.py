@@ -131,7 +131,7 @@ def _prepared_app(config: Config, role: str) -> FastAPI:
 
 def _data_in(config: Config) -> str:
     if config.database_url:
-        from nexusai.memory.pg_store import redacted
+        from nexusai.memory.postgres.store import redacted
 
         return f"store in {redacted(config.database_url)}, files in {config.data_dir}"
     return f"data in {config.data_dir}"
@@ -254,15 +254,15 @@ def migrate(url: str, no_vectors: bool, data_dir: Path | None) -> None:
 
     from nexusai.config import Config
     from nexusai.memory import transfer
-    from nexusai.memory.pg_store import PgStore
+    from nexusai.memory.postgres.store import PgStore
     from nexusai.memory.service import Memory
-    from nexusai.memory.store import Store
+    from nexusai.memory.sqlite.store import SqliteStore
 
     source_config = Config.from_env(data_dir=data_dir)
     target_config = Config.from_env(data_dir=data_dir, database_url=url)
     if not source_config.db_path.exists():
         raise click.ClickException(f"there is no SQLite store at {source_config.db_path}")
-    with Store(source_config.db_path) as source, PgStore(url) as target:
+    with SqliteStore(source_config.db_path) as source, PgStore(url) as target:
         with Progress() as bar:
             tasks = {
                 name: bar.add_task(f"copying {name}", total=rows)
@@ -448,7 +448,7 @@ def eval_options(fn: F) -> F:
                 type=click.IntRange(1, 50),
                 default=1,
                 show_default=True,
-                help="Store every N messages as one episode (long episodes)",
+                help="SqliteStore every N messages as one episode (long episodes)",
             ),
         ]
     ):

@@ -1,7 +1,7 @@
 """The spec's query tokenization, shared by the keyword index (memory) and the pages and
 tools that show which words matched (the inspector): lowercase, split on anything that is
 not a letter or a number, drop stopwords and one-character tokens. Pure text: no FTS5 here
-(the MATCH syntax is `memory.fts`)."""
+(the MATCH syntax is `memory.sqlite.fts`)."""
 
 from __future__ import annotations
 

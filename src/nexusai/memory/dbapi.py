@@ -1,5 +1,5 @@
 """The little of DB-API that memory's SQL is written against, so that one body of SQL runs on
-SQLite's `sqlite3` and on PostgreSQL's psycopg (through `pg_store`'s adapter).
+SQLite's `sqlite3` and on PostgreSQL's psycopg (through `postgres.store`'s adapter).
 
 The SQL is SQLite's with `?` placeholders, kept to what both engines read the same way:
 `RETURNING id` rather than `lastrowid`, `ON CONFLICT ... DO NOTHING` rather than

@@ -23,7 +23,8 @@ from nexusai.memory import vector_state
 from nexusai.memory.chunks import VECTOR_WINDOWS, EpisodeVectors, episode_of, windows
 from nexusai.memory.entities import EntityMemory
 from nexusai.memory.extractors import Extractor, create_extractor
-from nexusai.memory.store import EpisodeStore, ImportedSession, Store
+from nexusai.memory.sqlite.store import SqliteStore
+from nexusai.memory.store import EpisodeStore, ImportedSession
 from nexusai.memory.vector_state import VectorState
 from nexusai.memory.vectors import VectorIndex, claim_embedded_indexes, open_vector_index
 from nexusai.memory.vectors.owner import OwnerLock
@@ -369,13 +370,13 @@ def open_store(config: Config) -> EpisodeStore:
     """PostgreSQL when NEXUS_DATABASE_URL is set, else SQLite in the data directory."""
     if config.database_url:
         try:
-            from nexusai.memory.pg_store import PgStore
+            from nexusai.memory.postgres.store import PgStore
         except ImportError:  # psycopg is the optional extra `postgresql`
             raise ConfigError(
                 "NEXUS_DATABASE_URL needs the PostgreSQL driver: pip install 'nexusai[postgresql]'"
             ) from None
         return PgStore(config.database_url, max_content_bytes=config.max_content_bytes)
-    return Store(config.db_path, max_content_bytes=config.max_content_bytes)
+    return SqliteStore(config.db_path, max_content_bytes=config.max_content_bytes)
 
 
 def _yield_the_cpu() -> None:

@@ -1,25 +1,19 @@
 """The episode store: projects, sessions and episodes, the source of truth.
 
-`EpisodeStore` holds everything the two engines share: the SQL (written against `dbapi`),
-validation and the neighbour-context bookkeeping. `Store` is SQLite, the embedded default;
-`pg_store.PgStore` is PostgreSQL, for several replicas on one database (issue #18).
-
-SQLite is one file in WAL mode: readers run in parallel on their own thread-local connections, and
-writers take one in-process lock plus `BEGIN IMMEDIATE`, so concurrent requests queue for
-the write instead of failing with "database is locked".
+`EpisodeStore` is the contract and everything the two engines share: the SQL (written
+against `dbapi`), validation and the neighbour-context bookkeeping. The engines are
+`sqlite.store.SqliteStore`, the embedded default, and `postgres.store.PgStore`, for several
+replicas on one database.
 """
 
 from __future__ import annotations
 
 import errno
 import json
-import os
-import secrets
 import sqlite3
-import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -27,18 +21,15 @@ from typing import Any, Final, Literal, Protocol, Self
 
 from nexusai import keywords
 from nexusai.errors import (
-    DISK_FULL,
     ConfigError,
     Conflict,
     InvalidInput,
     NexusError,
     NotFound,
-    StorageFull,
     TooLarge,
 )
-from nexusai.memory import fts, vector_state
+from nexusai.memory import vector_state
 from nexusai.memory.dbapi import Connection, inserted_id
-from nexusai.memory.migrations import apply_migrations
 from nexusai.memory.texts import compose_context_text, compose_search_text
 from nexusai.memory.vector_state import VectorState
 from nexusai.models import Episode, NewEpisode, Project, Session, now_text, to_utc_text
@@ -506,142 +497,6 @@ class EpisodeStore(ABC):
         return Episode(**{k: values[k] for k in Episode.__dataclass_fields__})
 
 
-class Store(EpisodeStore):
-    """The SQLite store."""
-
-    def __init__(
-        self,
-        path: str | Path,
-        *,
-        max_content_bytes: int = 1024 * 1024,
-        busy_timeout: float = 30.0,
-    ) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.max_content_bytes = max_content_bytes
-        self._busy_timeout = busy_timeout
-        self._local = threading.local()
-        # Each thread's connection, by thread: a pool thread that ends (AnyIO retires idle
-        # workers after 10 s) leaves its connection here, closed when the next one opens.
-        self._connections: dict[threading.Thread, sqlite3.Connection] = {}
-        self._connections_lock = threading.Lock()
-        self._write_lock = threading.RLock()
-        # Called with every SQL statement any connection runs, when set before it opens.
-        self.trace: Callable[[str], None] | None = None
-        try:
-            self._check_whole()
-            self.migrations_applied = self._migrate()
-        except sqlite3.DatabaseError as exc:
-            self.close()
-            raise StoreDamaged(self.path, str(exc)) from None
-
-    def _check_whole(self) -> None:
-        """SQLite's quick check before anything is served or written: a damaged file is
-        refused, never served from (or migrated, which could spread the damage)."""
-        problems = [row[0] for row in self.connection().execute("PRAGMA quick_check(5)")]
-        if problems != ["ok"]:
-            raise StoreDamaged(self.path, "; ".join(problems))
-
-    def _migrate(self) -> list[str]:
-        """Applies what migrations are new. Foreign keys are off meanwhile, since a migration
-        may rebuild a table others reference (SQLite would cascade the old table's drop), and
-        checked before the migrations commit."""
-        conn = self.connection()
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA foreign_keys=OFF")
-        try:
-            with self.atomic():
-                applied = apply_migrations(conn)
-                broken = conn.execute("PRAGMA foreign_key_check").fetchall()
-                if broken:
-                    raise RuntimeError(f"a migration broke {len(broken)} foreign keys")
-        finally:
-            conn.execute("PRAGMA foreign_keys=ON")
-        return applied
-
-    # -- connections and transactions ------------------------------------------------
-
-    def connection(self) -> sqlite3.Connection:
-        """This thread's connection (SQLite connections must not be shared mid-statement)."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(
-                self.path,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=self._busy_timeout,
-            )
-            conn.row_factory = sqlite3.Row
-            if self.trace:
-                conn.set_trace_callback(self.trace)
-            conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-            with self._connections_lock:
-                self._close_orphans()
-                self._connections[threading.current_thread()] = conn
-        return conn
-
-    @contextmanager
-    def atomic(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction; nested calls join the outer one."""
-        with self._write_lock:
-            conn = self.connection()
-            if conn.in_transaction:
-                yield conn
-                return
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                if conn.in_transaction:  # SQLite may have rolled back already (disk full)
-                    conn.execute("ROLLBACK")
-                if _disk_full(exc):
-                    raise StorageFull(DISK_FULL) from exc
-                raise
-
-    def _close_orphans(self) -> None:
-        """Closes the connections of threads that have ended (none can be using them)."""
-        for thread in [t for t in self._connections if not t.is_alive()]:
-            self._connections.pop(thread).close()
-
-    def open_connections(self) -> int:
-        with self._connections_lock:
-            return len(self._connections)
-
-    def close(self) -> None:
-        with self._connections_lock:
-            for conn in self._connections.values():
-                conn.close()
-            self._connections.clear()
-        self._local = threading.local()
-
-    def describe(self) -> str:
-        return str(self.path)
-
-    def secret(self, name: str) -> bytes:
-        return _read_or_make(self.path.parent / name)
-
-    @contextmanager
-    def claim_pending_vectors(self, limit: int) -> Iterator[list[int]]:
-        # One process indexes a SQLite store: there is no one to claim from.
-        yield vector_state.pending_vectors(self.connection(), limit)
-
-    def keyword_index_ok(self) -> bool:
-        return fts.integrity_check(self.connection())
-
-    def rebuild_keyword_index(self) -> None:
-        with self.atomic() as conn:
-            fts.rebuild_index(conn)
-
-    def _keyword_search(
-        self, query: str, limit: int, session_ids: Sequence[int] | None
-    ) -> list[Episode]:
-        rows = fts.search(self.connection, query, limit, session_ids)
-        return [self._episode_from_row(row) for row in rows]
-
-
 @dataclass(frozen=True)
 class _Row:
     speaker: str
@@ -762,23 +617,7 @@ def _ids(rows: Iterable[Any]) -> list[int]:
     return [int(row[0]) for row in rows]
 
 
-def _disk_full(exc: BaseException) -> bool:
+def disk_full(exc: BaseException) -> bool:
     if isinstance(exc, sqlite3.OperationalError):
         return "database or disk is full" in str(exc)
     return isinstance(exc, OSError) and exc.errno == errno.ENOSPC
-
-
-def _read_or_make(path: Path) -> bytes:
-    """A secret file: made once, written where only this user can read it."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        pass
-    key = secrets.token_bytes(32)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process made it first: use theirs
-        return path.read_bytes()
-    with os.fdopen(fd, "wb") as out:
-        out.write(key)
-    return key

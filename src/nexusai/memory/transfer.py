@@ -18,8 +18,8 @@ from typing import Any
 
 from nexusai.errors import Conflict
 from nexusai.memory.keys import SECRET_FILE
-from nexusai.memory.pg_store import SECRET_PREFIX, PgStore
-from nexusai.memory.store import Store
+from nexusai.memory.postgres.store import SECRET_PREFIX, PgStore
+from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.memory.vector_state import VectorState
 
 BATCH = 1000
@@ -85,12 +85,12 @@ TABLES = (
 Progress = Callable[[str, int], None]
 
 
-def plan(source: Store) -> dict[str, int]:
+def plan(source: SqliteStore) -> dict[str, int]:
     """Rows per table in the source: what a progress bar counts to."""
     return {t.name: _count(source, t.name) for t in TABLES}
 
 
-def copy_store(source: Store, target: PgStore, progress: Progress | None = None) -> None:
+def copy_store(source: SqliteStore, target: PgStore, progress: Progress | None = None) -> None:
     """Copies every table not yet copied; safe to run again after a stop."""
     _claim_target(source, target)
     for table in TABLES:
@@ -107,12 +107,12 @@ def copy_store(source: Store, target: PgStore, progress: Progress | None = None)
                 )
 
 
-def compare_counts(source: Store, target: PgStore) -> list[tuple[str, int, int]]:
+def compare_counts(source: SqliteStore, target: PgStore) -> list[tuple[str, int, int]]:
     """(table, rows in SQLite, rows in PostgreSQL) for every table copied."""
     return [(t.name, _count(source, t.name), _count(target, t.name, copied=True)) for t in TABLES]
 
 
-def _claim_target(source: Store, target: PgStore) -> None:
+def _claim_target(source: SqliteStore, target: PgStore) -> None:
     """The target is empty, or a copy of this same source stopped midway; its key for
     project API keys becomes the source's, so the keys made on SQLite keep working."""
     marker = target.get_meta(SOURCE_KEY)
@@ -132,7 +132,7 @@ def _copied_up_to(target: PgStore, table: Table) -> Sequence[Any] | None:
     return None if row[0] is None else [row[0]]
 
 
-def _batches(source: Store, table: Table, after: Sequence[Any] | None) -> Iterator[list[Any]]:
+def _batches(source: SqliteStore, table: Table, after: Sequence[Any] | None) -> Iterator[list[Any]]:
     """The table's rows in key order, a batch at a time (keyset paging: no OFFSET)."""
     columns, key = ", ".join(table.columns), ", ".join(table.key)
     while True:
@@ -167,7 +167,7 @@ def _adapted(table: Table, row: tuple[Any, ...]) -> tuple[Any, ...]:
     )
 
 
-def _count(store: Store | PgStore, table: str, *, copied: bool = False) -> int:
+def _count(store: SqliteStore | PgStore, table: str, *, copied: bool = False) -> int:
     """Rows in a table; with `copied`, only those a copy brings (not the target's own
     bookkeeping in meta)."""
     where = ""

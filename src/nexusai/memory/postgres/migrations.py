@@ -8,7 +8,7 @@ commit together, or neither does.
 
 The schema holds what SQLite's does after its m012: projects, sessions, episodes (with
 their vector and entity states and the texts the indexes see), the keyword index
-(`pg_fts`), entities and their mentions (counts and first/last seen kept by triggers, as in
+(`postgres.fts`), entities and their mentions (counts and first/last seen kept by triggers, as in
 SQLite), import bookkeeping, settings, meta and project keys. Times are `timestamptz`;
 ids are identities, never reused.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from psycopg import Connection
 
-from nexusai.memory import pg_fts
+from nexusai.memory.postgres import fts as pg_fts
 
 LOCK = "hashtext('nexus_migrations')"
 

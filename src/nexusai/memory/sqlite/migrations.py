@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 
 from nexusai import keywords
-from nexusai.memory import fts
+from nexusai.memory.sqlite import fts
 from nexusai.memory.texts import compose_context_text, compose_search_text
 from nexusai.models import now_text
 
@@ -188,7 +188,7 @@ def m007_ids_never_reused(conn: sqlite3.Connection) -> None:
     """Ids of projects, sessions, episodes and entities are never handed out again after a
     delete (AUTOINCREMENT), so a client holding an old id cannot reach someone else's rows;
     the state columns accept only their states. SQLite adds neither to a table in place:
-    each table is rebuilt, rows and ids kept. Runs with foreign keys off (see Store)."""
+    each table is rebuilt, rows and ids kept. Runs with foreign keys off (see SqliteStore)."""
     _rebuild(
         conn,
         "projects",

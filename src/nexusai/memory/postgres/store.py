@@ -36,9 +36,10 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from nexusai.errors import DISK_FULL, ConfigError, NexusError, StorageFull, first_line
 from nexusai.keywords import query_terms
-from nexusai.memory import pg_fts, vector_state
+from nexusai.memory import vector_state
 from nexusai.memory.dbapi import Connection
-from nexusai.memory.pg_migrations import apply_migrations
+from nexusai.memory.postgres import fts as pg_fts
+from nexusai.memory.postgres.migrations import apply_migrations
 from nexusai.memory.store import EpisodeStore
 from nexusai.models import Episode, finds_nothing, to_utc_text
 
@@ -106,7 +107,7 @@ class PgStore(EpisodeStore):
 
     @contextmanager
     def _raw(self) -> Iterator[PgConnection]:
-        """A psycopg connection, for `pg_fts`: this thread's transaction's, or a borrowed
+        """A psycopg connection, for `postgres.fts`: this thread's transaction's, or a borrowed
         one."""
         current = self._current()
         if current is not None:

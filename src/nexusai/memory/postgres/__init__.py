@@ -1,0 +1,1 @@
+"""The PostgreSQL engine: the store, its keyword index and its migrations."""

@@ -242,6 +242,7 @@ def _aimed_at_bravo(
         "limit": 5,
         "offset": 0,
         "detail": "true",
+        "order": "started",
         "X-Nexus-Session": str(bravo["session"]),
         "X-Nexus-Project": "bravo",
     }

@@ -216,7 +216,7 @@ def resolve_session(request: Request, body: SessionResolveIn) -> SessionOut:
     return SessionOut.model_validate(session)
 
 
-@router.get("/sessions", tags=["sessions"], responses=errors(422), openapi_extra=PAGED)
+@router.get("/sessions", tags=["sessions"], responses=errors(404, 422), openapi_extra=PAGED)
 def list_sessions(
     request: Request,
     response: Response,

@@ -142,10 +142,10 @@ def chat_completions(
     orchestration: Orchestration = request.app.state.orchestration
     try:
         asked = _validated(body)
-        llm = require_llm(orchestration.llm)  # before anything is made or stored
         project = _project(request, project_header)
         session_id = _session(orchestration, session_header, project, asked.user)
         visible_session(request, session_id)
+        llm = require_llm(orchestration.llm)  # before anything is stored
         context = orchestration.context(session_id, _last_user_message(asked))
         messages = _with_memories(context, asked.messages)
         model = None if asked.model == OUR_MODEL else asked.model
@@ -184,6 +184,7 @@ def _session(
     if header is not None:
         return _session_id(header)  # an unknown one is the context's 404
     if user:
+        require_llm(orchestration.llm)  # a session is made by name only for a turn that can run
         return orchestration.memory.resolve_session(project, user)
     raise InvalidInput(
         "say which conversation this is: an X-Nexus-Session header (a session id), or the"

@@ -3,10 +3,13 @@ sends, the service answers without a 5xx and within its documented schema."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import psycopg
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -23,13 +26,22 @@ from nexusai.llm import OpenAIChat
 from tests.live_server import live_server
 from tests.openai_stub import openai_stub
 
-ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
 
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, minilm: LocalEmbedder) -> Iterator[str]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, minilm: LocalEmbedder
+) -> Iterator[str]:
+    """The schema fuzz runs against each store: SQLite, and a database of its own on the
+    session's PostgreSQL."""
     data: Path = tmp_path_factory.mktemp("fuzz")
-    config = Config.from_env({}, data_dir=data, extractor="none")
+    url = None
+    if request.param == "postgresql":
+        server = request.getfixturevalue("postgres")
+        name = f"fuzz_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {name}")
+        url = urlsplit(server)._replace(path=f"/{name}").geturl()
+    config = Config.from_env({}, data_dir=data, extractor="none", database_url=url)
     # A real LLM endpoint on loopback: without one, chat is a documented 503, which the
     # fuzzer would count as a server error.
     with openai_stub() as (llm_url, _):

@@ -12,6 +12,7 @@ from nexusai.app import create_app
 from nexusai.cli import cli
 from nexusai.config import Config
 from tests.conftest import SwitchableEmbedder
+from tests.live_server import free_port
 
 KEYS = "first-secret-key,second-secret-key"
 
@@ -113,6 +114,8 @@ def test_public_bind_without_key_warns_loudly(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)  # only the start-up check
     monkeypatch.delenv("NEXUS_API_KEY", raising=False)
-    result = CliRunner().invoke(cli, ["serve", "--host", "0.0.0.0", "--role", "orchestration"])
+    port = str(free_port())  # not 4000: a service may be running there
+    args = ["serve", "--host", "0.0.0.0", "--port", port, "--role", "orchestration"]
+    result = CliRunner().invoke(cli, args)
     assert "NEXUS_MEMORY_URL" in result.output  # fails on config, after the warning
     assert "WARNING: listening on 0.0.0.0 with no NEXUS_API_KEY" in result.output

@@ -4,6 +4,7 @@ never reaches another project's data, on any route the OpenAPI schema lists."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import Iterator
@@ -36,9 +37,10 @@ MARKER = "zebracorn"  # in every text of the other project, and nowhere else
 
 @pytest.fixture
 def served(
-    tmp_path: Path, embedder: SwitchableEmbedder, spacy_extractor: SpacyExtractor
+    config: Config, embedder: SwitchableEmbedder, spacy_extractor: SpacyExtractor
 ) -> Iterator[dict[str, Any]]:
-    config = Config.from_env({}, data_dir=tmp_path / "data", api_key=ADMIN, extractor="none")
+    """The service with an admin key, on each store (`config` is SQLite's or PostgreSQL's)."""
+    config = dataclasses.replace(config, api_key=ADMIN)
     memory = Memory.open(config, embedder, extractor=spacy_extractor)
     with TestClient(create_app(config, embedder, memory=memory)) as client:
         admin = {"Authorization": f"Bearer {ADMIN}"}
@@ -147,12 +149,20 @@ def _refusals(client: TestClient, admin: dict[str, str]) -> float:
     return float(found[0][len(line) :]) if found else 0.0
 
 
-def test_only_a_keyed_hash_is_stored(served: dict[str, Any], tmp_path: Path) -> None:
+def test_only_a_keyed_hash_is_stored(served: dict[str, Any], config: Config) -> None:
     key = served["ids"]["key"]
     secret = key.split("_", 2)[2]
-    stored = b"".join(p.read_bytes() for p in (tmp_path / "data").glob("nexus.db*"))
+    if config.database_url:  # the whole database, as text
+        import psycopg
+
+        with psycopg.connect(config.database_url) as conn:
+            rows = conn.execute("SELECT * FROM api_keys").fetchall()
+        assert rows
+        assert secret not in repr(rows)
+        return
+    stored = b"".join(p.read_bytes() for p in config.data_dir.glob("nexus.db*"))
     assert secret.encode() not in stored
-    assert (tmp_path / "data" / "api-keys.secret").stat().st_mode & 0o077 == 0
+    assert (config.data_dir / "api-keys.secret").stat().st_mode & 0o077 == 0
 
 
 def test_keys_from_the_command_line(tmp_path: Path) -> None:

@@ -42,9 +42,18 @@ class Forbidden(NexusError):
     status_code = 403
 
 
+class NotAdmitted(NexusError):
+    """A route that needs to know who asks was reached without the door: fail closed."""
+
+    status_code = 401
+
+
 def principal_of(request: Request) -> Principal:
-    """Set by the door (`guard.Guard`) for every request it lets through."""
-    principal: Principal = getattr(request.state, "principal", ADMIN)
+    """Set by the door (`guard.Guard`) for every request it lets through. A request that
+    reached a route some other way is refused, never taken for the admin's."""
+    principal = getattr(request.state, "principal", None)
+    if not isinstance(principal, Principal):
+        raise NotAdmitted("this request did not pass the API key check; send it to the service")
     return principal
 
 

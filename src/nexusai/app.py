@@ -122,7 +122,7 @@ def _mount_mcp(app: FastAPI, config: Config) -> None:
     import httpx
 
     from nexusai.client import AsyncClient
-    from nexusai.mcp_server import build_server, per_caller
+    from nexusai.mcp.tools import build_server, per_caller
 
     transport = httpx.ASGITransport(app=app)
     server = build_server(

@@ -8,20 +8,15 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import anyio.to_thread
 from starlette.exceptions import HTTPException
 
 from nexusai.access import ADMIN, Principal, refusal
 from nexusai.errors import NexusError
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+from nexusai.types import ASGIApp, Message, Receive, Scope, Send
 
 # Liveness, readiness, the API's own description and the inspector's static page hold no
 # stored data: a browser or a probe opens them without a key (the page then asks for one).
@@ -62,9 +57,6 @@ class Guard:
             await self.app(scope, receive, send)
             return
         if not _is_open(scope["path"]) and not await self._admitted(scope, send):
-            return
-        if scope["path"] in STREAMED_PATHS:
-            await self.app(scope, receive, send)
             return
         if scope["path"] in STREAMED_PATHS:
             await self.app(scope, receive, send)

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from nexusai.guard import ASGIApp, Message, Receive, Scope, Send
+from nexusai.types import ASGIApp, Message, Receive, Scope, Send
 
 REGISTRY = CollectorRegistry()
 REQUESTS = Counter(

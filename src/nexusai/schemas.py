@@ -6,9 +6,9 @@ client, so this module imports neither service: only the domain rows in `models`
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from nexusai.models import Entity, Episode
@@ -27,9 +27,31 @@ class CamelModel(BaseModel):
 
 class StrictCamelModel(CamelModel):
     """A request body: unknown keys are an error, and types are strict (a boolean is not an
-    id, a string is not a number); a time field opts back into ISO 8601 text."""
+    id, a string is not a number); a time field opts back into ISO 8601 text. No text holds
+    the NUL character: PostgreSQL cannot store it, and no chat message means it."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="after")
+    def _no_nul(self) -> Self:
+        for name in type(self).model_fields:
+            if _holds_nul(getattr(self, name)):
+                raise ValueError(
+                    f"{to_camel(name)}: text may not contain the NUL character (\\u0000)"
+                )
+        return self
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_holds_nul(v) for v in value)
+    if isinstance(value, BaseModel):
+        return any(_holds_nul(getattr(value, f)) for f in type(value).model_fields)
+    return False
 
 
 class FieldError(BaseModel):

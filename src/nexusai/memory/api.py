@@ -39,7 +39,7 @@ from nexusai.schemas import (
 router = APIRouter()
 
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
-Offset = Annotated[int, Query(ge=0, description="Rows to skip")]
+Offset = Annotated[int, Query(ge=0, le=MAX_ID, description="Rows to skip")]
 
 
 def memory_of(request: Request) -> Memory:

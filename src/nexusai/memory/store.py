@@ -440,12 +440,14 @@ class EpisodeStore(ABC):
         """Changes what is given. `metadata` is a JSON merge patch (RFC 7396) over the
         stored metadata (None clears it); `image_caption` None removes the caption. A new
         text or time re-indexes the episode and the turns it is now read with."""
-        current = self.get_episode(episode_id)
-        row = self._row(_edited(current, content, speaker, metadata, image_caption, occurred_at))
-        if occurred_at is None:
-            row = replace(row, occurred_at=current.occurred_at)
         with self.atomic() as conn:
-            self.get_episode(episode_id)
+            # Read inside the write: a merge patch over a row another write just changed
+            # would undo that write.
+            current = self.get_episode(episode_id)
+            edited = _edited(current, content, speaker, metadata, image_caption, occurred_at)
+            row = self._row(edited)
+            if occurred_at is None:
+                row = replace(row, occurred_at=current.occurred_at)
             _rewrite(conn, episode_id, row)
             context = _context_before(conn, current.session_id, row.occurred_at, episode_id)
             conn.execute("UPDATE episodes SET context_text = ? WHERE id = ?", (context, episode_id))

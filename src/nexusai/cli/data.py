@@ -1,17 +1,16 @@
-"""The `nexus` command: thin wrappers over the library that turn domain errors into
-clean messages."""
+"""Commands on the data directory: they open the store (and the embedded vector index)
+themselves, so the ones that write refuse a directory a running service holds."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from nexusai import client_cli
+from nexusai.cli.common import DATA_DIR, StartError, clean_errors
 from nexusai.errors import ConfigError, InvalidInput, NexusError
 from nexusai.memory.importing import ImportSummary
 
@@ -19,43 +18,10 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from nexusai.config import Config
-    from nexusai.evaluation.report import EvalOptions
     from nexusai.memory.service import Memory
 
-F = TypeVar("F", bound=Callable[..., Any])
 
-
-def clean_errors(fn: F) -> F:
-    """A domain error becomes one line on stderr and exit status 1, not a traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except NexusError as exc:
-            raise click.ClickException(str(exc)) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-DATA_DIR = click.option(
-    "--data-dir", type=click.Path(path_type=Path), default=None, help="NEXUS_DATA_DIR"
-)
-
-
-@click.group()
-@click.version_option(package_name="nexusai")
-def cli() -> None:
-    """nexusai: long-term memory for chat assistants."""
-
-
-class StartError(click.ClickException):
-    """A configuration or connection problem found at start: one line, exit status 2."""
-
-    exit_code = 2
-
-
-@cli.command()
+@click.command()
 @click.option("--host", default=None, help="Address to bind (default 127.0.0.1, NEXUS_HOST)")
 @click.option("--port", type=int, default=None, help="Port (default 4000, NEXUS_PORT)")
 @DATA_DIR
@@ -137,7 +103,7 @@ def _data_in(config: Config) -> str:
     return f"data in {config.data_dir}"
 
 
-@cli.command()
+@click.command()
 @DATA_DIR
 @clean_errors
 def reindex(data_dir: Path | None) -> None:
@@ -180,7 +146,7 @@ def _existing_store(config: Config) -> Config:
     return config
 
 
-@cli.command()
+@click.command()
 @click.option("--repair", is_flag=True, help="Fix what it finds")
 @DATA_DIR
 @clean_errors
@@ -206,7 +172,7 @@ def doctor(repair: bool, data_dir: Path | None) -> None:
         raise click.ClickException("drift found; run `nexus doctor --repair` to fix it")
 
 
-@cli.command()
+@click.command()
 @click.argument("destination", type=click.Path(path_type=Path))
 @DATA_DIR
 @clean_errors
@@ -220,7 +186,7 @@ def backup(destination: Path, data_dir: Path | None) -> None:
     click.echo(f"backed up to {destination} ({size:,} bytes)")
 
 
-@cli.command()
+@click.command()
 @click.argument("source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @DATA_DIR
 @clean_errors
@@ -239,7 +205,7 @@ def restore(source: Path, data_dir: Path | None) -> None:
     click.echo(f"restored {count} episodes")
 
 
-@cli.command()
+@click.command()
 @click.option("--to", "url", required=True, help="postgresql://user:password@host:port/dbname")
 @click.option("--no-vectors", is_flag=True, help="Leave the vectors to the service's start")
 @DATA_DIR
@@ -287,7 +253,7 @@ def migrate(url: str, no_vectors: bool, data_dir: Path | None) -> None:
     click.echo(f"migrated to {where}" + (" (vectors left pending)" if no_vectors else ""))
 
 
-@cli.group()
+@click.group()
 def keys() -> None:
     """Project API keys: each sees one project (NEXUS_API_KEY stays the admin key)."""
 
@@ -350,7 +316,7 @@ def keys_revoke(key_id: int, data_dir: Path | None) -> None:
     click.echo(f"revoked key {key_id}")
 
 
-@cli.command(name="import")
+@click.command(name="import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--format",
@@ -408,209 +374,3 @@ def _extract_entities(memory: Memory) -> None:
         with Progress() as bar:
             task = bar.add_task("extracting entities", total=waiting)
             memory.extract_pending(progress=lambda n: bar.advance(task, n))
-
-
-@cli.group(name="eval")
-def eval_group() -> None:
-    """Measure retrieval quality on a benchmark."""
-
-
-def eval_options(fn: F) -> F:
-    """The options every `nexus eval` command shares."""
-    for option in reversed(
-        [
-            click.option(
-                "--k", "ks", default="5,10,20", show_default=True, help="Cut-offs for recall/hit"
-            ),
-            click.option(
-                "--json",
-                "json_out",
-                type=click.Path(path_type=Path),
-                default=None,
-                help="Write every figure, and the recommended settings, to this file",
-            ),
-            click.option(
-                "--plot",
-                "plot_out",
-                type=click.Path(path_type=Path),
-                default=None,
-                help="Draw recall against keywordWeight to this PNG (needs nexusai[plot])",
-            ),
-            click.option(
-                "--depth",
-                type=click.IntRange(1, 100),
-                default=None,
-                help="Score the top k of one turn at this semanticLimit (default: each k is a"
-                " turn at semanticLimit k)",
-            ),
-            click.option(
-                "--turns-per-episode",
-                type=click.IntRange(1, 50),
-                default=1,
-                show_default=True,
-                help="SqliteStore every N messages as one episode (long episodes)",
-            ),
-        ]
-    ):
-        fn = option(fn)
-    return clean_errors(fn)
-
-
-def _options(
-    ks: str,
-    json_out: Path | None,
-    plot_out: Path | None,
-    depth: int | None,
-    turns_per_episode: int,
-) -> EvalOptions:
-    from nexusai.evaluation.report import EvalOptions
-
-    cutoffs = sorted({int(k) for k in ks.split(",") if k.strip()})
-    return EvalOptions(cutoffs, depth, turns_per_episode, json_out, plot_out)
-
-
-def _chosen(raw: str | None) -> list[str] | None:
-    return [c.strip() for c in raw.split(",") if c.strip()] if raw else None
-
-
-@eval_group.command(name="locomo")
-@click.option(
-    "--data",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    required=True,
-    help="LoCoMo's locomo10.json",
-)
-@click.option("--conversations", default=None, help="e.g. conv-26,conv-30 (default: all)")
-@eval_options
-def eval_locomo(data: Path, conversations: str | None, **common: Any) -> None:
-    """LoCoMo (human-human chats): evidence recall@k, hit@k and MRR per weight pair."""
-    from nexusai.evaluation.datasets import load_locomo
-    from nexusai.evaluation.report import run_eval
-
-    run_eval([load_locomo(data, _chosen(conversations))], _options(**common))
-
-
-@eval_group.command(name="beam")
-@click.option(
-    "--data",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    required=True,
-    help="A folder of BEAM chats (one folder each)",
-)
-@click.option("--chats", default=None, help="e.g. 1,2,3 (default: every chat folder)")
-@eval_options
-def eval_beam(data: Path, chats: str | None, **common: Any) -> None:
-    """BEAM (long user-assistant chats): the same scores, per probing-question type."""
-    from nexusai.evaluation.datasets import load_beam
-    from nexusai.evaluation.report import run_eval
-
-    run_eval([load_beam(data, _chosen(chats))], _options(**common))
-
-
-@eval_group.command(name="jsonl")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@eval_options
-def eval_jsonl(file: Path, **common: Any) -> None:
-    """Your own labelled chats, from a JSONL file of two kinds of line:
-
-    \b
-    {"conversation": "c1", "session": "s1", "id": "t1", "speaker": "user",
-     "content": "I moved to Lisbon", "occurredAt": "2024-05-01T10:00:00Z"}
-    {"conversation": "c1", "question": "Where do I live?", "evidence": ["t1"]}
-
-    Turns carry an id; questions name the ids of the turns that answer them.
-    """
-    from nexusai.evaluation.datasets import load_jsonl
-    from nexusai.evaluation.report import run_eval
-
-    run_eval([load_jsonl(file)], _options(**common))
-
-
-@eval_group.command(name="all")
-@click.option(
-    "--locomo",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="LoCoMo's locomo10.json",
-)
-@click.option(
-    "--beam",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="A folder of BEAM chats",
-)
-@click.option(
-    "--jsonl",
-    "jsonl_files",
-    multiple=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Your own labelled chats (see `nexus eval jsonl --help`); may be given again",
-)
-@eval_options
-def eval_all(
-    locomo: Path | None, beam: Path | None, jsonl_files: tuple[Path, ...], **common: Any
-) -> None:
-    """Every dataset given, a table each, and the worst case of each weight pair across them."""
-    from nexusai.evaluation.datasets import load_beam, load_jsonl, load_locomo
-    from nexusai.evaluation.report import run_eval
-
-    if not (locomo or beam or jsonl_files):
-        raise InvalidInput("say which datasets to score: --locomo FILE, --beam DIR, --jsonl FILE")
-    sets = [load_locomo(locomo)] if locomo else []
-    sets += [load_beam(beam)] if beam else []
-    sets += [load_jsonl(f) for f in jsonl_files]
-    run_eval(sets, _options(**common))
-
-
-@cli.command()
-@click.option(
-    "--url",
-    envvar="NEXUS_URL",
-    default=None,
-    help="A running service to speak to (NEXUS_URL); without it, the embedded store",
-)
-@click.option("--api-key", envvar="NEXUS_API_KEY", default=None, help="NEXUS_API_KEY")
-def mcp(url: str | None, api_key: str | None) -> None:
-    """Serve the MCP tools over stdio (for assistants that launch it): against the service at
-    --url when given, else against the embedded store in this process."""
-    import asyncio
-    import logging
-
-    # stdout is the protocol; stderr is for what goes wrong, not for every internal call.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    try:
-        asyncio.run(_serve_mcp(url, api_key))
-    except NexusError as exc:
-        hint = "" if url else "; or point it at the running service: nexus mcp --url URL"
-        raise click.ClickException(f"{exc}{hint}") from None
-
-
-async def _serve_mcp(url: str | None, api_key: str | None) -> None:
-    from contextlib import AsyncExitStack
-
-    from nexusai.client import AsyncClient
-    from nexusai.mcp_server import build_server, embedded_client
-
-    async with AsyncExitStack() as stack:
-        if url:
-            client = await stack.enter_async_context(AsyncClient(url, api_key))
-        else:
-            client = await stack.enter_async_context(embedded_client())
-        await build_server(lambda _call: client).run_stdio_async()
-
-
-cli.add_command(client_cli.settings)
-cli.add_command(client_cli.context)
-cli.add_command(client_cli.chat)
-cli.add_command(client_cli.entities)
-cli.add_command(client_cli.projects)
-cli.add_command(client_cli.sessions)
-cli.add_command(client_cli.add)
-
-
-def main() -> None:
-    cli(prog_name="nexus")
-
-
-if __name__ == "__main__":
-    main()

@@ -11,8 +11,7 @@ each call made with the caller's own key, so the same key rule as every route).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -360,23 +359,3 @@ def _caller_key(ctx: Context | None) -> str | None:
     header = headers.get("authorization", "") if headers is not None else ""
     scheme, _, key = header.partition(" ")
     return key.strip() if scheme.lower() == "bearer" and key.strip() else None
-
-
-@asynccontextmanager
-async def embedded_client() -> AsyncIterator[AsyncClient]:
-    """The whole service in this process (no server, no port), for `nexus mcp` when no
-    NEXUS_URL is set: its app behind an ASGI transport, its start-up and shutdown run."""
-    import httpx
-
-    from nexusai.app import create_app
-    from nexusai.config import Config
-    from nexusai.memory.service import Memory
-
-    config = Config.from_env()
-    # Opened here, so a store another process holds is one clear error before any serving.
-    app = create_app(config, memory=Memory.open(config))
-    async with app.router.lifespan_context(app):
-        key = next(iter(config.api_keys), None)
-        transport = httpx.ASGITransport(app=app)
-        async with AsyncClient("http://nexusai", key, transport=transport) as client:
-            yield client

@@ -1,0 +1,3 @@
+from nexusai.cli import main
+
+main()

@@ -1,0 +1,38 @@
+"""What the commands share: clean one-line errors, the data-dir option."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from nexusai.errors import NexusError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def clean_errors(fn: F) -> F:
+    """A domain error becomes one line on stderr and exit status 1, not a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except NexusError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+DATA_DIR = click.option(
+    "--data-dir", type=click.Path(path_type=Path), default=None, help="NEXUS_DATA_DIR"
+)
+
+
+class StartError(click.ClickException):
+    """A configuration or connection problem found at start: one line, exit status 2."""
+
+    exit_code = 2

@@ -1,0 +1,166 @@
+"""`nexus eval`: retrieval quality on labelled chats (LoCoMo, BEAM, your own JSONL)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from nexusai.cli.common import F, clean_errors
+from nexusai.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from nexusai.evaluation.report import EvalOptions
+
+
+@click.group(name="eval")
+def eval_group() -> None:
+    """Measure retrieval quality on a benchmark."""
+
+
+def eval_options(fn: F) -> F:
+    """The options every `nexus eval` command shares."""
+    for option in reversed(
+        [
+            click.option(
+                "--k", "ks", default="5,10,20", show_default=True, help="Cut-offs for recall/hit"
+            ),
+            click.option(
+                "--json",
+                "json_out",
+                type=click.Path(path_type=Path),
+                default=None,
+                help="Write every figure, and the recommended settings, to this file",
+            ),
+            click.option(
+                "--plot",
+                "plot_out",
+                type=click.Path(path_type=Path),
+                default=None,
+                help="Draw recall against keywordWeight to this PNG (needs nexusai[plot])",
+            ),
+            click.option(
+                "--depth",
+                type=click.IntRange(1, 100),
+                default=None,
+                help="Score the top k of one turn at this semanticLimit (default: each k is a"
+                " turn at semanticLimit k)",
+            ),
+            click.option(
+                "--turns-per-episode",
+                type=click.IntRange(1, 50),
+                default=1,
+                show_default=True,
+                help="SqliteStore every N messages as one episode (long episodes)",
+            ),
+        ]
+    ):
+        fn = option(fn)
+    return clean_errors(fn)
+
+
+def _options(
+    ks: str,
+    json_out: Path | None,
+    plot_out: Path | None,
+    depth: int | None,
+    turns_per_episode: int,
+) -> EvalOptions:
+    from nexusai.evaluation.report import EvalOptions
+
+    cutoffs = sorted({int(k) for k in ks.split(",") if k.strip()})
+    return EvalOptions(cutoffs, depth, turns_per_episode, json_out, plot_out)
+
+
+def _chosen(raw: str | None) -> list[str] | None:
+    return [c.strip() for c in raw.split(",") if c.strip()] if raw else None
+
+
+@eval_group.command(name="locomo")
+@click.option(
+    "--data",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    required=True,
+    help="LoCoMo's locomo10.json",
+)
+@click.option("--conversations", default=None, help="e.g. conv-26,conv-30 (default: all)")
+@eval_options
+def eval_locomo(data: Path, conversations: str | None, **common: Any) -> None:
+    """LoCoMo (human-human chats): evidence recall@k, hit@k and MRR per weight pair."""
+    from nexusai.evaluation.datasets import load_locomo
+    from nexusai.evaluation.report import run_eval
+
+    run_eval([load_locomo(data, _chosen(conversations))], _options(**common))
+
+
+@eval_group.command(name="beam")
+@click.option(
+    "--data",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    required=True,
+    help="A folder of BEAM chats (one folder each)",
+)
+@click.option("--chats", default=None, help="e.g. 1,2,3 (default: every chat folder)")
+@eval_options
+def eval_beam(data: Path, chats: str | None, **common: Any) -> None:
+    """BEAM (long user-assistant chats): the same scores, per probing-question type."""
+    from nexusai.evaluation.datasets import load_beam
+    from nexusai.evaluation.report import run_eval
+
+    run_eval([load_beam(data, _chosen(chats))], _options(**common))
+
+
+@eval_group.command(name="jsonl")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@eval_options
+def eval_jsonl(file: Path, **common: Any) -> None:
+    """Your own labelled chats, from a JSONL file of two kinds of line:
+
+    \b
+    {"conversation": "c1", "session": "s1", "id": "t1", "speaker": "user",
+     "content": "I moved to Lisbon", "occurredAt": "2024-05-01T10:00:00Z"}
+    {"conversation": "c1", "question": "Where do I live?", "evidence": ["t1"]}
+
+    Turns carry an id; questions name the ids of the turns that answer them.
+    """
+    from nexusai.evaluation.datasets import load_jsonl
+    from nexusai.evaluation.report import run_eval
+
+    run_eval([load_jsonl(file)], _options(**common))
+
+
+@eval_group.command(name="all")
+@click.option(
+    "--locomo",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="LoCoMo's locomo10.json",
+)
+@click.option(
+    "--beam",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="A folder of BEAM chats",
+)
+@click.option(
+    "--jsonl",
+    "jsonl_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Your own labelled chats (see `nexus eval jsonl --help`); may be given again",
+)
+@eval_options
+def eval_all(
+    locomo: Path | None, beam: Path | None, jsonl_files: tuple[Path, ...], **common: Any
+) -> None:
+    """Every dataset given, a table each, and the worst case of each weight pair across them."""
+    from nexusai.evaluation.datasets import load_beam, load_jsonl, load_locomo
+    from nexusai.evaluation.report import run_eval
+
+    if not (locomo or beam or jsonl_files):
+        raise InvalidInput("say which datasets to score: --locomo FILE, --beam DIR, --jsonl FILE")
+    sets = [load_locomo(locomo)] if locomo else []
+    sets += [load_beam(beam)] if beam else []
+    sets += [load_jsonl(f) for f in jsonl_files]
+    run_eval(sets, _options(**common))

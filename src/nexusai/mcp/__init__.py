@@ -1,0 +1,2 @@
+"""nexusai as an MCP server: the tools (`tools`), served over /mcp by the app and over
+stdio by `nexus mcp`."""

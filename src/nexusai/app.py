@@ -4,10 +4,8 @@ over HTTP at NEXUS_MEMORY_URL."""
 
 from __future__ import annotations
 
-import ctypes
 import logging
-import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Literal
@@ -18,7 +16,7 @@ from pydantic import Field
 from nexusai import __version__
 from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
-from nexusai.errors import ConfigError, first_line
+from nexusai.errors import ConfigError
 from nexusai.guard import Guard
 from nexusai.http import errors, install_error_handlers, install_offline_docs, known_query_keys
 from nexusai.inspector import install_inspector
@@ -200,22 +198,10 @@ async def _with_memory(
         app.state.orchestration = Orchestration(
             memory, memory.embedder, settings, llm or create_llm(config)
         )
-    # Episodes stored before a crash or an embedder outage get their vectors now, without
-    # holding up start-up.
-    repair = threading.Thread(target=_repair_vectors, args=(memory,), daemon=True)
-    repair.start()
-    tender = threading.Thread(target=_tend, args=(memory,), daemon=True)
-    tender.start()
-    # Entities of imports (and of anything left waiting before this start) are extracted
-    # behind the writes.
-    extractor = threading.Thread(target=memory.extract_behind, daemon=True)
-    extractor.start()
+    memory.start()
     try:
         yield
     finally:
-        memory.stop()
-        for thread in (repair, tender, extractor):
-            thread.join()
         memory.close()
         if settings is not None:
             settings.close()
@@ -239,45 +225,3 @@ async def _orchestration_only(
     finally:
         client.close()
         settings.close()
-
-
-REPAIR_RETRY_SECONDS = 5.0
-TEND_SECONDS = 30.0
-
-
-def _tend(memory: Memory) -> None:
-    """Every half minute: the vector indexes' buffers go to disk, an index with many deleted
-    points or many outside a search graph is optimized behind itself (in a child process),
-    and freed memory goes back to the system."""
-    while not memory.stopping.wait(TEND_SECONDS):
-        try:
-            memory.tend_vectors()
-        except Exception as exc:  # a vanished index is found and rebuilt at the next start
-            log.warning("tending the vector index failed: %s", first_line(exc))
-        _release_free_memory()
-
-
-_MALLOC_TRIM: Callable[[int], int] | None
-try:
-    _MALLOC_TRIM = ctypes.CDLL(None).malloc_trim  # glibc only (not musl, macOS or Windows)
-except (AttributeError, OSError, TypeError):
-    _MALLOC_TRIM = None
-
-
-def _release_free_memory() -> None:
-    """glibc keeps what each thread frees in that thread's arena and rarely returns it; a
-    server whose request threads come and go (SQLite page caches, buffers) then grows by
-    fragments. Trimming costs a few ms and holds the soak's heap flat."""
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
-
-
-def _repair_vectors(memory: Memory) -> None:
-    """Until no episode waits for its vector (or the service stops): an embedder that
-    fails is tried again a few seconds later, so a rebuild of a lost index always ends."""
-    while True:
-        indexed = memory.sync_pending()
-        if indexed:
-            log.info("indexed %d episodes that were waiting for vectors", indexed)
-        if memory.count_pending_vectors() == 0 or memory.stopping.wait(REPAIR_RETRY_SECONDS):
-            break

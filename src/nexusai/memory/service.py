@@ -89,6 +89,7 @@ class Memory:
             store, embedder, entity_vectors, extractor, self.stopping, batch_size
         )
         self._rebuilding = 0  # episodes whose lost vectors are being made again
+        self._threads: list[threading.Thread] = []  # the background work, once started
 
     @classmethod
     def open(
@@ -170,11 +171,25 @@ class Memory:
         """How many episodes still wait for a vector the index lost (0 normally)."""
         return self._rebuilding
 
+    def start(self) -> None:
+        """The background work of a serving memory (`background`): episodes stored before
+        a crash or an embedder outage get their vectors, the indexes are tended, entities
+        are extracted behind the writes. None of it holds up the start."""
+        from nexusai.memory import background
+
+        loops = (background.repair_vectors, background.tend, Memory.extract_behind)
+        self._threads = [threading.Thread(target=loop, args=(self,), daemon=True) for loop in loops]
+        for thread in self._threads:
+            thread.start()
+
     def stop(self) -> None:
-        """Tells the background loops (`extract_behind`, the app's repair and upkeep) to
-        end; join their threads, then `close`."""
+        """Ends the background work and waits for it."""
         self.stopping.set()
         self.extraction_due.set()  # wakes `extract_behind` to see it is time to stop
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join()
+        self._threads = []
 
     def close(self) -> None:
         self.stop()

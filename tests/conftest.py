@@ -149,3 +149,42 @@ def dev_data() -> Path:
             pytest.fail(f"CI must run the tests on real conversations: {reason}")
         pytest.skip(reason)
     return DEV_DATA
+
+
+# Test tiers (`make test-fast` runs what has none of these marks): each mark is given by
+# what a test uses, so a new test is tiered without anyone remembering to.
+MARK_BY_FIXTURE = {
+    "model": {"minilm", "embedder", "e5", "spacy_extractor", "dev_data"},
+    "postgresql": {"postgres", "pg_url", "pg_pool"},
+    "browser": {"page", "browser"},
+}
+# Modules whose tests start processes of their own (nexus serve, a child, a build).
+SUBPROCESS_MODULES = {
+    "test_busy_data_dir",
+    "test_install",
+    "test_kills",
+    "test_replicas",
+    "test_index_build",
+    "test_two_services",
+    "test_upkeep",
+    "test_mcp",
+    "test_inspector",
+    "test_pg_faults",
+}
+SLOW_MODULES = {"test_install", "test_kills", "test_index_build", "test_replicas", "test_fuzz_api"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for mark, fixtures in MARK_BY_FIXTURE.items():
+            if used & fixtures:
+                item.add_marker(mark)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if {"postgresql", "pgvector"} & {str(v) for v in params.values()}:
+            item.add_marker("postgresql")
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        if module in SUBPROCESS_MODULES:
+            item.add_marker("subprocess")
+        if module in SLOW_MODULES:
+            item.add_marker("slow")

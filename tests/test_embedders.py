@@ -181,6 +181,7 @@ def test_shipped_weights_are_the_packaged_model_cast_to_fp16() -> None:
     assert TOKENIZER.read_bytes() == (source / "tokenizer.json").read_bytes()
 
 
+@pytest.mark.model
 def test_the_default_embedder_needs_no_torch(tmp_path: Path) -> None:
     """The serving path builds its graph from the shipped weights with torch unimportable."""
     import subprocess

@@ -242,6 +242,7 @@ def _calls(url: str, path: str, body: dict[str, object], times: int) -> list[htt
         return list(pool.map(lambda _: http.post(path, json=body), range(times)))
 
 
+@pytest.mark.slow
 def test_a_hanging_failing_or_garbled_embedder_or_llm_piles_nothing_up(tmp_path: Path) -> None:
     with openai_stub() as (stub_url, stub):
         stub.stall_seconds = 1.0

@@ -8,7 +8,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 RUNTIME := $(VENV)/.runtime-stamp
 DEV := $(VENV)/.dev-stamp
 
-.PHONY: install install-dev run test test-fast lint format bench clean
+.PHONY: install install-dev run test test-fast lint docs format bench clean
 
 install: $(RUNTIME)
 
@@ -41,6 +41,12 @@ lint: install-dev
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/cog --check $(DOCS)
+
+# The CLI and configuration reference, generated from the code.
+DOCS := docs/cli.md docs/configuration.md
+docs: install-dev
+	$(BIN)/cog -r $(DOCS)
 
 format: install-dev
 	$(BIN)/ruff check --fix src tests benchmarks

@@ -183,7 +183,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if {"postgresql", "pgvector"} & {str(v) for v in params.values()}:
             item.add_marker("postgresql")
-        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
         if module in SUBPROCESS_MODULES:
             item.add_marker("subprocess")
         if module in SLOW_MODULES:

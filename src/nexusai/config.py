@@ -26,35 +26,73 @@ class RETRIEVAL:
 T = TypeVar("T")
 
 
+def setting(default: T, doc: str, *, secret: bool = False) -> T:
+    """A Config field with the words its reference gives it (docs/configuration.md is
+    generated from these); a secret is kept out of repr()."""
+    return field(default=default, repr=not secret, metadata={"doc": doc})
+
+
 @dataclass(frozen=True)
 class Config:
-    data_dir: Path = Path("./nexus-data")
-    host: str = "127.0.0.1"
-    port: int = 4000
-    max_content_bytes: int = 1024 * 1024
-    max_batch_size: int = 1000
-    max_query_chars: int = 10_000
-    embedder: str = "local"
-    embedder_base_url: str | None = None
-    embedder_model: str | None = None
-    embedder_api_key: str | None = field(default=None, repr=False)
-    embedder_dimension: int | None = None
-    embedder_timeout: float = 10.0
-    model_cache_dir: Path | None = None
-    extractor: str = "spacy"
-    database_url: str | None = field(default=None, repr=False)  # may hold a password
-    qdrant_url: str | None = None
-    qdrant_api_key: str | None = field(default=None, repr=False)
-    llm_base_url: str | None = None
-    llm_model: str | None = None
-    llm_api_key: str | None = field(default=None, repr=False)
-    llm_timeout: float = 60.0
-    api_key: str | None = field(default=None, repr=False)
-    max_body_bytes: int = 16 * 1024 * 1024  # a batch of long messages, JSON-escaped
-    log_format: str = "text"
-    memory_url: str | None = None
-    memory_api_key: str | None = field(default=None, repr=False)
-    memory_timeout: float = 5.0
+    data_dir: Path = setting(Path("./nexus-data"), "where the SQLite file (and vectors) live")
+    host: str = setting("127.0.0.1", "where `nexus serve` listens")
+    port: int = setting(4000, "the port `nexus serve` listens on")
+    max_content_bytes: int = setting(1024 * 1024, "largest episode content, in bytes")
+    max_batch_size: int = setting(1000, "most episodes in one batch write")
+    max_query_chars: int = setting(10_000, "longest search text or chat message")
+    embedder: str = setting(
+        "local",
+        "`local` (all-MiniLM-L6-v2, shipped), `e5-int8` or `e5` (multilingual-e5-small,"
+        " extra `e5`), `sentence-transformers` (MiniLM through torch, extra `reference`), or"
+        " `openai` (any `/v1/embeddings` endpoint)",
+    )
+    embedder_base_url: str | None = setting(None, "for `openai`: the endpoint's base URL")
+    embedder_model: str | None = setting(None, "for `openai`: the model's name")
+    embedder_api_key: str | None = setting(None, "for `openai`: its key", secret=True)
+    embedder_dimension: int | None = setting(
+        None, "for `openai`: the vectors' size (probed when not given)"
+    )
+    embedder_timeout: float = setting(
+        10.0,
+        "for `openai`, seconds: a turn's query gets one attempt (the turn goes on with"
+        " keyword memories if it fails); writes retry three times, then in the background",
+    )
+    model_cache_dir: Path | None = setting(
+        None, "where the ONNX graphs are kept (default `~/.cache/nexusai`)"
+    )
+    extractor: str = setting("spacy", "entity extraction: `spacy`, `llm` or `none`")
+    database_url: str | None = setting(
+        None,
+        "`postgresql://user:password@host:port/dbname`: the store in PostgreSQL, vectors in"
+        " pgvector (extra `postgresql`); several replicas may share it. Unset: SQLite in the"
+        " data dir. Never printed with its password",
+        secret=True,
+    )
+    qdrant_url: str | None = setting(
+        None, "a Qdrant server or cluster instead of the embedded index (extra `qdrant`)"
+    )
+    qdrant_api_key: str | None = setting(None, "the Qdrant server's key", secret=True)
+    llm_base_url: str | None = setting(None, "the chat LLM: an OpenAI-compatible base URL")
+    llm_model: str | None = setting(None, "the chat LLM's model")
+    llm_api_key: str | None = setting(None, "the chat LLM's key", secret=True)
+    llm_timeout: float = setting(60.0, "seconds to wait for the chat LLM")
+    api_key: str | None = setting(
+        None,
+        "the admin key (or several, comma-separated): required on every endpoint but"
+        " `/health`, `/ready`, the docs and the inspector's page; the CLI sends it too",
+        secret=True,
+    )
+    max_body_bytes: int = setting(
+        16 * 1024 * 1024, "largest request body (`POST /import` excepted)"
+    )  # a batch of long messages, JSON-escaped
+    log_format: str = setting("text", "`text`, or `json` for structured logs")
+    memory_url: str | None = setting(None, "`--role orchestration`: where the memory service is")
+    memory_api_key: str | None = setting(
+        None, "`--role orchestration`: the memory service's key", secret=True
+    )
+    memory_timeout: float = setting(
+        5.0, "`--role orchestration`: seconds to wait for the memory service"
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir))
@@ -105,6 +143,15 @@ class Config:
             )
         if self.llm_timeout <= 0:
             raise ConfigError("NEXUS_LLM_TIMEOUT must be a positive number of seconds")
+
+
+def reference() -> list[tuple[str, str, str]]:
+    """(variable, default, meaning) for every setting: what docs/configuration.md lists."""
+    rows = []
+    for item in fields(Config):
+        default = "" if item.default is None else str(item.default)
+        rows.append((f"NEXUS_{item.name.upper()}", default, str(item.metadata["doc"])))
+    return rows
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from nexusai.app import create_app
 from nexusai.cli import cli
 from nexusai.config import Config
+from nexusai.memory.service import Memory
 from tests.conftest import SwitchableEmbedder
 from tests.live_server import free_port
 
@@ -119,3 +120,24 @@ def test_public_bind_without_key_warns_loudly(monkeypatch: pytest.MonkeyPatch) -
     result = CliRunner().invoke(cli, args)
     assert "NEXUS_MEMORY_URL" in result.output  # fails on config, after the warning
     assert "WARNING: listening on 0.0.0.0 with no NEXUS_API_KEY" in result.output
+
+
+def test_a_route_reached_without_the_door_is_refused_not_taken_for_the_admin(
+    memory: Memory,
+) -> None:
+    """An app that forgot the door: memory's routes fail closed, the open ones still open."""
+    from fastapi import FastAPI
+
+    from nexusai.http import install_error_handlers
+    from nexusai.memory import api
+
+    bare = FastAPI()
+    bare.state.memory = memory
+    bare.state.config = Config.from_env({}, data_dir=memory.store.path.parent)  # type: ignore[attr-defined]
+    install_error_handlers(bare)
+    bare.include_router(api.router)
+    with TestClient(bare) as client:
+        refused = client.get("/sessions")
+        assert refused.status_code == 401
+        assert "did not pass the API key check" in refused.json()["detail"]
+        assert client.get("/health").status_code == 200

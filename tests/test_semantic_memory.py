@@ -11,7 +11,7 @@ from nexusai.memory.service import EmbedderMismatch, Memory
 from nexusai.memory.vectors.qdrant import QdrantVectorIndex
 from nexusai.models import NewEpisode
 from nexusai.orchestration.context import assemble_context, embed_query
-from nexusai.orchestration.retrieval import get_semantic_episodes
+from nexusai.orchestration.retrieval import LegQuery, semantic_leg
 from nexusai.orchestration.settings import DEFAULTS
 from tests.conftest import SwitchableEmbedder
 
@@ -29,7 +29,7 @@ def write(memory: Memory, session_id: int, *texts: str) -> list[int]:
 
 def semantic(memory: Memory, query: str, scope: list[int], recent: list[int] = ()) -> list[int]:  # type: ignore[assignment]
     vector = memory.embedder.embed_one(query)
-    return [e.id for e in get_semantic_episodes(memory, vector, scope, list(recent), 10)]
+    return [e.id for e in semantic_leg(LegQuery(memory, "", vector, scope, list(recent), 10))]
 
 
 @pytest.fixture(params=["edge", "qdrant-client"])
@@ -74,7 +74,7 @@ def test_deletes_remove_vectors(any_memory: Memory) -> None:
 def test_none_vector_gives_nothing(memory: Memory) -> None:
     sid = memory.store.create_session().id
     write(memory, sid, FACTS[0])
-    assert get_semantic_episodes(memory, None, [sid], [], 10) == []
+    assert semantic_leg(LegQuery(memory, "", None, [sid], [], 10)) == []
 
 
 def test_vector_without_row_is_skipped(memory: Memory) -> None:

@@ -56,7 +56,7 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if not _is_open(scope["path"]) and not await self._admitted(scope, send):
+        if not is_open(scope["path"]) and not await self._admitted(scope, send):
             return
         if scope["path"] in STREAMED_PATHS:
             await self.app(scope, receive, send)
@@ -152,7 +152,8 @@ def _bearer(scope: Scope) -> bytes | None:
     return given.strip() if scheme.lower() == b"bearer" and given.strip() else None
 
 
-def _is_open(path: str) -> bool:
+def is_open(path: str) -> bool:
+    """Paths anyone may ask for, with or without a key (liveness, docs, the page)."""
     return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
 
 

@@ -7,12 +7,14 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-from fastapi import APIRouter, Body, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from pydantic import Discriminator, Field, Tag
 from starlette.concurrency import run_in_threadpool
 
 from nexusai import keywords
+from nexusai.access import principal_of
 from nexusai.errors import InvalidInput, NotFound, TooLarge
+from nexusai.guard import is_open
 from nexusai.http import PathId, errors, parse_id_list
 from nexusai.memory.importing import import_stream
 from nexusai.memory.service import Memory
@@ -36,8 +38,6 @@ from nexusai.schemas import (
     VectorHit,
 )
 
-router = APIRouter()
-
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
 Offset = Annotated[int, Query(ge=0, le=MAX_ID, description="Rows to skip")]
 
@@ -47,6 +47,26 @@ def memory_of(request: Request) -> Memory:
     through its methods, plain reads through its `store`."""
     memory: Memory = request.app.state.memory
     return memory
+
+
+def tenancy_of(request: Request) -> Tenancy:
+    """What the caller's key may see of memory (the door has said who it is)."""
+    return Tenancy.of(request)
+
+
+# Every route gets memory and the caller's view of it as dependencies, never by hand.
+MemoryHandle = Annotated[Memory, Depends(memory_of)]
+TenancyHandle = Annotated[Tenancy, Depends(tenancy_of)]
+
+
+def admitted(request: Request) -> None:
+    """No route but the open ones runs for a request the door did not admit (who asks is
+    then unknown, and `principal_of` refuses it rather than take it for the admin)."""
+    if not is_open(request.url.path):
+        principal_of(request)
+
+
+router = APIRouter(dependencies=[Depends(admitted)])
 
 
 # -- models ------------------------------------------------------------------------------
@@ -155,8 +175,7 @@ def page(request: Request, response: Response, total: int, limit: int, offset: i
 
 
 @router.get("/health", tags=["service"], responses=errors(open_route=True))
-def health(request: Request) -> Health:
-    memory = memory_of(request)
+def health(memory: MemoryHandle) -> Health:
     return Health(
         status="ok",
         episodes=memory.store.count_episodes(),
@@ -167,16 +186,21 @@ def health(request: Request) -> Health:
 
 
 @router.post("/projects", status_code=201, tags=["projects"], responses=errors(409, 415, 422))
-def create_project(request: Request, body: ProjectIn) -> ProjectOut:
-    return ProjectOut.model_validate(memory_of(request).store.create_project(body.name))
+def create_project(memory: MemoryHandle, body: ProjectIn) -> ProjectOut:
+    return ProjectOut.model_validate(memory.store.create_project(body.name))
 
 
 @router.get("/projects", tags=["projects"], responses=errors(422), openapi_extra=PAGED)
 def list_projects(
-    request: Request, response: Response, limit: Limit = 100, offset: Offset = 0
+    request: Request,
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
+    response: Response,
+    limit: Limit = 100,
+    offset: Offset = 0,
 ) -> list[ProjectOut]:
-    store = memory_of(request).store
-    own = Tenancy.of(request).project_filter(None)
+    store = memory.store
+    own = tenancy.project_filter(None)
     if own is not None:  # a project key lists its own project
         page(request, response, 1, limit, offset)
         return [ProjectOut.model_validate(store.get_project(own))][offset : offset + limit]
@@ -185,40 +209,45 @@ def list_projects(
 
 
 @router.get("/projects/{project_id}", tags=["projects"], responses=errors(404, 422))
-def get_project(request: Request, project_id: PathId) -> ProjectOut:
-    Tenancy.of(request).project(project_id)
-    return ProjectOut.model_validate(memory_of(request).store.get_project(project_id))
+def get_project(memory: MemoryHandle, tenancy: TenancyHandle, project_id: PathId) -> ProjectOut:
+    tenancy.project(project_id)
+    return ProjectOut.model_validate(memory.store.get_project(project_id))
 
 
 @router.delete(
     "/projects/{project_id}", status_code=204, tags=["projects"], responses=errors(404, 422)
 )
-def delete_project(request: Request, project_id: PathId) -> Response:
-    memory_of(request).delete_project(project_id)
+def delete_project(memory: MemoryHandle, project_id: PathId) -> Response:
+    memory.delete_project(project_id)
     return Response(status_code=204)
 
 
 @router.post("/sessions", status_code=201, tags=["sessions"], responses=errors(404, 415, 422))
-def create_session(request: Request, body: SessionIn | None = None) -> SessionOut:
+def create_session(
+    memory: MemoryHandle, tenancy: TenancyHandle, body: SessionIn | None = None
+) -> SessionOut:
     body = body or SessionIn()
-    tenancy = Tenancy.of(request)
     project_id = tenancy.new_session_project(body.project_id or tenancy.principal.project_id)
-    session = memory_of(request).store.create_session(project_id, body.title)
+    session = memory.store.create_session(project_id, body.title)
     return SessionOut.model_validate(session)
 
 
 @router.post("/sessions/resolve", tags=["sessions"], responses=errors(415, 422))
-def resolve_session(request: Request, body: SessionResolveIn) -> SessionOut:
+def resolve_session(
+    memory: MemoryHandle, tenancy: TenancyHandle, body: SessionResolveIn
+) -> SessionOut:
     """The session with this title in the project of this name (or in no project),
     created, with the project, when missing."""
-    project = Tenancy.of(request).project_name(body.project)
-    session = memory_of(request).store.resolve_session(project, body.title)
+    project = tenancy.project_name(body.project)
+    session = memory.store.resolve_session(project, body.title)
     return SessionOut.model_validate(session)
 
 
 @router.get("/sessions", tags=["sessions"], responses=errors(404, 422), openapi_extra=PAGED)
 def list_sessions(
     request: Request,
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
     response: Response,
     project_id: Annotated[int | None, Query(alias="projectId", ge=1, le=MAX_ID)] = None,
     limit: Limit = 100,
@@ -228,24 +257,25 @@ def list_sessions(
         Query(description="id: as made; started: by when each conversation began"),
     ] = "id",
 ) -> list[SessionOut]:
-    store = memory_of(request).store
-    project_id = Tenancy.of(request).project_filter(project_id)
+    store = memory.store
+    project_id = tenancy.project_filter(project_id)
     page(request, response, store.count_sessions(project_id), limit, offset)
     found = store.list_sessions(project_id, limit, offset, order)
     return [SessionOut.model_validate(s) for s in found]
 
 
 @router.get("/sessions/{session_id}", tags=["sessions"], responses=errors(404, 422))
-def get_session(request: Request, session_id: PathId) -> SessionOut:
-    return SessionOut.model_validate(Tenancy.of(request).session(session_id))
+def get_session(tenancy: TenancyHandle, session_id: PathId) -> SessionOut:
+    return SessionOut.model_validate(tenancy.session(session_id))
 
 
 @router.patch("/sessions/{session_id}", tags=["sessions"], responses=errors(404, 415, 422))
-def update_session(request: Request, session_id: PathId, body: SessionPatch) -> SessionOut:
+def update_session(
+    memory: MemoryHandle, tenancy: TenancyHandle, session_id: PathId, body: SessionPatch
+) -> SessionOut:
     given = body.model_fields_set
-    tenancy = Tenancy.of(request)
     tenancy.session(session_id)
-    session = memory_of(request).store.update_session(
+    session = memory.store.update_session(
         session_id,
         title=body.title if "title" in given else UNSET,
         project_id=tenancy.new_session_project(body.project_id) if "project_id" in given else UNSET,
@@ -256,9 +286,9 @@ def update_session(request: Request, session_id: PathId, body: SessionPatch) -> 
 @router.delete(
     "/sessions/{session_id}", status_code=204, tags=["sessions"], responses=errors(404, 422)
 )
-def delete_session(request: Request, session_id: PathId) -> Response:
-    Tenancy.of(request).session(session_id)
-    memory_of(request).delete_session(session_id)
+def delete_session(memory: MemoryHandle, tenancy: TenancyHandle, session_id: PathId) -> Response:
+    tenancy.session(session_id)
+    memory.delete_session(session_id)
     return Response(status_code=204)
 
 
@@ -270,15 +300,17 @@ def delete_session(request: Request, session_id: PathId) -> Response:
 )
 def add_episodes(
     request: Request,
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
     session_id: PathId,
     body: EpisodesBody,
 ) -> EpisodeOut | EpisodeBatchOut:
-    Tenancy.of(request).session(session_id)
+    tenancy.session(session_id)
     items = body.episodes if isinstance(body, EpisodeBatchIn) else [body]
     limit = request.app.state.config.max_batch_size
     if len(items) > limit:
         raise TooLarge(f"a batch holds at most {limit} episodes (NEXUS_MAX_BATCH_SIZE)")
-    stored = memory_of(request).add_episodes(session_id, [i.to_new() for i in items])
+    stored = memory.add_episodes(session_id, [i.to_new() for i in items])
     out = [EpisodeOut.model_validate(e) for e in stored]
     return EpisodeBatchOut(episodes=out) if isinstance(body, EpisodeBatchIn) else out[0]
 
@@ -291,6 +323,8 @@ def add_episodes(
 )
 def list_episodes(
     request: Request,
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
     response: Response,
     session_id: PathId,
     limit: Limit = 100,
@@ -300,8 +334,7 @@ def list_episodes(
     ] = False,
 ) -> list[EpisodeDetailOut] | list[EpisodeOut]:
     """A session's episodes in time order, a page at a time."""
-    memory = memory_of(request)
-    Tenancy.of(request).session(session_id)
+    tenancy.session(session_id)
     episodes = memory.store.list_episodes(session_id, limit, offset)
     page(request, response, memory.store.count_episodes(session_id), limit, offset)
     if not detail:
@@ -319,32 +352,36 @@ def list_episodes(
 
 
 @router.get("/sessions/{session_id}/scope", tags=["retrieval"], responses=errors(404, 422))
-def session_scope(request: Request, session_id: PathId) -> ScopeOut:
+def session_scope(memory: MemoryHandle, tenancy: TenancyHandle, session_id: PathId) -> ScopeOut:
     """The sessions a search from this session sees: its project's, or just itself."""
-    Tenancy.of(request).session(session_id)
-    return ScopeOut(session_ids=memory_of(request).store.scope_session_ids(session_id))
+    tenancy.session(session_id)
+    return ScopeOut(session_ids=memory.store.scope_session_ids(session_id))
 
 
 @router.get("/sessions/{session_id}/recent", tags=["retrieval"], responses=errors(404, 422))
 def recent_episodes(
-    request: Request, session_id: PathId, limit: Annotated[int, Query(ge=0, le=1000)] = 10
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
+    session_id: PathId,
+    limit: Annotated[int, Query(ge=0, le=1000)] = 10,
 ) -> list[EpisodeOut]:
     """The session's last `limit` episodes, oldest first (what a prompt holds as recent)."""
-    store = memory_of(request).store
-    Tenancy.of(request).session(session_id)
+    store = memory.store
+    tenancy.session(session_id)
     return [EpisodeOut.model_validate(e) for e in store.recent_episodes(session_id, limit)]
 
 
 @router.get("/episodes", tags=["retrieval"], responses=errors(422))
 def episodes_by_id(
-    request: Request,
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
     ids: Annotated[str, Query(description="Comma-separated episode ids, e.g. 4,1,9")],
 ) -> list[EpisodeOut]:
     """Full rows in the order asked; an id with no row is left out."""
     wanted = parse_id_list("ids", ids) or []
     if len(wanted) > 1000:
         raise InvalidInput(f"ids holds {len(wanted)} ids; the limit is 1000")
-    found = Tenancy.of(request).visible_episodes(memory_of(request).store.get_episodes(wanted))
+    found = tenancy.visible_episodes(memory.store.get_episodes(wanted))
     return [EpisodeOut.model_validate(e) for e in found]
 
 
@@ -356,29 +393,32 @@ class VectorSearchIn(StrictCamelModel):
 
 
 @router.post("/vectors/search", tags=["retrieval"], responses=errors(415, 422))
-def vector_search(request: Request, body: VectorSearchIn) -> list[VectorHit]:
+def vector_search(
+    memory: MemoryHandle, tenancy: TenancyHandle, body: VectorSearchIn
+) -> list[VectorHit]:
     """The semantic leg: nearest episodes to a query vector, filtered inside the query."""
-    memory = _checked_vector(request, body)
+    _checked_vector(memory, tenancy, body)
     hits = memory.search_vectors(body.vector, body.session_ids, body.exclude_ids, body.limit)
     return [VectorHit(id=i, score=score) for i, score in hits]
 
 
 @router.post("/vectors/search/episodes", tags=["retrieval"], responses=errors(415, 422))
-def vector_search_episodes(request: Request, body: VectorSearchIn) -> list[EpisodeOut]:
+def vector_search_episodes(
+    memory: MemoryHandle, tenancy: TenancyHandle, body: VectorSearchIn
+) -> list[EpisodeOut]:
     """The semantic leg in one round trip: the nearest episodes' full rows, in rank order."""
-    memory = _checked_vector(request, body)
+    _checked_vector(memory, tenancy, body)
     episodes = memory.vector_episodes(body.vector, body.session_ids, body.exclude_ids, body.limit)
     return [EpisodeOut.model_validate(e) for e in episodes]
 
 
-def _checked_vector(request: Request, body: VectorSearchIn) -> Memory:
-    _check_dimension(request, body.vector)
-    body.session_ids = Tenancy.of(request).scope(body.session_ids)
-    return memory_of(request)
+def _checked_vector(memory: Memory, tenancy: Tenancy, body: VectorSearchIn) -> None:
+    _check_dimension(memory, body.vector)
+    body.session_ids = tenancy.scope(body.session_ids)
 
 
-def _check_dimension(request: Request, vector: list[float]) -> None:
-    dimension = memory_of(request).embedder.dimension
+def _check_dimension(memory: Memory, vector: list[float]) -> None:
+    dimension = memory.embedder.dimension
     if len(vector) != dimension:
         raise InvalidInput(
             f"vector has {len(vector)} dimensions; this store's embedder makes {dimension}"
@@ -392,11 +432,12 @@ class EntitySearchIn(StrictCamelModel):
 
 
 @router.post("/entities/search", tags=["entities"], responses=errors(415, 422))
-def entity_search(request: Request, body: EntitySearchIn) -> list[EntityOut]:
+def entity_search(
+    request: Request, memory: MemoryHandle, tenancy: TenancyHandle, body: EntitySearchIn
+) -> list[EntityOut]:
     """The entity leg of a turn: nearest entities of the scope to the turn's query vector."""
-    _check_dimension(request, body.vector)
-    body.session_ids = Tenancy.of(request).scope(body.session_ids) or []
-    memory = memory_of(request)
+    _check_dimension(memory, body.vector)
+    body.session_ids = tenancy.scope(body.session_ids) or []
     return [
         EntityOut.model_validate(e)
         for e in memory.search_entities(body.vector, body.session_ids, body.limit)
@@ -405,7 +446,8 @@ def entity_search(request: Request, body: EntitySearchIn) -> list[EntityOut]:
 
 @router.get("/entities", tags=["entities"], responses=errors(404, 422, 503))
 def list_entities(
-    request: Request,
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
     session_id: Annotated[
         int, Query(alias="sessionId", ge=1, le=MAX_ID, description="Whose scope to search")
     ],
@@ -416,8 +458,7 @@ def list_entities(
     """Entities a session can see: by meaning (`q`), by name (`prefix`), or most mentioned."""
     if q is not None and prefix is not None:
         raise InvalidInput("give q (search by meaning) or prefix (by name), not both")
-    memory = memory_of(request)
-    Tenancy.of(request).session(session_id)
+    tenancy.session(session_id)
     scope = memory.scope_session_ids(session_id)
     if q:
         found = memory.search_entities(memory.embedder.embed_query(q), scope, limit)
@@ -428,11 +469,14 @@ def list_entities(
 
 @router.get("/entities/{entity_id}", tags=["entities"], responses=errors(404, 422))
 def get_entity(
-    request: Request, entity_id: PathId, limit: Limit = 20, offset: Offset = 0
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
+    entity_id: PathId,
+    limit: Limit = 20,
+    offset: Offset = 0,
 ) -> EntityDetail:
     """One entity with the episodes that mention it, newest first (paged)."""
-    memory = memory_of(request)
-    tenancy = Tenancy.of(request)
+    tenancy = tenancy
     tenancy.entity(entity_id)
     found = memory.entities.get([entity_id])
     if not found:
@@ -447,6 +491,8 @@ def get_entity(
 @router.get("/episodes/search", tags=["episodes"], responses=errors(422))
 def search_episodes(
     request: Request,
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
     response: Response,
     q: Annotated[str, Query(description="The user's text; FTS5 syntax in it is searched for")],
     session_ids: Annotated[
@@ -457,8 +503,8 @@ def search_episodes(
     max_chars = request.app.state.config.max_query_chars
     if len(q) > max_chars:
         raise InvalidInput(f"q is {len(q)} characters; the limit is {max_chars}")
-    scope = Tenancy.of(request).scope(parse_id_list("sessionIds", session_ids))
-    episodes = memory_of(request).search_keyword(q, limit, scope)
+    scope = tenancy.scope(parse_id_list("sessionIds", session_ids))
+    episodes = memory.search_keyword(q, limit, scope)
     # The words searched for, as the index got them (to mark them), percent-encoded.
     response.headers["X-Search-Terms"] = quote(",".join(keywords.query_terms(q)))
     return [EpisodeOut.model_validate(e) for e in episodes]
@@ -482,36 +528,40 @@ BINARY = {"schema": {"type": "string", "format": "binary"}}
 )
 async def import_file(
     request: Request,
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
     format: Annotated[Literal["locomo", "chatgpt", "jsonl"], Query(description="File format")],
     project: Annotated[str | None, Query(description="Put the sessions in this project")] = None,
 ) -> ImportOut:
     """Import a file sent as the raw request body. The body is spooled to disk as it
     arrives, so a large export never sits whole in memory."""
-    project = Tenancy.of(request).project_name(project)
+    project = tenancy.project_name(project)
     with tempfile.SpooledTemporaryFile(max_size=1024 * 1024) as spool:
         async for chunk in request.stream():
             spool.write(chunk)
         spool.seek(0)
-        memory = memory_of(request)
+        memory = memory
         summary = await run_in_threadpool(import_stream, memory, spool, format, project)
     return ImportOut.model_validate(summary)
 
 
 @router.get("/episodes/{episode_id}", tags=["episodes"], responses=errors(404, 422))
-def get_episode(request: Request, episode_id: PathId) -> EpisodeOut:
-    return EpisodeOut.model_validate(Tenancy.of(request).episode(episode_id))
+def get_episode(tenancy: TenancyHandle, episode_id: PathId) -> EpisodeOut:
+    return EpisodeOut.model_validate(tenancy.episode(episode_id))
 
 
 @router.patch(
     "/episodes/{episode_id}", tags=["episodes"], responses=errors(404, 413, 415, 422, 507)
 )
-def update_episode(request: Request, episode_id: PathId, body: EpisodePatch) -> EpisodeOut:
+def update_episode(
+    memory: MemoryHandle, tenancy: TenancyHandle, episode_id: PathId, body: EpisodePatch
+) -> EpisodeOut:
     """Change a turn. Fields left out keep their values; `metadata` merges (RFC 7396)."""
     given = body.model_fields_set
     if "content" in given and body.content is None:
         raise InvalidInput("content: give new text, or leave content out to keep it")
-    Tenancy.of(request).episode(episode_id)
-    episode = memory_of(request).update_episode(
+    tenancy.episode(episode_id)
+    episode = memory.update_episode(
         episode_id,
         content=body.content,
         speaker=body.speaker,
@@ -525,7 +575,7 @@ def update_episode(request: Request, episode_id: PathId, body: EpisodePatch) -> 
 @router.delete(
     "/episodes/{episode_id}", status_code=204, tags=["episodes"], responses=errors(404, 422)
 )
-def delete_episode(request: Request, episode_id: PathId) -> Response:
-    Tenancy.of(request).episode(episode_id)
-    memory_of(request).delete_episode(episode_id)
+def delete_episode(memory: MemoryHandle, tenancy: TenancyHandle, episode_id: PathId) -> Response:
+    tenancy.episode(episode_id)
+    memory.delete_episode(episode_id)
     return Response(status_code=204)

@@ -11,7 +11,7 @@ from nexusai.models import Entity, Episode
 from nexusai.observability import EMBED_SECONDS, stopwatch, timed
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.memory_client import MemoryClient
-from nexusai.orchestration.retrieval import POOL, Legs, fuse_legs, get_legs
+from nexusai.orchestration.retrieval import POOL, LegQuery, Legs, fuse_legs, get_legs
 from nexusai.orchestration.settings import RuntimeSettings
 
 log = logging.getLogger("nexusai.context")
@@ -45,9 +45,9 @@ def assemble_context(
     settings: RuntimeSettings,
     session_id: int,
     message: str,
-    keep_legs: bool = False,
+    legs: bool = False,
 ) -> Context:
-    """The turn's context; with `keep_legs`, both legs are asked whatever their weights and
+    """The turn's context; with `legs`, both legs are asked whatever their weights and
     their lists come back too (the inspector re-fuses them at other weights)."""
     # The scope and the recent turns are fetched while the message is embedded.
     scope_call = POOL.submit(memory.scope_session_ids, session_id)
@@ -66,7 +66,7 @@ def assemble_context(
             " set one above 0 (PATCH /settings)"
         )
     timings: dict[str, float] = {}
-    if settings.semantic_weight > 0 or wants_entities or keep_legs:
+    if settings.semantic_weight > 0 or wants_entities or legs:
         with stopwatch(timings, "embed"):
             vector = embed_query(embedder, message)
         if vector is None:
@@ -79,12 +79,13 @@ def assemble_context(
         )
     recent = recent_call.result() if recent_call else []
     recent_ids = [episode.id for episode in recent]
-    legs = get_legs(memory, message, vector, scope, recent_ids, settings, keep_legs, timings)
+    asked = LegQuery(memory, message, vector, scope, recent_ids, settings.semantic_limit)
+    found = get_legs(asked, settings, legs, timings)
     with stopwatch(timings, "fuse"):
-        memories = fuse_legs(legs, settings)
+        memories = fuse_legs(found, settings)
     with stopwatch(timings, "entities"):
         entities = (
             memory.search_entities(vector, scope, settings.entity_limit) if wants_entities else []
         )
-    kept = legs if keep_legs else None
+    kept = found if legs else None
     return Context(session_id, message, recent, memories, entities, warnings, kept, timings)

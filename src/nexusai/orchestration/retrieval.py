@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 from nexusai.models import Episode
 from nexusai.observability import RETRIEVAL_SECONDS, stopwatch, timed
@@ -15,32 +14,34 @@ from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.settings import RuntimeSettings
 
 
-def get_semantic_episodes(
-    memory: MemoryClient,
-    query_vector: Sequence[float] | None,
-    session_ids: Sequence[int],
-    recent_ids: Sequence[int],
-    limit: int,
-) -> list[Episode]:
+@dataclass(frozen=True)
+class LegQuery:
+    """What both legs of a turn search with: the same scope, the same recent turns left out."""
+
+    memory: MemoryClient
+    query: str
+    query_vector: Sequence[float] | None
+    session_ids: Sequence[int]
+    recent_ids: Sequence[int]
+    limit: int
+
+
+def semantic_leg(asked: LegQuery) -> list[Episode]:
     """One vector query in the scope, recent ids excluded inside it; rows in rank order (an
     id whose row is gone is skipped)."""
-    if query_vector is None or limit <= 0:
+    if asked.query_vector is None or asked.limit <= 0:
         return []
     with timed(RETRIEVAL_SECONDS, leg="semantic"):
-        return memory.vector_episodes(query_vector, session_ids, recent_ids, limit)
+        return asked.memory.vector_episodes(
+            asked.query_vector, asked.session_ids, asked.recent_ids, asked.limit
+        )
 
 
-def get_fts_results(
-    memory: MemoryClient,
-    query: str,
-    session_ids: Sequence[int],
-    recent_ids: Sequence[int],
-    limit: int,
-) -> list[Episode]:
-    """Keyword leg: asks for twice `limit` so that dropping recent turns still leaves enough."""
+def keyword_leg(asked: LegQuery) -> list[Episode]:
+    """Asks for twice `limit` so that dropping recent turns still leaves enough."""
     with timed(RETRIEVAL_SECONDS, leg="keyword"):
-        rows = memory.search_keyword(query, limit * 2, session_ids)
-    recent = set(recent_ids)
+        rows = asked.memory.search_keyword(asked.query, asked.limit * 2, asked.session_ids)
+    recent = set(asked.recent_ids)
     return [episode for episode in rows if episode.id not in recent]
 
 
@@ -53,55 +54,28 @@ class Legs:
 
 
 def get_legs(
-    memory: MemoryClient,
-    query: str,
-    query_vector: Sequence[float] | None,
-    session_ids: Sequence[int],
-    recent_ids: Sequence[int],
+    asked: LegQuery,
     settings: RuntimeSettings,
-    every_leg: bool = False,
+    legs: bool = False,
     timings: dict[str, float] | None = None,
 ) -> Legs:
-    """Both legs in the same scope, at the same time. A leg whose weight is 0 is not even
-    asked, unless `every_leg` (a client that re-fuses at other weights needs both). Each
-    leg's own duration goes into `timings` (ms) when given."""
-    limit = settings.semantic_limit
+    """Both legs, at the same time. A leg whose weight is 0 is not even asked, unless
+    `legs` (a client that re-fuses at other weights needs both). Each leg's own duration
+    goes into `timings` (ms) when given."""
     spent = timings if timings is not None else {}
     keyword: Future[list[Episode]] | None = None
-    if every_leg or settings.keyword_weight > 0:
-        keyword = POOL.submit(
-            _clocked,
-            spent,
-            "keyword",
-            get_fts_results,
-            memory,
-            query,
-            session_ids,
-            recent_ids,
-            limit,
-        )
-    semantic = (
-        _clocked(
-            spent,
-            "semantic",
-            get_semantic_episodes,
-            memory,
-            query_vector,
-            session_ids,
-            recent_ids,
-            limit,
-        )
-        if every_leg or settings.semantic_weight > 0
-        else []
-    )
+    if legs or settings.keyword_weight > 0:
+        keyword = POOL.submit(_clocked, spent, "keyword", keyword_leg, asked)
+    wanted = legs or settings.semantic_weight > 0
+    semantic = _clocked(spent, "semantic", semantic_leg, asked) if wanted else []
     return Legs(semantic, keyword.result() if keyword else [])
 
 
 def _clocked(
-    timings: dict[str, float], name: str, leg: Callable[..., list[Episode]], *args: Any
+    timings: dict[str, float], name: str, leg: Callable[[LegQuery], list[Episode]], asked: LegQuery
 ) -> list[Episode]:
     with stopwatch(timings, name):
-        return leg(*args)
+        return leg(asked)
 
 
 def fuse_legs(legs: Legs, settings: RuntimeSettings) -> list[FusedEpisode]:
@@ -122,8 +96,9 @@ def get_fused_episodes(
     recent_ids: Sequence[int],
     settings: RuntimeSettings,
 ) -> list[FusedEpisode]:
-    legs = get_legs(memory, query, query_vector, session_ids, recent_ids, settings)
-    return fuse_legs(legs, settings)
+    """The memories of a turn as `POST /context` ranks them (the evaluation's entry)."""
+    asked = LegQuery(memory, query, query_vector, session_ids, recent_ids, settings.semantic_limit)
+    return fuse_legs(get_legs(asked, settings), settings)
 
 
 # Work that waits on I/O (SQLite, Qdrant, or the memory service over HTTP) runs beside

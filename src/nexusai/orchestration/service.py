@@ -24,11 +24,9 @@ class Orchestration:
         session_id: int,
         message: str,
         overrides: Mapping[str, object] | None = None,
-        keep_legs: bool = False,
+        legs: bool = False,
     ) -> Context:
         """Settings are read fresh, so a PATCH takes effect on the very next turn;
         `overrides` change them for this turn only (validated like a PATCH, not saved)."""
         settings = self.settings.get().with_changes(overrides or {})
-        return assemble_context(
-            self.memory, self.embedder, settings, session_id, message, keep_legs
-        )
+        return assemble_context(self.memory, self.embedder, settings, session_id, message, legs)

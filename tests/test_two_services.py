@@ -199,3 +199,26 @@ def test_memory_role_serves_no_orchestration(tmp_path: Path, embedder: Switchabl
     with TestClient(app) as memory:
         assert memory.get("/settings").status_code == 404
         assert memory.get("/health").status_code == 200
+
+
+def test_a_project_keys_session_check_and_the_scope_are_one_request(
+    counted_memory: tuple[str, list[str]],
+) -> None:
+    """A project key's turn asks for its session's project, then the scope: the one
+    `/scope` answer serves both (a turn is the five round trips ARCHITECTURE.md draws)."""
+    from nexusai.orchestration.http_memory import HttpMemoryClient
+
+    url, paths = counted_memory
+    with httpx.Client(base_url=url) as memory:
+        project = memory.post("/projects", json={"name": "p"}).json()["id"]
+        sid = memory.post("/sessions", json={"projectId": project}).json()["id"]
+    client = HttpMemoryClient(url, None, 5.0)
+    try:
+        paths.clear()
+        assert client.session_project(sid) == project
+        assert client.scope_session_ids(sid) == [sid]
+        assert paths == [f"/sessions/{sid}/scope"]
+        assert client.scope_session_ids(sid) == [sid]  # not kept past its turn
+        assert paths == [f"/sessions/{sid}/scope"] * 2
+    finally:
+        client.close()

@@ -120,6 +120,7 @@ class EntityOut(CamelModel):
 
 class ScopeOut(CamelModel):
     session_ids: list[int]
+    project_id: int | None = Field(default=None, description="The session's project")
 
 
 class EpisodeBatchOut(CamelModel):

@@ -354,8 +354,9 @@ def list_episodes(
 @router.get("/sessions/{session_id}/scope", tags=["retrieval"], responses=errors(404, 422))
 def session_scope(memory: MemoryHandle, tenancy: TenancyHandle, session_id: PathId) -> ScopeOut:
     """The sessions a search from this session sees: its project's, or just itself."""
-    tenancy.session(session_id)
-    return ScopeOut(session_ids=memory.store.scope_session_ids(session_id))
+    session = tenancy.session(session_id)
+    scope = memory.store.scope_session_ids(session_id)
+    return ScopeOut(session_ids=scope, project_id=session.project_id)
 
 
 @router.get("/sessions/{session_id}/recent", tags=["retrieval"], responses=errors(404, 422))

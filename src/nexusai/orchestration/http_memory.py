@@ -9,6 +9,7 @@ stays a 404, a memory service that is down or slow a 503 that names it.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +28,10 @@ class MemoryUnavailable(NexusError):
     status_code = 503
 
 
+# A scope fetched for a turn's session check serves that turn's context for this long.
+SCOPE_REUSE_SECONDS = 2.0
+
+
 class HttpMemoryClient:
     def __init__(
         self,
@@ -37,6 +42,8 @@ class HttpMemoryClient:
     ) -> None:
         self.url = base_url.rstrip("/")
         self._rebuilding, self._rebuilding_at = 0, float("-inf")
+        self._scopes: dict[int, tuple[float, list[int]]] = {}  # session -> (when, scope)
+        self._scopes_lock = threading.Lock()
         # No retries: a turn waits on these calls, and a slow memory service should be
         # a prompt 503, not three time-outs in a row.
         self._client = Client(self.url, api_key, timeout, retries=0, transport=transport)
@@ -75,6 +82,11 @@ class HttpMemoryClient:
         self._send(Endpoints.health())
 
     def scope_session_ids(self, session_id: int) -> list[int]:
+        """The scope a project key's check fetched a moment ago for this turn, else asked."""
+        with self._scopes_lock:
+            kept = self._scopes.pop(session_id, None)
+        if kept is not None and time.monotonic() - kept[0] < SCOPE_REUSE_SECONDS:
+            return kept[1]
         return self._send(Endpoints.scope(session_id)).session_ids
 
     def vectors_rebuilding(self) -> int:
@@ -86,7 +98,14 @@ class HttpMemoryClient:
         return self._rebuilding
 
     def session_project(self, session_id: int) -> int | None:
-        return self._send(Endpoints.get_session(session_id)).project_id
+        """A project key's turn checks its session's project first, then wants the scope:
+        one call answers both (kept for the turn's next `scope_session_ids`)."""
+        scope = self._send(Endpoints.scope(session_id))
+        with self._scopes_lock:
+            if len(self._scopes) > 1024:  # turns that never asked for theirs
+                self._scopes.clear()
+            self._scopes[session_id] = (time.monotonic(), scope.session_ids)
+        return scope.project_id
 
     def resolve_session(self, project: str | None, title: str) -> int:
         return self._send(Endpoints.resolve_session(project, title)).id

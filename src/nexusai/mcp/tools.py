@@ -252,34 +252,18 @@ class Tools:
         return compact([_session(s) for s in found])
 
 
-def _memory(memory: Any) -> dict[str, Any]:
-    return {
-        **_said(memory),
-        "score": memory.score,
-        "semanticRank": memory.semantic_rank,
-        "keywordRank": memory.keyword_rank,
-    }
+def _said(episode: BaseModel) -> dict[str, Any]:
+    """An episode (or a memory, with its score and ranks) as the API answers it, less what a
+    model has no use for; `compact` drops the nulls and empty metadata."""
+    return episode.model_dump(mode="json", by_alias=True, exclude={"created_at"})
 
 
-def _said(episode: Any) -> dict[str, Any]:
-    return {
-        "id": episode.id,
-        "sessionId": episode.session_id,
-        "speaker": episode.speaker,
-        "content": episode.content,
-        "occurredAt": episode.occurred_at,
-        "imageCaption": episode.image_caption,
-        "metadata": episode.metadata,
-    }
+_memory = _said
 
 
-def _entity(entity: Any) -> dict[str, Any]:
-    return {
-        "name": entity.name,
-        "type": entity.type,
-        "mentions": entity.mention_count,
-        "summary": entity.summary,
-    }
+def _entity(entity: BaseModel) -> dict[str, Any]:
+    keep = {"name", "type", "mention_count", "summary"}
+    return entity.model_dump(mode="json", by_alias=True, include=keep)
 
 
 def _session(session: Any) -> dict[str, Any]:

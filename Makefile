@@ -8,7 +8,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 RUNTIME := $(VENV)/.runtime-stamp
 DEV := $(VENV)/.dev-stamp
 
-.PHONY: install install-dev run test test-fast lint docs format bench clean
+.PHONY: install install-dev run test test-fast test-ts lint docs format bench clean
 
 install: $(RUNTIME)
 
@@ -29,6 +29,10 @@ run: install
 
 test: install-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The TypeScript client, built with tsc and tested against a real `nexus serve` (Node 20+).
+test-ts: install-dev
+	cd clients/typescript && npm ci --no-audit --no-fund && npm test
 
 # Everything but the tests marked model, subprocess, postgresql, browser or slow.
 test-fast: install-dev
@@ -56,4 +60,4 @@ bench: install-dev
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis clients/typescript/node_modules clients/typescript/dist

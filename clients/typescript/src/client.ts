@@ -1,0 +1,294 @@
+// A typed client for nexusai's HTTP API, on the platform's own `fetch` (Node 20+, browsers,
+// Deno, Bun): no runtime dependency. Every method is one request; errors are typed
+// (`errors.ts`) and carry the API's `detail`.
+
+import { errorFor, UnavailableError } from "./errors.js";
+import type {
+  ChatEvent,
+  ChatOut,
+  ContextOptions,
+  ContextOut,
+  EntityDetail,
+  EntityOut,
+  EpisodeDetailOut,
+  EpisodeIn,
+  EpisodeOut,
+  EpisodePatch,
+  Health,
+  ImportFormat,
+  ImportOut,
+  ProjectOut,
+  Readiness,
+  SessionOut,
+  Settings,
+} from "./types.js";
+
+export interface ClientOptions {
+  /** Where the service listens; default `NEXUS_URL`, else http://127.0.0.1:4000. */
+  baseUrl?: string;
+  /** The service's API key, when it has one; default `NEXUS_API_KEY`. */
+  apiKey?: string;
+  /** A `fetch` of your own (a proxy, a test double at the transport). */
+  fetch?: typeof fetch;
+}
+
+export interface Page {
+  limit?: number;
+  offset?: number;
+}
+
+type Query = Record<string, string | number | boolean | undefined | null>;
+
+function fromEnv(name: string): string | undefined {
+  const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
+  return env?.[name] || undefined;
+}
+
+export class NexusClient {
+  readonly baseUrl: string;
+  private readonly apiKey: string | undefined;
+  private readonly fetcher: typeof fetch;
+
+  constructor(options: ClientOptions = {}) {
+    this.baseUrl = (options.baseUrl ?? fromEnv("NEXUS_URL") ?? "http://127.0.0.1:4000").replace(/\/+$/, "");
+    this.apiKey = options.apiKey ?? fromEnv("NEXUS_API_KEY")?.split(",")[0]?.trim();
+    this.fetcher = options.fetch ?? globalThis.fetch.bind(globalThis);
+  }
+
+  // -- projects ---------------------------------------------------------------------------
+
+  createProject(name: string): Promise<ProjectOut> {
+    return this.send("POST", "/projects", { body: { name } });
+  }
+
+  listProjects(page: Page = {}): Promise<ProjectOut[]> {
+    return this.send("GET", "/projects", { query: { ...page } });
+  }
+
+  getProject(projectId: number): Promise<ProjectOut> {
+    return this.send("GET", `/projects/${projectId}`);
+  }
+
+  deleteProject(projectId: number): Promise<void> {
+    return this.send("DELETE", `/projects/${projectId}`);
+  }
+
+  // -- sessions ---------------------------------------------------------------------------
+
+  createSession(options: { projectId?: number | null; title?: string | null } = {}): Promise<SessionOut> {
+    return this.send("POST", "/sessions", { body: options });
+  }
+
+  /** The session with this title in the named project (or in none), made when missing. */
+  resolveSession(title: string, project?: string | null): Promise<SessionOut> {
+    return this.send("POST", "/sessions/resolve", { body: { title, project: project ?? null } });
+  }
+
+  listSessions(options: Page & { projectId?: number; order?: "id" | "started" } = {}): Promise<SessionOut[]> {
+    return this.send("GET", "/sessions", { query: { ...options } });
+  }
+
+  getSession(sessionId: number): Promise<SessionOut> {
+    return this.send("GET", `/sessions/${sessionId}`);
+  }
+
+  /** Rename a session, or move it into (`projectId: 3`) or out of (`projectId: null`) a project. */
+  updateSession(sessionId: number, changes: { title?: string | null; projectId?: number | null }): Promise<SessionOut> {
+    return this.send("PATCH", `/sessions/${sessionId}`, { body: changes });
+  }
+
+  deleteSession(sessionId: number): Promise<void> {
+    return this.send("DELETE", `/sessions/${sessionId}`);
+  }
+
+  // -- episodes ---------------------------------------------------------------------------
+
+  addEpisode(sessionId: number, episode: EpisodeIn): Promise<EpisodeOut> {
+    return this.send("POST", `/sessions/${sessionId}/episodes`, { body: episode });
+  }
+
+  /** A batch, all or nothing. */
+  async addEpisodes(sessionId: number, episodes: EpisodeIn[]): Promise<EpisodeOut[]> {
+    const stored = await this.send<{ episodes: EpisodeOut[] }>("POST", `/sessions/${sessionId}/episodes`, {
+      body: { episodes },
+    });
+    return stored.episodes;
+  }
+
+  listEpisodes(sessionId: number, page: Page = {}): Promise<EpisodeOut[]> {
+    return this.send("GET", `/sessions/${sessionId}/episodes`, { query: { ...page } });
+  }
+
+  /** Each episode with its vector state and the entities it mentions. */
+  listEpisodeDetails(sessionId: number, page: Page = {}): Promise<EpisodeDetailOut[]> {
+    return this.send("GET", `/sessions/${sessionId}/episodes`, { query: { ...page, detail: true } });
+  }
+
+  getEpisode(episodeId: number): Promise<EpisodeOut> {
+    return this.send("GET", `/episodes/${episodeId}`);
+  }
+
+  /** Fields given change; `metadata` is a JSON merge patch (RFC 7396). */
+  updateEpisode(episodeId: number, changes: EpisodePatch): Promise<EpisodeOut> {
+    return this.send("PATCH", `/episodes/${episodeId}`, { body: changes });
+  }
+
+  deleteEpisode(episodeId: number): Promise<void> {
+    return this.send("DELETE", `/episodes/${episodeId}`);
+  }
+
+  /** Keyword (BM25) search, best first; FTS5 syntax in `q` is searched for, never parsed. */
+  search(q: string, options: { sessionIds?: number[]; limit?: number } = {}): Promise<EpisodeOut[]> {
+    const query = { q, limit: options.limit, sessionIds: options.sessionIds?.join(",") };
+    return this.send("GET", "/episodes/search", { query });
+  }
+
+  // -- a turn -----------------------------------------------------------------------------
+
+  /** What a chat turn with this message would give the LLM, without calling it. */
+  context(sessionId: number, message: string, options: ContextOptions = {}): Promise<ContextOut> {
+    return this.send("POST", "/context", { body: { sessionId, message, ...options } });
+  }
+
+  /** One chat turn: context, the LLM's reply, both messages stored. */
+  chat(sessionId: number, message: string): Promise<ChatOut> {
+    return this.send("POST", "/chat", { body: { sessionId, message } });
+  }
+
+  /** The same turn streamed: a `context` event, `delta`s, then `done` or `error`. */
+  async *chatStream(sessionId: number, message: string): AsyncGenerator<ChatEvent> {
+    const response = await this.request("POST", "/chat", { body: { sessionId, message, stream: true } });
+    if (!response.body) return;
+    let event = "";
+    for await (const line of lines(response.body)) {
+      if (line.startsWith("event: ")) event = line.slice(7);
+      else if (line.startsWith("data: ")) yield chatEvent(event, JSON.parse(line.slice(6)));
+    }
+  }
+
+  // -- settings, entities, import, service -------------------------------------------------
+
+  getSettings(): Promise<Settings> {
+    return this.send("GET", "/settings");
+  }
+
+  updateSettings(changes: Partial<Settings>): Promise<Settings> {
+    return this.send("PATCH", "/settings", { body: changes });
+  }
+
+  /** The entities a session can see: by meaning (`q`), by name (`prefix`), or the most mentioned. */
+  entities(sessionId: number, options: { q?: string; prefix?: string; limit?: number } = {}): Promise<EntityOut[]> {
+    return this.send("GET", "/entities", { query: { sessionId, ...options } });
+  }
+
+  /** One entity and the episodes that mention it. */
+  entity(entityId: number, page: Page = {}): Promise<EntityDetail> {
+    return this.send("GET", `/entities/${entityId}`, { query: { ...page } });
+  }
+
+  /** Import a file's bytes (LoCoMo, a ChatGPT export, or JSONL): all or nothing. */
+  importFile(data: Uint8Array | string, format: ImportFormat, project?: string): Promise<ImportOut> {
+    return this.send("POST", "/import", {
+      query: { format, project },
+      raw: data,
+      contentType: "application/octet-stream",
+    });
+  }
+
+  health(): Promise<Health> {
+    return this.send("GET", "/health");
+  }
+
+  ready(): Promise<Readiness> {
+    return this.send("GET", "/ready");
+  }
+
+  // -- the one way a request goes ---------------------------------------------------------
+
+  private async send<T>(method: string, path: string, parts: RequestParts = {}): Promise<T> {
+    const response = await this.request(method, path, parts);
+    if (response.status === 204) return undefined as T;
+    return (await response.json()) as T;
+  }
+
+  private async request(method: string, path: string, parts: RequestParts): Promise<Response> {
+    const headers: Record<string, string> = { Accept: "application/json" };
+    if (this.apiKey) headers.Authorization = `Bearer ${this.apiKey}`;
+    let body: BodyInit | undefined;
+    if (parts.raw !== undefined) {
+      body = parts.raw as BodyInit;
+      headers["Content-Type"] = parts.contentType ?? "application/octet-stream";
+    } else if (parts.body !== undefined) {
+      body = JSON.stringify(parts.body);
+      headers["Content-Type"] = "application/json";
+    }
+    let response: Response;
+    try {
+      response = await this.fetcher(this.url(path, parts.query), { method, headers, body });
+    } catch (error) {
+      const why = error instanceof Error ? error.message : String(error);
+      throw new UnavailableError(0, `no nexusai service answers at ${this.baseUrl} (${why})`);
+    }
+    if (!response.ok) throw errorFor(response.status, await detailOf(response));
+    return response;
+  }
+
+  private url(path: string, query: Query = {}): string {
+    const params = new URLSearchParams();
+    for (const [key, value] of Object.entries(query)) {
+      if (value !== undefined && value !== null) params.set(key, String(value));
+    }
+    const text = params.toString();
+    return `${this.baseUrl}${path}${text ? `?${text}` : ""}`;
+  }
+}
+
+interface RequestParts {
+  query?: Query;
+  body?: unknown;
+  raw?: Uint8Array | string;
+  contentType?: string;
+}
+
+async function detailOf(response: Response): Promise<string> {
+  const text = await response.text();
+  try {
+    const parsed = JSON.parse(text) as { detail?: unknown };
+    if (parsed.detail !== undefined) return String(parsed.detail);
+  } catch {
+    // not JSON: the text itself says what went wrong
+  }
+  return text.slice(0, 300) || response.statusText;
+}
+
+async function* lines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+  const decoder = new TextDecoder();
+  let pending = "";
+  for await (const chunk of stream as unknown as AsyncIterable<Uint8Array>) {
+    pending += decoder.decode(chunk, { stream: true });
+    let at: number;
+    while ((at = pending.indexOf("\n")) >= 0) {
+      yield pending.slice(0, at).replace(/\r$/, "");
+      pending = pending.slice(at + 1);
+    }
+  }
+  if (pending) yield pending;
+}
+
+function chatEvent(event: string, data: Record<string, unknown>): ChatEvent {
+  switch (event) {
+    case "context":
+      return { event, context: data as unknown as ContextOut };
+    case "delta":
+      return { event, text: String(data.text ?? "") };
+    case "done":
+      return {
+        event,
+        reply: String(data.reply ?? ""),
+        userEpisodeId: Number(data.userEpisodeId),
+        assistantEpisodeId: (data.assistantEpisodeId as number | null) ?? null,
+      };
+    default:
+      return { event: "error", detail: String(data.detail ?? event), userEpisodeId: (data.userEpisodeId as number | null) ?? null };
+  }
+}

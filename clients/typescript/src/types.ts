@@ -1,0 +1,148 @@
+// The API's JSON, written once. Each interface is named after the schema in the service's
+// /openapi.json, and a test compares them field by field (names, and which may be absent),
+// so they cannot drift. Times are ISO 8601 text in UTC, as the API sends them.
+
+export interface ProjectOut {
+  id: number;
+  name: string;
+  createdAt: string;
+}
+
+export interface SessionOut {
+  id: number;
+  projectId: number | null;
+  title: string | null;
+  createdAt: string;
+  /** When the conversation began: its earliest episode's time (null: no episodes yet). */
+  startedAt?: string | null;
+}
+
+export interface EpisodeIn {
+  speaker: string;
+  content: string;
+  occurredAt?: string | null;
+  imageCaption?: string | null;
+  metadata?: Record<string, unknown> | null;
+}
+
+export interface EpisodePatch {
+  content?: string | null;
+  speaker?: string | null;
+  occurredAt?: string | null;
+  imageCaption?: string | null;
+  metadata?: Record<string, unknown> | null;
+}
+
+export interface EpisodeOut {
+  id: number;
+  sessionId: number;
+  speaker: string;
+  content: string;
+  occurredAt: string;
+  createdAt: string;
+  metadata: Record<string, unknown>;
+  imageCaption?: string | null;
+}
+
+export interface EpisodeDetailOut extends EpisodeOut {
+  vectorState: "pending" | "indexed";
+  entities: string[];
+}
+
+export interface MemoryOut extends EpisodeOut {
+  /** Fused RRF score (with `explain`). */
+  score?: number | null;
+  /** 1-based rank by meaning; null: not found by that leg. */
+  semanticRank?: number | null;
+  /** 1-based rank by keyword; null: not found by that leg. */
+  keywordRank?: number | null;
+}
+
+export interface EntityOut {
+  id: number;
+  name: string;
+  type: string;
+  firstSeen: string;
+  lastSeen: string;
+  mentionCount: number;
+  summary: string | null;
+  latestMentionIds: number[];
+}
+
+export interface EntityDetail extends EntityOut {
+  /** The episodes that mention it, newest first (a page of them). */
+  mentions: EpisodeOut[];
+}
+
+export interface LegsOut {
+  semantic: number[];
+  keyword: number[];
+  terms: string[];
+  rrfK: number;
+  episodes: EpisodeOut[];
+}
+
+export interface ContextOut {
+  sessionId: number;
+  recent: EpisodeOut[];
+  memories: MemoryOut[];
+  entities: EntityOut[];
+  warnings: string[];
+  legs?: LegsOut | null;
+}
+
+export interface ChatOut {
+  reply: string | null;
+  userEpisodeId: number;
+  assistantEpisodeId: number | null;
+  context: ContextOut;
+}
+
+export interface Settings {
+  semanticWeight: number;
+  keywordWeight: number;
+  semanticLimit: number;
+  recentLimit: number;
+  entityLimit: number;
+}
+
+export interface ImportOut {
+  conversations: number;
+  sessions: number;
+  episodes: number;
+  skipped: number;
+  seconds: number;
+}
+
+export interface Health {
+  status: string;
+  episodes: number;
+  vectorsRebuilding?: number;
+  entitiesPending?: number;
+  vectorIndexOptimizing?: boolean;
+}
+
+export interface Readiness {
+  status: string;
+  embedder: string;
+  memory: string;
+  pendingVectors: number | null;
+}
+
+export interface ContextOptions {
+  /** Each memory's fused score and both ranks. */
+  explain?: boolean;
+  /** Both legs' full ranked lists, the message's keyword terms and every candidate. */
+  legs?: boolean;
+  /** Settings for this turn only (any of `Settings`' names), never saved. */
+  settings?: Partial<Settings>;
+}
+
+/** One server-sent event of a streamed chat turn. */
+export type ChatEvent =
+  | { event: "context"; context: ContextOut }
+  | { event: "delta"; text: string }
+  | { event: "done"; reply: string; userEpisodeId: number; assistantEpisodeId: number | null }
+  | { event: "error"; detail: string; userEpisodeId: number | null };
+
+export type ImportFormat = "locomo" | "chatgpt" | "jsonl";

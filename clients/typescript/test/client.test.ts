@@ -1,0 +1,93 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+
+import { InvalidInputError, NexusClient, NotFoundError, UnavailableError, type ChatEvent } from "../src/index.js";
+import { REPLY, serve, type Served } from "./server.js";
+
+let served: Served;
+let nexus: NexusClient;
+
+before(async () => {
+  served = await serve();
+  nexus = new NexusClient({ baseUrl: served.url });
+});
+
+after(async () => {
+  await served.stop();
+});
+
+test("a first session: project, session, episodes, search, context", async () => {
+  const project = await nexus.createProject(`home-${Date.now()}`);
+  const first = await nexus.createSession({ projectId: project.id, title: "first chat" });
+  const stored = await nexus.addEpisodes(first.id, [
+    { speaker: "user", content: "I adopted a puppy called Biscuit last week" },
+    { speaker: "assistant", content: "Congratulations! How is Biscuit settling in?" },
+  ]);
+  assert.equal(stored.length, 2);
+  const one = await nexus.addEpisode(first.id, { speaker: "user", content: "He chews shoes", metadata: { mood: "tired" } });
+  assert.deepEqual(one.metadata, { mood: "tired" });
+  const found = await nexus.search("Biscuit", { sessionIds: [first.id] });
+  assert.ok(found.some((e) => e.id === stored[0]!.id));
+  const later = await nexus.createSession({ projectId: project.id, title: "a week later" });
+  const turn = await nexus.context(later.id, "What is my dog called?", { explain: true, legs: true, settings: { keywordWeight: 1 } });
+  assert.equal(turn.memories[0]!.id, stored[0]!.id);
+  assert.equal(turn.memories[0]!.semanticRank, 1);
+  assert.ok(turn.legs && turn.legs.terms.includes("dog"));
+  const listed = await nexus.listSessions({ projectId: project.id, order: "started" });
+  assert.deepEqual(listed.map((s) => s.id), [first.id, later.id]);
+  const details = await nexus.listEpisodeDetails(first.id);
+  assert.ok(["pending", "indexed"].includes(details[0]!.vectorState));
+  const edited = await nexus.updateEpisode(one.id, { metadata: { mood: null, tag: "x" } });
+  assert.deepEqual(edited.metadata, { tag: "x" });
+  await nexus.deleteEpisode(one.id);
+  await assert.rejects(nexus.getEpisode(one.id), NotFoundError);
+});
+
+test("chat, whole and streamed as typed events", async () => {
+  const session = await nexus.resolveSession(`chat-${Date.now()}`, null);
+  const whole = await nexus.chat(session.id, "What is my dog called?");
+  assert.equal(whole.reply, REPLY);
+  assert.ok(whole.assistantEpisodeId);
+  const events: ChatEvent[] = [];
+  for await (const event of nexus.chatStream(session.id, "and again?")) events.push(event);
+  assert.equal(events[0]!.event, "context");
+  const done = events.at(-1)!;
+  assert.equal(done.event, "done");
+  if (done.event === "done") assert.equal(done.reply.trim(), REPLY);
+  const text = events.flatMap((e) => (e.event === "delta" ? [e.text] : [])).join("");
+  assert.equal(text.trim(), REPLY);
+});
+
+test("settings, entities, import, health and ready", async () => {
+  const settings = await nexus.getSettings();
+  assert.equal(typeof settings.semanticLimit, "number");
+  const changed = await nexus.updateSettings({ recentLimit: settings.recentLimit });
+  assert.equal(changed.recentLimit, settings.recentLimit);
+  const jsonl = [
+    JSON.stringify({ session: "imported", speaker: "user", content: "I live in Lisbon" }),
+    JSON.stringify({ session: "imported", speaker: "assistant", content: "Lisbon is lovely" }),
+  ].join("\n");
+  const summary = await nexus.importFile(jsonl, "jsonl", `imports-${Date.now()}`);
+  assert.equal(summary.episodes, 2);
+  const sessions = await nexus.listSessions();
+  const imported = sessions.find((s) => s.title === "imported")!;
+  assert.deepEqual(await nexus.entities(imported.id, { prefix: "Zz" }), []);
+  const missing = await nexus.entity(999_999).catch((error: unknown) => error);
+  assert.ok(missing instanceof NotFoundError);
+  assert.equal((await nexus.health()).status, "ok");
+  assert.equal((await nexus.ready()).status, "ready");
+});
+
+test("errors are typed and carry the API's detail", async () => {
+  const missing = await nexus.context(999_999, "hi").catch((error: unknown) => error);
+  assert.ok(missing instanceof NotFoundError);
+  assert.equal(missing.status, 404);
+  assert.match(missing.detail, /session 999999 does not exist/);
+  const bad = await nexus.updateSettings({ keywordWeight: 9 }).catch((error: unknown) => error);
+  assert.ok(bad instanceof InvalidInputError);
+  assert.match(bad.detail, /keywordWeight/);
+  const nobody = new NexusClient({ baseUrl: "http://127.0.0.1:9" });
+  const down = await nobody.health().catch((error: unknown) => error);
+  assert.ok(down instanceof UnavailableError);
+  assert.equal(down.status, 0);
+});

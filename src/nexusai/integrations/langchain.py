@@ -1,0 +1,136 @@
+"""LangChain: `NexusRetriever`, a retriever over a session's memory, and
+`NexusChatMessageHistory`, a chat history stored as a session's episodes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.documents import Document
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, Field
+
+from nexusai.client import Client
+from nexusai.integrations.common import client_from, find_session, recall_settings
+from nexusai.schemas import EpisodeOut, MemoryOut
+
+
+class NexusRetriever(BaseRetriever):
+    """The memories nexusai's `POST /context` ranks for a query, as Documents, best first.
+    Give `session_id`, or `session` (its title) and `project`; `k` memories come back, each
+    with its episode's id, session, speaker, time, fused score and both ranks in
+    `metadata`. Searches the session's whole project, its latest messages included."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    client: Client | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    session_id: int | None = None
+    session: str | None = None
+    project: str | None = None
+    k: int = Field(default=10, ge=1, le=100)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        client = client_from(self.client, self.base_url, self.api_key)
+        sid = self.session_id
+        if sid is None:
+            if not self.session:
+                raise ValueError("give session_id, or session (a title) and project")
+            sid = find_session(client, self.session, self.project)
+        found = client.context(sid, query, explain=True, settings=recall_settings(self.k))
+        return [_document(memory) for memory in found.memories]
+
+
+def _document(memory: MemoryOut) -> Document:
+    metadata = {
+        "id": memory.id,
+        "sessionId": memory.session_id,
+        "speaker": memory.speaker,
+        "occurredAt": memory.occurred_at,
+        "score": memory.score,
+        "semanticRank": memory.semantic_rank,
+        "keywordRank": memory.keyword_rank,
+    }
+    return Document(page_content=memory.content, metadata=metadata, id=str(memory.id))
+
+
+ROLES = {"human": "user", "ai": "assistant", "system": "system"}
+
+
+class NexusChatMessageHistory(BaseChatMessageHistory):
+    """A session's episodes as LangChain messages: `user` episodes are HumanMessages,
+    `assistant` ones AIMessages, `system` ones SystemMessages, any other speaker a
+    HumanMessage with its name. Give `session_id`, or `session` and `project` (made when
+    missing: a history is written to)."""
+
+    def __init__(
+        self,
+        session_id: int | None = None,
+        *,
+        session: str | None = None,
+        project: str | None = None,
+        client: Client | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        self._owned = client is None  # a client it made is its to close
+        self.client = client_from(client, base_url, api_key)
+        if session_id is None:
+            if not session:
+                raise ValueError("give session_id, or session (a title) and project")
+            session_id = self.client.resolve_session(project, session).id
+        self.session_id = session_id
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        return [_message(e) for e in _all_episodes(self.client, self.session_id)]
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        body = [{"speaker": _speaker(m), "content": _text(m)} for m in messages if _text(m)]
+        if body:
+            self.client.add_episodes(self.session_id, body)
+
+    def clear(self) -> None:
+        for episode in _all_episodes(self.client, self.session_id):
+            self.client.delete_episode(episode.id)
+
+    def close(self) -> None:
+        if self._owned:
+            self.client.close()
+
+
+def _all_episodes(client: Client, session_id: int) -> list[EpisodeOut]:
+    found: list[EpisodeOut] = []
+    while page := client.list_episodes(session_id, limit=1000, offset=len(found)):
+        found += page
+        if len(page) < 1000:
+            break
+    return found
+
+
+def _message(episode: EpisodeOut) -> BaseMessage:
+    if episode.speaker == "assistant":
+        return AIMessage(content=episode.content)
+    if episode.speaker == "system":
+        return SystemMessage(content=episode.content)
+    name = None if episode.speaker == "user" else episode.speaker
+    return HumanMessage(content=episode.content, name=name)
+
+
+def _speaker(message: BaseMessage) -> str:
+    if message.type == "human" and message.name:
+        return str(message.name)
+    return ROLES.get(message.type, message.type)
+
+
+def _text(message: BaseMessage) -> str:
+    content: Any = message.content
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.get("text", "") for p in content if isinstance(p, dict)).strip()

@@ -1,0 +1,139 @@
+"""The OpenAI Agents SDK: `NexusSession`, the SDK's `Session` over a nexusai session, and
+`recall_tool`, a function tool an agent calls to search its long-term memory.
+
+Each of the SDK's items is one episode: its text (a message's content, or the item as JSON)
+is what nexusai indexes and finds, its role the speaker, and the item itself is kept in the
+episode's metadata, so `get_items` gives back exactly what was added.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agents import FunctionTool, SessionSettings, function_tool
+
+from nexusai.client import AsyncClient
+from nexusai.integrations.common import async_client_from, recall_settings
+from nexusai.schemas import EpisodeOut
+
+MARK = "openaiAgentsItem"  # the metadata key an item is kept under
+PAGE = 1000
+
+
+class NexusSession:
+    """The SDK's `Session` protocol over a nexusai session: pass `session=NexusSession(...)`
+    to `Runner.run`. Give the session's id, or its title and project (made when missing)."""
+
+    session_settings: SessionSettings | None = None  # the SDK's own defaults
+
+    def __init__(
+        self,
+        session_id: int | None = None,
+        *,
+        session: str | None = None,
+        project: str | None = None,
+        client: AsyncClient | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        if session_id is None and not session:
+            raise ValueError("give session_id, or session (a title) and project")
+        self._owned = client is None  # a client it made is its to close
+        self.client = async_client_from(client, base_url, api_key)
+        self._id = session_id
+        self._title, self._project = session, project
+        self.session_id = str(session_id) if session_id is not None else f"{project}/{session}"
+
+    async def aclose(self) -> None:
+        if self._owned:
+            await self.client.aclose()
+
+    async def __aenter__(self) -> NexusSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def nexus_session_id(self) -> int:
+        """The nexusai session's id (found or made on first use)."""
+        if self._id is None:
+            assert self._title is not None
+            self._id = (await self.client.resolve_session(self._project, self._title)).id
+        return self._id
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The conversation's items, oldest first; with `limit`, the latest that many."""
+        episodes = await self._episodes()
+        if limit is not None:
+            episodes = episodes[-limit:] if limit > 0 else []
+        return [_item(e) for e in episodes]
+
+    async def add_items(self, items: list[Any]) -> None:
+        body = [_episode(item) for item in items]
+        if body:
+            await self.client.add_episodes(await self.nexus_session_id(), body)
+
+    async def pop_item(self) -> Any | None:
+        episodes = await self._episodes()
+        if not episodes:
+            return None
+        await self.client.delete_episode(episodes[-1].id)
+        return _item(episodes[-1])
+
+    async def clear_session(self) -> None:
+        for episode in await self._episodes():
+            await self.client.delete_episode(episode.id)
+
+    async def _episodes(self) -> list[EpisodeOut]:
+        sid = await self.nexus_session_id()
+        found: list[EpisodeOut] = []
+        while page := await self.client.list_episodes(sid, limit=PAGE, offset=len(found)):
+            found += page
+            if len(page) < PAGE:
+                break
+        return found
+
+
+def recall_tool(session: NexusSession, k: int = 8) -> FunctionTool:
+    """A `recall` function tool: the memories of the session's project that match what
+    the agent asks, best first, each with its date, who said it and its fused score."""
+
+    @function_tool(name_override="recall")
+    async def recall(query: str) -> str:
+        """Search long-term memory of earlier conversations, by meaning and by words.
+
+        Args:
+            query: what to look for, e.g. "the recipe you gave me" or "my sister's name".
+        """
+        sid = await session.nexus_session_id()
+        found = await session.client.context(sid, query, explain=True, settings=recall_settings(k))
+        lines = [
+            f"[{m.occurred_at[:10]}] {m.speaker}: {m.content} (score {m.score or 0:.4f})"
+            for m in found.memories
+        ]
+        return "\n".join(lines) or "nothing found"
+
+    return recall
+
+
+def _episode(item: Any) -> dict[str, Any]:
+    role = item.get("role") if isinstance(item, dict) else None
+    speaker = str(role or (item.get("type") if isinstance(item, dict) else None) or "item")
+    return {"speaker": speaker, "content": _text(item), "metadata": {MARK: item}}
+
+
+def _text(item: Any) -> str:
+    content = item.get("content") if isinstance(item, dict) else None
+    if isinstance(content, str) and content.strip():
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict)]
+        if any(p.strip() for p in parts):
+            return "\n".join(p for p in parts if p)
+    return json.dumps(item, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _item(episode: EpisodeOut) -> Any:
+    kept = episode.metadata.get(MARK)
+    return kept if kept is not None else {"role": episode.speaker, "content": episode.content}

@@ -1,0 +1,202 @@
+"""The framework adapters driven by the frameworks' own code paths (a LangChain chain, a
+LangGraph graph compiled with the store, an Agents SDK `Runner` with the session) against a
+real service; the only stand-in is the agent's LLM, a real OpenAI-protocol server on
+loopback."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any, TypedDict
+
+import pytest
+
+from nexusai.app import create_app
+from nexusai.client import AsyncClient, Client
+from nexusai.config import Config
+from tests.conftest import SwitchableEmbedder
+from tests.live_server import live_server
+from tests.openai_stub import StubState, openai_stub
+
+
+@pytest.fixture
+def served(config: Config, embedder: SwitchableEmbedder) -> Iterator[tuple[str, StubState]]:
+    with openai_stub() as (_, state), live_server(create_app(config, embedder)) as url:
+        yield url, state
+
+
+@pytest.fixture
+def nexus(served: tuple[str, StubState]) -> Iterator[Client]:
+    with Client(served[0]) as client:
+        yield client
+
+
+def _said(client: Client, project: str, title: str, texts: list[str]) -> int:
+    sid = client.resolve_session(project, title).id
+    if texts:
+        client.add_episodes(sid, [{"speaker": "user", "content": t} for t in texts])
+    return sid
+
+
+def test_retriever_in_a_chain_gives_memories_with_their_ranks(nexus: Client) -> None:
+    from langchain_core.runnables import RunnableLambda
+
+    from nexusai.integrations.langchain import NexusRetriever
+
+    _said(nexus, "home", "monday", ["I adopted a puppy called Biscuit", "The report is due Friday"])
+    _said(nexus, "home", "tuesday", [])
+    retriever = NexusRetriever(client=nexus, session="tuesday", project="home", k=2)
+
+    def pairs(docs: list[Any]) -> list[tuple[str, dict[str, Any]]]:
+        return [(d.page_content, d.metadata) for d in docs]
+
+    chain = retriever | RunnableLambda(pairs)
+    [(text, meta), *_] = chain.invoke("what is my dog called?")
+    assert text == "I adopted a puppy called Biscuit"
+    assert meta["semanticRank"] == 1
+    assert meta["speaker"] == "user"
+    assert set(meta) == {
+        "id",
+        "sessionId",
+        "speaker",
+        "occurredAt",
+        "score",
+        "semanticRank",
+        "keywordRank",
+    }
+    missing = NexusRetriever(client=nexus, session="sunday", project="home")
+    with pytest.raises(LookupError, match="no session named 'sunday'"):
+        missing.invoke("x")
+    assert [s.title for s in nexus.list_sessions()] == ["monday", "tuesday"]  # read, not made
+
+
+def test_chat_history_round_trips_messages(nexus: Client) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+    from nexusai.integrations.langchain import NexusChatMessageHistory
+
+    history = NexusChatMessageHistory(session="chat", project="home", client=nexus)
+    history.add_messages(
+        [SystemMessage("be brief"), HumanMessage("hi, I am Ana"), AIMessage("Hello Ana!")]
+    )
+    history.add_user_message("and Bo says hi")
+    again = NexusChatMessageHistory(history.session_id, client=nexus).messages
+    assert [(type(m).__name__, m.content) for m in again] == [
+        ("SystemMessage", "be brief"),
+        ("HumanMessage", "hi, I am Ana"),
+        ("AIMessage", "Hello Ana!"),
+        ("HumanMessage", "and Bo says hi"),
+    ]
+    history.clear()
+    assert history.messages == []
+
+
+class State(TypedDict):
+    question: str
+    answer: str
+
+
+def test_a_langgraph_graph_remembers_through_the_store(nexus: Client) -> None:
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.store.base import BaseStore
+
+    from nexusai.integrations.langgraph import NexusStore
+
+    def remember(state: State, *, store: BaseStore) -> dict[str, Any]:
+        store.put(("ana", "memories"), "pet", {"content": "Ana's dog is called Biscuit"})
+        store.put(("ana", "memories"), "work", {"content": "Ana works at a bakery", "kind": "job"})
+        return {}
+
+    def recall(state: State, *, store: BaseStore) -> dict[str, Any]:
+        [best, *_] = store.search(("ana",), query=state["question"], limit=2)
+        return {"answer": best.value["content"]}
+
+    graph = StateGraph(State)
+    graph.add_node("remember", remember)
+    graph.add_node("recall", recall)
+    graph.add_edge(START, "remember")
+    graph.add_edge("remember", "recall")
+    graph.add_edge("recall", END)
+    store = NexusStore(nexus)
+    app = graph.compile(store=store)
+    out = app.invoke({"question": "what pet does Ana have?", "answer": ""})
+    assert out["answer"] == "Ana's dog is called Biscuit"
+    got = store.get(("ana", "memories"), "work")
+    assert got is not None
+    assert got.value == {"content": "Ana works at a bakery", "kind": "job"}
+    store.put(("ana", "memories"), "work", {"content": "Ana now works at a school"})
+    assert store.get(("ana", "memories"), "work").value["content"] == "Ana now works at a school"  # type: ignore[union-attr]
+    assert [i.key for i in store.search(("ana", "memories"), filter={"kind": "job"})] == []
+    assert store.list_namespaces(prefix=("ana",)) == [("ana", "memories")]
+    store.delete(("ana", "memories"), "pet")
+    assert store.get(("ana", "memories"), "pet") is None
+    assert asyncio.run(store.aget(("ana", "memories"), "work")) is not None
+
+
+def test_an_agent_runner_keeps_its_conversation_in_a_session(
+    served: tuple[str, StubState],
+) -> None:
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+    from agents.tool_context import ToolContext
+    from openai import AsyncOpenAI
+
+    from nexusai.integrations.openai_agents import NexusSession, recall_tool
+
+    url, llm = served
+    set_tracing_disabled(True)  # no traces leave the machine
+
+    async def run() -> None:
+        with openai_stub() as (llm_url, state):
+            model = OpenAIChatCompletionsModel("stub", AsyncOpenAI(base_url=llm_url, api_key="x"))
+            async with AsyncClient(url) as client:
+                session = NexusSession(session="agent", project="home", client=client)
+                agent = Agent(name="helper", instructions="Be brief.", model=model)
+                first = await Runner.run(agent, "My dog is Biscuit.", session=session)
+                assert first.final_output == state.reply
+                await Runner.run(agent, "What is my dog called?", session=session)
+                sent = state.requests[-1]["body"]["messages"]
+                assert any("My dog is Biscuit." in str(m.get("content")) for m in sent)
+                items = await session.get_items()
+                assert [i.get("role") for i in items] == ["user", "assistant", "user", "assistant"]
+                assert (await session.get_items(limit=1))[0]["role"] == "assistant"
+                popped = await session.pop_item()
+                assert popped is not None
+                assert popped["role"] == "assistant"
+                tool = recall_tool(session)
+                asked = '{"query": "dog name"}'
+                call = ToolContext(
+                    context=None, tool_name="recall", tool_call_id="c1", tool_arguments=asked
+                )
+                found = await tool.on_invoke_tool(call, asked)
+                assert "My dog is Biscuit." in found
+                await session.clear_session()
+                assert await session.get_items() == []
+
+    asyncio.run(run())
+    assert llm.requests == []  # the service itself needed no LLM
+
+
+def _examples() -> list[str]:
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "integrations.md").read_text()
+    section = text[text.index("## LangChain and LangGraph") :]
+    return [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
+
+
+def test_the_documented_examples_run_as_written(served: tuple[str, StubState]) -> None:
+    """Each example of docs/integrations.md, with only the service's address and the
+    agent's LLM (the SDK's default client) pointed at this test's."""
+    from agents import set_default_openai_api, set_default_openai_client, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    url, _ = served
+    examples = _examples()
+    assert len(examples) == 3
+    with openai_stub() as (llm_url, state):
+        set_tracing_disabled(True)
+        set_default_openai_api("chat_completions")
+        set_default_openai_client(AsyncOpenAI(base_url=llm_url, api_key="x"), use_for_tracing=False)
+        for code in examples:
+            exec(compile(code.replace("http://127.0.0.1:4000", url), "example", "exec"), {})
+        assert state.requests, "the agent's example asked its LLM"

@@ -125,26 +125,28 @@ def test_over_streamable_http(config: Config, embedder: SwitchableEmbedder) -> N
         asyncio.run(run(url))
 
 
-def over_stdio(environment: dict[str, str]) -> None:
+def over_stdio(environment: dict[str, str], errors: Path) -> None:
     server = StdioServerParameters(
         command=sys.executable, args=["-m", "nexusai.cli", "mcp"], env=environment
     )
 
     async def run() -> None:
-        with open(os.devnull, "w") as quiet:
+        with errors.open("w") as said:
             async with (
-                stdio_client(server, errlog=quiet) as (read, write),
+                stdio_client(server, errlog=said) as (read, write),
                 ClientSession(read, write) as session,
             ):
                 await exercise(session)
 
     asyncio.run(run())
+    # stderr is for what goes wrong: not a line per internal request.
+    assert "HTTP Request" not in errors.read_text()
 
 
 def test_over_stdio_with_the_embedded_store(tmp_path: Path) -> None:
     environment = {**os.environ, "NEXUS_DATA_DIR": str(tmp_path / "d"), "NEXUS_EXTRACTOR": "none"}
     environment.pop("NEXUS_URL", None)
-    over_stdio(environment)
+    over_stdio(environment, tmp_path / "stderr.txt")
 
 
 def test_over_stdio_against_a_running_service_with_its_key(
@@ -155,5 +157,5 @@ def test_over_stdio_against_a_running_service_with_its_key(
         assert httpx.post(f"{url}/mcp/", json={}).status_code == 401  # the same key rule
         environment = {**os.environ, "NEXUS_URL": url, "NEXUS_API_KEY": "k-7"}
         environment["NEXUS_DATA_DIR"] = str(tmp_path / "unused")  # no store is opened
-        over_stdio(environment)
+        over_stdio(environment, tmp_path / "stderr.txt")
     assert not (tmp_path / "unused").exists()

@@ -16,6 +16,7 @@ BENCHMARKS = {
     "import-long": "benchmarks.bench_import_long",
     "soak": "benchmarks.bench_soak",
     "curve": "benchmarks.bench_curve",
+    "project": "benchmarks.bench_project",
     "pg-keyword": "benchmarks.bench_pg_keyword",
     "vacuum": "benchmarks.bench_vacuum",
     "index-build": "benchmarks.bench_index_build",

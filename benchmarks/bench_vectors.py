@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
@@ -150,14 +151,16 @@ def build_store(
     size: int,
     per_project: int = 0,
     database_url: str | None = None,
+    texts: Iterator[str] | None = None,
 ) -> float:
     """A store of `size` episodes over SESSIONS sessions with their vectors (written
     straight to the index), ready to open: SQLite in `data_dir`, or PostgreSQL at
     `database_url`. With `per_project`, sessions are grouped into projects of that many
-    sessions. Returns the seconds the rows took."""
+    sessions; `texts` gives the episodes' texts (default: the sentence generator's). Returns
+    the seconds the rows took."""
     config = Config.from_env({}, data_dir=data_dir, extractor="none", database_url=database_url)
     started = time.perf_counter()
-    texts = sentences(size)
+    texts = texts or sentences(size)
     with closing(Memory.open(config, embedder)) as memory:
         store, project = memory.store, None
         for i in range(SESSIONS):

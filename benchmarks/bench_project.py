@@ -1,0 +1,189 @@
+"""Where users are: one project holding all 1,000 sessions, so every turn searches the whole
+memory. `/context` through HTTP against `nexus serve`, at (1, 0) and (1, 1), on two kinds of
+text:
+
+- realistic: LoCoMo's and BEAM's turns (read from ../shared/data, never copied), replicated
+  with new ids until the store is full; the queries are their questions;
+- common words: every episode 14 words drawn from 44, so that every query term is common
+  (the worst case for an OR query); the queries are 8 words of the same 44.
+
+The stores are built as the curve benchmark builds them (rows through the store, vectors
+noisy copies of real MiniLM vectors written straight to the index); the queries are
+embedded for real by the service. Sizes: NEXUS_PROJECT_SIZES (default 20000,100000).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+from tests.live_server import free_port, start_server
+
+from benchmarks.bench_vectors import SESSIONS, build_store
+from benchmarks.common import Report, sentences
+from nexusai.embedders.minilm import LocalEmbedder
+from nexusai.evaluation.metrics import percentile
+
+DATA = Path(__file__).parents[2] / "shared" / "data"
+TURNS = 120
+WEIGHTS = ((1.0, 0.0), (1.0, 1.0))
+STEPS = ("embed", "semantic", "keyword", "total")
+COMMON = (
+    "garden",
+    "kitchen",
+    "coffee",
+    "morning",
+    "weekend",
+    "music",
+    "dinner",
+    "friends",
+    "school",
+    "office",
+    "train",
+    "city",
+    "river",
+    "summer",
+    "winter",
+    "market",
+    "bread",
+    "guitar",
+    "painting",
+    "movie",
+    "dog",
+    "cat",
+    "phone",
+    "letter",
+    "book",
+    "picture",
+    "family",
+    "travel",
+    "beach",
+    "mountain",
+    "holiday",
+    "birthday",
+    "party",
+    "recipe",
+    "soup",
+    "bike",
+    "park",
+    "museum",
+    "concert",
+    "paper",
+    "window",
+    "street",
+    "doctor",
+    "yoga",
+)
+
+
+def run(quick: bool = False) -> None:
+    sizes = (5_000,) if quick else _sizes()
+    embedder = LocalEmbedder()
+    base = np.array(embedder.embed(list(sentences(2000, seed=11))), dtype=np.float32)
+    report = Report(
+        "One project of 1,000 sessions: /context through HTTP (p50 / p95 ms)",
+        ["episodes", "text", "weights", "/context", *(f"{s} p50 / p95" for s in STEPS)],
+    )
+    for size in sizes:
+        for kind, (texts, queries) in _corpora().items():
+            with tempfile.TemporaryDirectory() as tmp:
+                build_store(Path(tmp), embedder, base, size, SESSIONS, texts=texts(size))
+                for weights, cells in _measure(Path(tmp), queries).items():
+                    report.add(f"{size:,}", kind, f"({weights[0]:g}, {weights[1]:g})", *cells)
+    report.notes.append("Targets at 100,000 (both legs): /context p95 at most 20 ms on realistic")
+    report.notes.append("text and 30 ms on common words; the keyword step's p95 at most 8 ms.")
+    report.print()
+
+
+def _sizes() -> tuple[int, ...]:
+    wanted = os.environ.get("NEXUS_PROJECT_SIZES", "20000,100000")
+    return tuple(int(size) for size in wanted.split(","))
+
+
+# Per kind of text: the episodes' texts for a store of a size, and the turns' messages.
+Corpus = tuple[Callable[[int], Iterator[str]], list[str]]
+
+
+def _corpora() -> dict[str, Corpus]:
+    corpora: dict[str, Corpus] = {"common words": (_common, _common_queries())}
+    if (DATA / "locomo" / "locomo10.json").exists():
+        turns, questions = _real()
+
+        def replicated(size: int) -> Iterator[str]:
+            return itertools.islice(itertools.cycle(turns), size)
+
+        corpora["realistic"] = (replicated, questions)
+    return corpora
+
+
+def _common(size: int) -> Iterator[str]:
+    rng = random.Random(5)
+    for _ in range(size):
+        yield " ".join(rng.choice(COMMON) for _ in range(14)).capitalize() + "."
+
+
+def _common_queries() -> list[str]:
+    rng = random.Random(6)
+    return [" ".join(rng.choice(COMMON) for _ in range(8)) + "?" for _ in range(TURNS + 20)]
+
+
+def _real() -> tuple[list[str], list[str]]:
+    from nexusai.evaluation.datasets import load_beam, load_locomo
+
+    sets = [load_locomo(DATA / "locomo" / "locomo10.json"), load_beam(DATA / "beam")]
+    turns = [
+        source.episode.content
+        for dataset in sets
+        for conversation in dataset.conversations
+        for session in conversation.conversation.sessions
+        for source in session.episodes
+    ]
+    questions = [q.text for dataset in sets for c in dataset.conversations for q in c.questions]
+    random.Random(8).shuffle(questions)
+    return turns, questions[: TURNS + 20]
+
+
+def _measure(data_dir: Path, queries: list[str]) -> dict[tuple[float, float], list[str]]:
+    port = free_port()
+    process = start_server(data_dir, port)
+    rng = random.Random(3)
+    found: dict[tuple[float, float], list[str]] = {}
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            for semantic, keyword in WEIGHTS:
+                http.patch("/settings", json={"semanticWeight": semantic, "keywordWeight": keyword})
+                found[(semantic, keyword)] = _turns(http, queries, rng)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    return found
+
+
+def _turns(http: httpx.Client, queries: list[str], rng: random.Random) -> list[str]:
+    total: list[float] = []
+    steps: dict[str, list[float]] = defaultdict(list)
+    for n, message in enumerate(queries):
+        session = rng.randint(1, SESSIONS)
+        started = time.perf_counter()
+        answer = http.post("/context", json={"sessionId": session, "message": message})
+        elapsed = (time.perf_counter() - started) * 1000
+        answer.raise_for_status()
+        if n < 20:
+            continue  # warm-up
+        total.append(elapsed)
+        for part in answer.headers["Server-Timing"].split(", "):
+            name, _, spent = part.partition(";dur=")
+            steps[name].append(float(spent))
+    cells = [f"{percentile(total, 50):.1f} / {percentile(total, 95):.1f}"]
+    for step in STEPS:
+        taken = steps.get(step)
+        cells.append(f"{percentile(taken, 50):.1f} / {percentile(taken, 95):.1f}" if taken else "-")
+    return cells

@@ -24,9 +24,9 @@ from nexusai.memory.sqlite.migrations import MIGRATIONS, apply_migrations
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import NewEpisode
 
-# Kills per command, each at a random point of its run (seeded). 10 keep the suite under ten
+# Kills per command, each at a random point of its run (seeded). 8 keep the suite under ten
 # minutes on two cores; each kill costs a run and a restart (about 5 s).
-KILLS = 10
+KILLS = 8
 TOPICS = ["walrus", "violin", "glacier", "saffron", "lantern", "orchard", "comet", "harbor"]
 
 

@@ -36,6 +36,7 @@ from nexusai.schemas import (
     EpisodeOut,
     Health,
     ImportOut,
+    MemoryOut,
     ProjectOut,
     ScopeOut,
     SessionOut,
@@ -245,6 +246,14 @@ class Endpoints:
         if settings:
             body["settings"] = settings
         return Call("POST", "/context", _model(ContextOut), body, safe=True)
+
+    @staticmethod
+    def recall(session_id: int, query: str, k: int = 10) -> Call[list[MemoryOut]]:
+        """A search of the session's memory, not a chat turn: its latest messages are
+        searched too (`recentLimit` 0 for this call), `k` memories with their scores."""
+        settings: dict[str, float] = {"recentLimit": 0, "semanticLimit": k}
+        turn = Endpoints.context(session_id, query, explain=True, settings=settings)
+        return Call(turn.method, turn.path, lambda j: turn.parse(j).memories, turn.json, safe=True)
 
     @staticmethod
     def chat(session_id: int, message: str) -> Call[ChatOut]:
@@ -532,6 +541,7 @@ class Client:
     delete_episode = _blocking(Endpoints.delete_episode)
     search = _blocking(Endpoints.search)
     context = _blocking(Endpoints.context)
+    recall = _blocking(Endpoints.recall)
     chat = _blocking(Endpoints.chat)
     get_settings = _blocking(Endpoints.get_settings)
     update_settings = _blocking(Endpoints.update_settings)
@@ -624,6 +634,7 @@ class AsyncClient:
     delete_episode = _awaiting(Endpoints.delete_episode)
     search = _awaiting(Endpoints.search)
     context = _awaiting(Endpoints.context)
+    recall = _awaiting(Endpoints.recall)
     chat = _awaiting(Endpoints.chat)
     get_settings = _awaiting(Endpoints.get_settings)
     update_settings = _awaiting(Endpoints.update_settings)

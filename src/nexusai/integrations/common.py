@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nexusai.client import AsyncClient, Client
-from nexusai.schemas import SessionOut
+from nexusai.schemas import EpisodeOut, SessionOut
 
 
 def client_from(client: Client | None, base_url: str | None, api_key: str | None) -> Client:
@@ -15,6 +15,16 @@ def async_client_from(
     client: AsyncClient | None, base_url: str | None, api_key: str | None
 ) -> AsyncClient:
     return client if client is not None else AsyncClient(base_url, api_key)
+
+
+def all_episodes(client: Client, session_id: int, page: int = 1000) -> list[EpisodeOut]:
+    """Every episode of a session, in time order, a page at a time."""
+    found: list[EpisodeOut] = []
+    while batch := client.list_episodes(session_id, limit=page, offset=len(found)):
+        found += batch
+        if len(batch) < page:
+            break
+    return found
 
 
 def find_session(client: Client, title: str, project: str | None) -> int:
@@ -39,8 +49,3 @@ def _one(found: list[SessionOut], title: str, project: str | None) -> int:
         raise LookupError(f"several sessions are named {title!r}{where}: give the project or an id")
     titles = ", ".join(sorted({repr(s.title) for s in found if s.title})[:50]) or "none"
     raise LookupError(f"there is no session named {title!r}{where}; sessions: {titles}")
-
-
-def recall_settings(k: int) -> dict[str, float]:
-    """A search, not a chat turn: the latest messages are searched too, `k` come back."""
-    return {"recentLimit": 0, "semanticLimit": k}

@@ -14,7 +14,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
 from nexusai.client import Client
-from nexusai.integrations.common import client_from, find_session, recall_settings
+from nexusai.integrations.common import all_episodes, client_from, find_session
 from nexusai.schemas import EpisodeOut, MemoryOut
 
 
@@ -43,8 +43,7 @@ class NexusRetriever(BaseRetriever):
             if not self.session:
                 raise ValueError("give session_id, or session (a title) and project")
             sid = find_session(client, self.session, self.project)
-        found = client.context(sid, query, explain=True, settings=recall_settings(self.k))
-        return [_document(memory) for memory in found.memories]
+        return [_document(memory) for memory in client.recall(sid, query, self.k)]
 
 
 def _document(memory: MemoryOut) -> Document:
@@ -89,7 +88,7 @@ class NexusChatMessageHistory(BaseChatMessageHistory):
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        return [_message(e) for e in _all_episodes(self.client, self.session_id)]
+        return [_message(e) for e in all_episodes(self.client, self.session_id)]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         body = [{"speaker": _speaker(m), "content": _text(m)} for m in messages if _text(m)]
@@ -97,21 +96,12 @@ class NexusChatMessageHistory(BaseChatMessageHistory):
             self.client.add_episodes(self.session_id, body)
 
     def clear(self) -> None:
-        for episode in _all_episodes(self.client, self.session_id):
+        for episode in all_episodes(self.client, self.session_id):
             self.client.delete_episode(episode.id)
 
     def close(self) -> None:
         if self._owned:
             self.client.close()
-
-
-def _all_episodes(client: Client, session_id: int) -> list[EpisodeOut]:
-    found: list[EpisodeOut] = []
-    while page := client.list_episodes(session_id, limit=1000, offset=len(found)):
-        found += page
-        if len(page) < 1000:
-            break
-    return found
 
 
 def _message(episode: EpisodeOut) -> BaseMessage:

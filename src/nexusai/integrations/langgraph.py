@@ -31,7 +31,7 @@ from langgraph.store.base import (
 )
 
 from nexusai.client import Client
-from nexusai.integrations.common import client_from, recall_settings
+from nexusai.integrations.common import all_episodes, client_from
 from nexusai.schemas import EpisodeOut, SessionOut
 
 MARK = "langgraph"  # the metadata key an item's key and value are kept under
@@ -93,12 +93,7 @@ class NexusStore(BaseStore):
         return self.client.list_sessions(named[0].id, limit=1000) if named else []
 
     def _items(self, session_id: int) -> list[EpisodeOut]:
-        found: list[EpisodeOut] = []
-        while page := self.client.list_episodes(session_id, limit=1000, offset=len(found)):
-            found += page
-            if len(page) < 1000:
-                break
-        return [e for e in found if MARK in e.metadata]
+        return [e for e in all_episodes(self.client, session_id) if MARK in e.metadata]
 
     def _find(self, namespace: tuple[str, ...], key: str) -> EpisodeOut | None:
         sid = self._session(namespace, make=False)
@@ -162,13 +157,10 @@ class NexusStore(BaseStore):
     def _ranked(
         self, sessions: list[int], query: str, limit: int
     ) -> list[tuple[EpisodeOut, float | None]]:
-        found = self.client.context(
-            sessions[0], query, explain=True, settings=recall_settings(min(100, max(limit * 4, 10)))
-        )
+        # The project's memories, deeper than asked: those outside the prefix are left out.
+        found = self.client.recall(sessions[0], query, min(100, max(limit * 4, 10)))
         inside = set(sessions)
-        return [
-            (m, m.score) for m in found.memories if m.session_id in inside and MARK in m.metadata
-        ]
+        return [(m, m.score) for m in found if m.session_id in inside and MARK in m.metadata]
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         found = []

@@ -14,7 +14,7 @@ from typing import Any
 from agents import FunctionTool, SessionSettings, function_tool
 
 from nexusai.client import AsyncClient
-from nexusai.integrations.common import async_client_from, recall_settings
+from nexusai.integrations.common import async_client_from
 from nexusai.schemas import EpisodeOut
 
 MARK = "openaiAgentsItem"  # the metadata key an item is kept under
@@ -107,10 +107,10 @@ def recall_tool(session: NexusSession, k: int = 8) -> FunctionTool:
             query: what to look for, e.g. "the recipe you gave me" or "my sister's name".
         """
         sid = await session.nexus_session_id()
-        found = await session.client.context(sid, query, explain=True, settings=recall_settings(k))
+        found = await session.client.recall(sid, query, k)
         lines = [
             f"[{m.occurred_at[:10]}] {m.speaker}: {m.content} (score {m.score or 0:.4f})"
-            for m in found.memories
+            for m in found
         ]
         return "\n".join(lines) or "nothing found"
 

@@ -150,12 +150,8 @@ class Tools:
         limit: Annotated[int, Field(description="How many memories, at most", ge=1, le=100)] = 10,
     ) -> CallToolResult:
         sid = await self._find(ctx, session_id, session, project)
-        # A search, not a chat turn: the session's latest messages are searched too.
-        settings: dict[str, float] = {"recentLimit": 0, "semanticLimit": limit}
-        found = await self._send(
-            ctx, Endpoints.context(sid, query, explain=True, settings=settings)
-        )
-        return compact([_memory(m) for m in found.memories])
+        found = await self._send(ctx, Endpoints.recall(sid, query, limit))
+        return compact([_memory(m) for m in found])
 
     async def context(
         self,

@@ -16,18 +16,19 @@ from nexusai.client import AsyncClient, Client
 from nexusai.config import Config
 from tests.conftest import SwitchableEmbedder
 from tests.live_server import live_server
-from tests.openai_stub import StubState, openai_stub
+from tests.openai_stub import openai_stub
 
 
 @pytest.fixture
-def served(config: Config, embedder: SwitchableEmbedder) -> Iterator[tuple[str, StubState]]:
-    with openai_stub() as (_, state), live_server(create_app(config, embedder)) as url:
-        yield url, state
+def served(config: Config, embedder: SwitchableEmbedder) -> Iterator[str]:
+    """The service, with no LLM of its own: only the agent's model needs one (its stub)."""
+    with live_server(create_app(config, embedder)) as url:
+        yield url
 
 
 @pytest.fixture
-def nexus(served: tuple[str, StubState]) -> Iterator[Client]:
-    with Client(served[0]) as client:
+def nexus(served: str) -> Iterator[Client]:
+    with Client(served) as client:
         yield client
 
 
@@ -134,7 +135,7 @@ def test_a_langgraph_graph_remembers_through_the_store(nexus: Client) -> None:
 
 
 def test_an_agent_runner_keeps_its_conversation_in_a_session(
-    served: tuple[str, StubState],
+    served: str,
 ) -> None:
     from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
     from agents.tool_context import ToolContext
@@ -142,7 +143,7 @@ def test_an_agent_runner_keeps_its_conversation_in_a_session(
 
     from nexusai.integrations.openai_agents import NexusSession, recall_tool
 
-    url, llm = served
+    url = served
     set_tracing_disabled(True)  # no traces leave the machine
 
     async def run() -> None:
@@ -173,7 +174,6 @@ def test_an_agent_runner_keeps_its_conversation_in_a_session(
                 assert await session.get_items() == []
 
     asyncio.run(run())
-    assert llm.requests == []  # the service itself needed no LLM
 
 
 def _examples() -> list[str]:
@@ -184,13 +184,13 @@ def _examples() -> list[str]:
     return [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
 
 
-def test_the_documented_examples_run_as_written(served: tuple[str, StubState]) -> None:
+def test_the_documented_examples_run_as_written(served: str) -> None:
     """Each example of docs/integrations.md, with only the service's address and the
     agent's LLM (the SDK's default client) pointed at this test's."""
     from agents import set_default_openai_api, set_default_openai_client, set_tracing_disabled
     from openai import AsyncOpenAI
 
-    url, _ = served
+    url = served
     examples = _examples()
     assert len(examples) == 3
     with openai_stub() as (llm_url, state):

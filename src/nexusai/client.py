@@ -39,6 +39,7 @@ from nexusai.schemas import (
     MemoryOut,
     ProjectOut,
     ScopeOut,
+    ScoredEpisodeOut,
     SessionOut,
 )
 
@@ -226,10 +227,11 @@ class Endpoints:
     @staticmethod
     def search(
         q: str, session_ids: Sequence[int] | None = None, limit: int = 20
-    ) -> Call[list[EpisodeOut]]:
+    ) -> Call[list[ScoredEpisodeOut]]:
         scope = None if session_ids is None else ",".join(map(str, session_ids))
         params = {"q": q, "sessionIds": scope, "limit": limit}
-        return Call("GET", "/episodes/search", _model(list[EpisodeOut]), params=params, safe=True)
+        model = _model(list[ScoredEpisodeOut])
+        return Call("GET", "/episodes/search", model, params=params, safe=True)
 
     @staticmethod
     def context(
@@ -298,14 +300,14 @@ class Endpoints:
         session_ids: Sequence[int] | None,
         exclude_ids: Sequence[int],
         limit: int,
-    ) -> Call[list[EpisodeOut]]:
+    ) -> Call[list[ScoredEpisodeOut]]:
         body = {
             "vector": list(vector),
             "sessionIds": None if session_ids is None else list(session_ids),
             "excludeIds": list(exclude_ids),
             "limit": limit,
         }
-        parse = _model(list[EpisodeOut])
+        parse = _model(list[ScoredEpisodeOut])
         return Call("POST", "/vectors/search/episodes", parse, body, safe=True)
 
     @staticmethod

@@ -70,6 +70,9 @@ class Episode:
     # What the indexes see (never sent out): the turn as said, and the turn before it.
     search_text: str = ""
     context_text: str = ""
+    # What the search that found it scored it (cosine for vectors, BM25 for keywords,
+    # higher is better); None outside a search. The learned ranker reads it.
+    score: float | None = None
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,14 @@ class EpisodeOut(CamelModel):
         return Episode(**self.model_dump())
 
 
+class ScoredEpisodeOut(EpisodeOut):
+    """An episode as a search found it."""
+
+    score: float | None = Field(
+        default=None, description="The search's score: cosine, or BM25 (higher is better)"
+    )
+
+
 class EpisodeDetailOut(EpisodeOut):
     """An episode with what was derived from it, for browsing."""
 

@@ -33,6 +33,7 @@ from nexusai.schemas import (
     ImportOut,
     ProjectOut,
     ScopeOut,
+    ScoredEpisodeOut,
     SessionOut,
     StrictCamelModel,
     VectorHit,
@@ -406,11 +407,11 @@ def vector_search(
 @router.post("/vectors/search/episodes", tags=["retrieval"], responses=errors(415, 422))
 def vector_search_episodes(
     memory: MemoryHandle, tenancy: TenancyHandle, body: VectorSearchIn
-) -> list[EpisodeOut]:
+) -> list[ScoredEpisodeOut]:
     """The semantic leg in one round trip: the nearest episodes' full rows, in rank order."""
     _checked_vector(memory, tenancy, body)
     episodes = memory.vector_episodes(body.vector, body.session_ids, body.exclude_ids, body.limit)
-    return [EpisodeOut.model_validate(e) for e in episodes]
+    return [ScoredEpisodeOut.model_validate(e) for e in episodes]
 
 
 def _checked_vector(memory: Memory, tenancy: Tenancy, body: VectorSearchIn) -> None:
@@ -500,7 +501,7 @@ def search_episodes(
         str | None, Query(alias="sessionIds", description="Comma-separated session ids")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
-) -> list[EpisodeOut]:
+) -> list[ScoredEpisodeOut]:
     max_chars = request.app.state.config.max_query_chars
     if len(q) > max_chars:
         raise InvalidInput(f"q is {len(q)} characters; the limit is {max_chars}")
@@ -508,7 +509,7 @@ def search_episodes(
     episodes = memory.search_keyword(q, limit, scope)
     # The words searched for, as the index got them (to mark them), percent-encoded.
     response.headers["X-Search-Terms"] = quote(",".join(keywords.query_terms(q)))
-    return [EpisodeOut.model_validate(e) for e in episodes]
+    return [ScoredEpisodeOut.model_validate(e) for e in episodes]
 
 
 BINARY = {"schema": {"type": "string", "format": "binary"}}

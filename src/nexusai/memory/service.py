@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from nexusai.config import Config
@@ -348,8 +349,9 @@ class Memory:
         exclude_ids: Sequence[int],
         limit: int,
     ) -> list[Episode]:
-        hits = self.search_vectors(vector, session_ids, exclude_ids, limit)
-        return self.store.get_episodes([episode_id for episode_id, _ in hits])
+        hits = dict(self.search_vectors(vector, session_ids, exclude_ids, limit))
+        found = self.store.get_episodes(list(hits))
+        return [replace(episode, score=hits[episode.id]) for episode in found]
 
     def search_keyword(
         self, query: str, limit: int, session_ids: Sequence[int] | None

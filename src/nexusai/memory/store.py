@@ -496,7 +496,7 @@ class EpisodeStore(ABC):
     def _episode_from_row(row: Any) -> Episode:
         values = dict(row)
         values["metadata"] = json.loads(values["metadata"])
-        return Episode(**{k: values[k] for k in Episode.__dataclass_fields__})
+        return Episode(**{k: values[k] for k in Episode.__dataclass_fields__ if k in values})
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,17 @@ def search(
 ) -> list[int]:
     """Ids of the episodes matching `query`, best first, ties by id; scoped to the
     sessions given (none for an empty scope, everywhere for None)."""
+    return [episode_id for episode_id, _ in scored_search(conn, query, limit, session_ids, ranking)]
+
+
+def scored_search(
+    conn: Connection[tuple[object, ...]],
+    query: str,
+    limit: int,
+    session_ids: Sequence[int] | None,
+    ranking: Ranking = "bm25",
+) -> list[tuple[int, float]]:
+    """`search` with each episode's score (higher is better)."""
     terms = query_terms(query)
     if not terms or finds_nothing(session_ids, limit):
         return []
@@ -191,15 +202,15 @@ def search(
     scope = "AND session_id = ANY(%(sessions)s::bigint[])" if session_ids is not None else ""
     if ranking == "ts_rank_cd":
         sql = (
-            f"SELECT id FROM {TABLE} WHERE search_tsv @@ ({tsquery}) {scope}"
-            f" ORDER BY ts_rank_cd('{{0, 0, {CONTEXT_WEIGHT}, {TURN_WEIGHT}}}', search_tsv,"
-            f" ({tsquery})) DESC, id LIMIT %(limit)s"
+            f"SELECT id, ts_rank_cd('{{0, 0, {CONTEXT_WEIGHT}, {TURN_WEIGHT}}}', search_tsv,"
+            f" ({tsquery})) AS score FROM {TABLE} WHERE search_tsv @@ ({tsquery}) {scope}"
+            " ORDER BY score DESC, id LIMIT %(limit)s"
         )
     else:
         sql = _bm25_sql(tsquery, scope)
     # Put together from constants and placeholders only: user text is a bound parameter.
     rows = conn.execute(sql, params).fetchall()
-    return [cast(int, row[0]) for row in rows]
+    return [(cast(int, row[0]), float(cast(float, row[1]))) for row in rows]
 
 
 def _bm25_sql(tsquery: str, scope: str) -> str:
@@ -225,7 +236,9 @@ def _bm25_sql(tsquery: str, scope: str) -> str:
             SELECT id, search_length, search_tsv FROM {TABLE}, query
             WHERE search_tsv @@ query.q {scope}
         )
-        SELECT h.id FROM hits h
+        SELECT h.id, sum(idf.idf * f.tf * ({K1} + 1)
+                     / (f.tf + {K1} * (1 - {B} + {B} * h.search_length / s.avgdl))) AS score
+        FROM hits h
         CROSS JOIN stats s
         CROSS JOIN LATERAL unnest(h.search_tsv) AS u
         JOIN idf ON idf.lexeme = u.lexeme
@@ -235,7 +248,6 @@ def _bm25_sql(tsquery: str, scope: str) -> str:
             FROM unnest(u.weights) AS w
         ) f
         GROUP BY h.id
-        ORDER BY sum(idf.idf * f.tf * ({K1} + 1)
-                     / (f.tf + {K1} * (1 - {B} + {B} * h.search_length / s.avgdl))) DESC, h.id
+        ORDER BY score DESC, h.id
         LIMIT %(limit)s
     """

@@ -23,6 +23,7 @@ import secrets
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -197,8 +198,10 @@ class PgStore(EpisodeStore):
         if not query_terms(query) or finds_nothing(session_ids, limit):
             return []  # without borrowing a connection
         with self._raw() as raw:
-            ids = pg_fts.search(raw, query, limit, session_ids)
-        return self.get_episodes(ids)
+            hits = dict(pg_fts.scored_search(raw, query, limit, session_ids))
+        return [
+            replace(episode, score=hits[episode.id]) for episode in self.get_episodes(list(hits))
+        ]
 
 
 class _Row:

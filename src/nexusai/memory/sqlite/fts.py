@@ -145,7 +145,7 @@ def search(
 MATCH_SCOPE_LIMIT = 500
 # Tied bm25 scores come back in different orders on different SQLite versions.
 _SQL = (
-    "SELECT e.* FROM episodes_fts fts JOIN episodes e ON e.id = fts.rowid"
+    "SELECT e.*, -fts.rank AS score FROM episodes_fts fts JOIN episodes e ON e.id = fts.rowid"
     " WHERE episodes_fts MATCH ? ORDER BY fts.rank, e.id LIMIT ?"
 )
 
@@ -155,7 +155,7 @@ def _search_joined(
 ) -> list[sqlite3.Row]:
     """The scope as a JOIN after FTS5 has ranked every match: for no scope or a large one
     (and as the reference the MATCH form is tested against)."""
-    sql = "SELECT e.* FROM episodes e JOIN episodes_fts fts ON e.id = fts.rowid"
+    sql = "SELECT e.*, -fts.rank AS score FROM episodes e JOIN episodes_fts fts ON e.id = fts.rowid"
     sql += " WHERE episodes_fts MATCH ?"
     params: list[object] = [words]
     if session_ids is not None:

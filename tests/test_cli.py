@@ -166,12 +166,12 @@ def test_eval_locomo_smoke_on_one_conversation(tmp_path: Path, dev_data: Path) -
     assert locomo["questions"] > 150
     assert {r["dataset"] for r in report["results"]} == {"locomo"}
     pairs = {(r["semanticWeight"], r["keywordWeight"]): r for r in report["results"]}
-    assert report["configured"] == {"semanticWeight": 0.5, "keywordWeight": 2.0}
-    assert report["recommended"] == {"semanticWeight": 1.0, "keywordWeight": 1.0}
+    assert report["configured"] == {"fusion": "rrf", "semanticWeight": 0.5, "keywordWeight": 2.0}
+    assert report["recommended"] == {"fusion": "learned", "semanticWeight": 1, "keywordWeight": 1}
     assert {(1.0, 0.0), (0.0, 1.0), (0.5, 2.0), (1.0, 1.0)} <= set(pairs)
     assert locomo["semanticLimit"] == "k"
     assert "0.5+" in result.output
-    assert "1*" in result.output
+    assert "cross-validation needs two conversations" in result.output  # no learned row
     for row in pairs.values():
         assert 0.0 <= row["recall"]["5"] <= row["recall"]["10"] <= 1.0
         assert set(row["byCategory"]) == {
@@ -239,6 +239,10 @@ def test_eval_jsonl_and_the_worst_case_across_sets(tmp_path: Path) -> None:
     semantic = next(w for w in report["worst"] if w["keywordWeight"] == 0.0)
     assert semantic["recall"]["5"] == 1.0
     assert "Worst case across mine, again" in result.output
+    learned = [r for r in report["results"] if r["fusion"] == "learned"]
+    assert [r["dataset"] for r in learned] == ["mine", "again"]  # each scored by the other
+    assert learned[0]["recall"]["5"] == 1.0  # 4 candidates: any order finds both at 5
+    assert report["recommended"] == {"fusion": "learned", "semanticWeight": 1, "keywordWeight": 1}
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"conversation": "c", "question": "q"}')
     failed = CliRunner().invoke(cli, ["eval", "jsonl", str(bad)])
@@ -246,11 +250,12 @@ def test_eval_jsonl_and_the_worst_case_across_sets(tmp_path: Path) -> None:
     assert "line 1: not a message or a question" in failed.output
 
 
-def test_configured_weights_are_the_defaults_without_a_store(tmp_path: Path) -> None:
-    from nexusai.evaluation.report import configured_weights
+def test_configured_settings_are_the_defaults_without_a_store(tmp_path: Path) -> None:
+    from nexusai.evaluation.report import configured_settings
 
     config = Config.from_env({}, data_dir=tmp_path / "nothing-here")
-    assert configured_weights(config) == (1.0, 0.0)
+    expected = {"fusion": "rrf", "semanticWeight": 1.0, "keywordWeight": 0.0}
+    assert configured_settings(config) == expected
     assert not (tmp_path / "nothing-here").exists()  # looking created nothing
 
 

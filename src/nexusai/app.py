@@ -16,7 +16,7 @@ from pydantic import Field
 from nexusai import __version__
 from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
-from nexusai.errors import ConfigError
+from nexusai.errors import ConfigError, InvalidInput
 from nexusai.guard import Guard
 from nexusai.http import errors, install_error_handlers, install_offline_docs, known_query_keys
 from nexusai.inspector import install_inspector
@@ -30,6 +30,7 @@ from nexusai.orchestration import openai_api
 from nexusai.orchestration.http_memory import HttpMemoryClient
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SettingsStore
+from nexusai.ranking.model import Ranker, configured
 from nexusai.schemas import CamelModel
 
 log = logging.getLogger("nexusai.app")
@@ -52,15 +53,17 @@ def create_app(
     config = config or Config.from_env()
     if role == "orchestration" and not config.memory_url:
         raise ConfigError("--role orchestration needs NEXUS_MEMORY_URL (the memory service)")
+    ranker = _ranker(config) if role != "memory" else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if role == "orchestration":
-            async with _orchestration_only(app, config, embedder, llm):
+            assert ranker is not None
+            async with _orchestration_only(app, config, embedder, llm, ranker):
                 yield
             return
         async with (
-            _with_memory(app, config, memory or Memory.open(config, embedder), llm, role),
+            _with_memory(app, config, memory or Memory.open(config, embedder), llm, role, ranker),
             _mcp_sessions(app),
         ):
             yield
@@ -181,6 +184,14 @@ def _ready(request: Request) -> Readiness:
     )
 
 
+def _ranker(config: Config) -> Ranker:
+    """Loaded before the app starts, so that a bad NEXUS_RANKER stops it at once."""
+    try:
+        return configured(config.ranker)
+    except InvalidInput as exc:
+        raise ConfigError(f"NEXUS_RANKER: {exc}") from None
+
+
 def _settings_path(config: Config) -> Path:
     """In one process, orchestration keeps its settings in the SQLite store's file, as
     always; beside a PostgreSQL store, in a file of its own, as in role `orchestration`."""
@@ -189,14 +200,20 @@ def _settings_path(config: Config) -> Path:
 
 @asynccontextmanager
 async def _with_memory(
-    app: FastAPI, config: Config, memory: Memory, llm: OpenAIChat | None, role: Role
+    app: FastAPI,
+    config: Config,
+    memory: Memory,
+    llm: OpenAIChat | None,
+    role: Role,
+    ranker: Ranker | None,
 ) -> AsyncIterator[None]:
     app.state.memory = memory
     app.state.keys = KeyStore(memory.store)
     settings = SettingsStore(_settings_path(config)) if role == "all" else None
     if settings is not None:
+        assert ranker is not None
         app.state.orchestration = Orchestration(
-            memory, memory.embedder, settings, llm or create_llm(config)
+            memory, memory.embedder, settings, llm or create_llm(config), ranker
         )
     memory.start()
     try:
@@ -209,7 +226,11 @@ async def _with_memory(
 
 @asynccontextmanager
 async def _orchestration_only(
-    app: FastAPI, config: Config, embedder: Embedder | None, llm: OpenAIChat | None
+    app: FastAPI,
+    config: Config,
+    embedder: Embedder | None,
+    llm: OpenAIChat | None,
+    ranker: Ranker,
 ) -> AsyncIterator[None]:
     assert config.memory_url is not None
     # The memory service's key: its own setting, or the key this service accepts.
@@ -218,7 +239,7 @@ async def _orchestration_only(
     # Orchestration keeps only its settings (and the LLM): a small SQLite file of its own.
     settings = SettingsStore(config.data_dir / ORCHESTRATION_FILE)
     app.state.orchestration = Orchestration(
-        client, embedder or create_embedder(config), settings, llm or create_llm(config)
+        client, embedder or create_embedder(config), settings, llm or create_llm(config), ranker
     )
     try:
         yield

@@ -45,7 +45,7 @@ from nexusai.schemas import (
 
 T = TypeVar("T")
 P = ParamSpec("P")
-Settings = dict[str, int | float]  # GET /settings' names; an int stays an int
+Settings = dict[str, int | float | str]  # GET /settings' names; an int stays an int
 DEFAULT_URL = "http://127.0.0.1:4000"
 
 
@@ -268,8 +268,8 @@ class Endpoints:
         return Call("GET", "/settings", _model(Settings), safe=True)
 
     @staticmethod
-    def update_settings(**changes: float) -> Call[Settings]:
-        """`semanticWeight=0.5`, `keywordWeight=2`, ... as the API names them."""
+    def update_settings(**changes: float | str) -> Call[Settings]:
+        """`semanticWeight=0.5`, `fusion="learned"`, ... as the API names them."""
         return Call("PATCH", "/settings", _model(Settings), changes)
 
     @staticmethod

@@ -60,6 +60,11 @@ class Config:
     model_cache_dir: Path | None = setting(
         None, "where the ONNX graphs are kept (default `~/.cache/nexusai`)"
     )
+    ranker: Path | None = setting(
+        None,
+        "the learned ranker's model file (`fusion: learned`), from `nexus ranker train`;"
+        " unset: the one nexusai ships. A missing or bad file stops `nexus serve` at start",
+    )
     extractor: str = setting("spacy", "entity extraction: `spacy`, `llm` or `none`")
     database_url: str | None = setting(
         None,
@@ -172,6 +177,7 @@ def _number(kind: Callable[[str], T], name: str) -> Callable[[str], T]:
 _PARSERS: dict[str, Callable[[str], object]] = {
     "data_dir": Path,
     "model_cache_dir": Path,
+    "ranker": Path,
     "port": _number(int, "NEXUS_PORT"),
     "max_content_bytes": _number(int, "NEXUS_MAX_CONTENT_BYTES"),
     "max_batch_size": _number(int, "NEXUS_MAX_BATCH_SIZE"),

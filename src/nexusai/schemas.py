@@ -170,10 +170,22 @@ class ImportOut(CamelModel):
     seconds: float
 
 
+class MovedOut(CamelModel):
+    feature: str = Field(description="A feature of the learned ranker (docs/evaluation.md)")
+    value: float = Field(description="Its value for this memory")
+    effect: float = Field(description="How much it moved the ranker's score, up or down")
+
+
 class MemoryOut(EpisodeOut):
-    score: float | None = Field(default=None, description="Fused RRF score (explain)")
+    score: float | None = Field(
+        default=None, description="Fused RRF score, or the learned ranker's score (explain)"
+    )
     semantic_rank: int | None = Field(default=None, description="1-based; null: not found")
     keyword_rank: int | None = Field(default=None, description="1-based; null: not found")
+    features: list[MovedOut] | None = Field(
+        default=None,
+        description="At fusion learned, with explain: the features that moved it most",
+    )
 
 
 class LegsOut(CamelModel):

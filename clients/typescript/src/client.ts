@@ -19,6 +19,7 @@ import type {
   ImportOut,
   ProjectOut,
   Readiness,
+  ScoredEpisodeOut,
   SessionOut,
   Settings,
 } from "./types.js";
@@ -138,7 +139,7 @@ export class NexusClient {
   }
 
   /** Keyword (BM25) search, best first; FTS5 syntax in `q` is searched for, never parsed. */
-  search(q: string, options: { sessionIds?: number[]; limit?: number } = {}): Promise<EpisodeOut[]> {
+  search(q: string, options: { sessionIds?: number[]; limit?: number } = {}): Promise<ScoredEpisodeOut[]> {
     const query = { q, limit: options.limit, sessionIds: options.sessionIds?.join(",") };
     return this.send("GET", "/episodes/search", { query });
   }

@@ -44,18 +44,34 @@ export interface EpisodeOut {
   imageCaption?: string | null;
 }
 
+export interface ScoredEpisodeOut extends EpisodeOut {
+  /** The search's score: BM25 for a keyword search (higher is better). */
+  score?: number | null;
+}
+
 export interface EpisodeDetailOut extends EpisodeOut {
   vectorState: "pending" | "indexed";
   entities: string[];
 }
 
+export interface MovedOut {
+  /** A feature of the learned ranker. */
+  feature: string;
+  /** Its value for this memory. */
+  value: number;
+  /** How much it moved the ranker's score, up or down. */
+  effect: number;
+}
+
 export interface MemoryOut extends EpisodeOut {
-  /** Fused RRF score (with `explain`). */
+  /** Fused RRF score, or the learned ranker's score (with `explain`). */
   score?: number | null;
   /** 1-based rank by meaning; null: not found by that leg. */
   semanticRank?: number | null;
   /** 1-based rank by keyword; null: not found by that leg. */
   keywordRank?: number | null;
+  /** At fusion "learned", with `explain`: the three features that moved it most. */
+  features?: MovedOut[] | null;
 }
 
 export interface EntityOut {
@@ -104,6 +120,8 @@ export interface Settings {
   semanticLimit: number;
   recentLimit: number;
   entityLimit: number;
+  /** "rrf" (the spec's weighted RRF) or "learned" (the ranker). */
+  fusion: "rrf" | "learned";
 }
 
 export interface ImportOut {

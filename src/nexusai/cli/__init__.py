@@ -1,6 +1,7 @@
 """The `nexus` command: thin wrappers over the library that turn domain errors into clean
 messages. `data` holds the commands on the data directory, `remote` those that speak to a
-running service over HTTP, `eval` the evaluation, `mcp` the MCP server over stdio."""
+running service over HTTP, `eval` the evaluation, `ranker` the learned ranker's training,
+`mcp` the MCP server over stdio."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import click
 from nexusai.cli import data, remote
 from nexusai.cli.eval import eval_group
 from nexusai.cli.mcp import mcp
+from nexusai.cli.ranker import ranker_group
 
 
 @click.group()
@@ -27,6 +29,7 @@ for command in (
     data.keys,
     data.import_command,
     eval_group,
+    ranker_group,
     mcp,
     remote.settings,
     remote.context,

@@ -102,28 +102,31 @@ def settings_get(url: str, api_key: str | None) -> None:
     """Print the settings."""
     with Service(url, api_key) as service:
         values = service(Endpoints.get_settings())
+    _echo_settings(values)
+
+
+def _echo_settings(values: dict[str, int | float | str]) -> None:
     for name, value in values.items():
-        click.echo(f"{name} = {value:g}")
+        click.echo(f"{name} = {value if isinstance(value, str) else format(value, 'g')}")
 
 
 @settings.command("set")
 @click.argument("assignments", nargs=-1, required=True, metavar="NAME=VALUE...")
 @service_options
 def settings_set(assignments: tuple[str, ...], url: str, api_key: str | None) -> None:
-    """Change settings, e.g. `nexus settings set keywordWeight=1 semanticWeight=0.5`."""
-    changes: dict[str, float] = {}
+    """Change settings, e.g. `nexus settings set keywordWeight=1 fusion=learned`."""
+    changes: dict[str, float | str] = {}
     for item in assignments:
         name, equals, raw = item.partition("=")
         if not equals or not name.strip():
             raise click.BadParameter(f"{item!r}: write NAME=VALUE, e.g. keywordWeight=1")
         try:
             changes[name.strip()] = json.loads(raw)
-        except ValueError:
-            raise click.BadParameter(f"{item!r}: the value must be a number") from None
+        except ValueError:  # a word, such as fusion=learned: the service checks it
+            changes[name.strip()] = raw.strip()
     with Service(url, api_key) as service:
         values = service(Endpoints.update_settings(**changes))
-    for name, value in values.items():
-        click.echo(f"{name} = {value:g}")
+    _echo_settings(values)
 
 
 @click.command()
@@ -140,12 +143,18 @@ def context(session_id: int, explain: bool, message: str, url: str, api_key: str
         ["#", "score", "semantic", "keyword", "date", "text"] if explain else ["#", "date", "text"]
     ):
         table.add_column(column, overflow="fold")
+    learned = any(memory.get("features") for memory in result["memories"])
+    if learned:
+        table.add_column("moved most (learned)", overflow="fold")
     for rank, memory in enumerate(result["memories"], start=1):
         text = f"{memory['speaker']}: {memory['content']}"
         cells = [str(rank), memory["occurredAt"][:10], text]
         if explain:
             ranks = [_rank(memory.get("semanticRank")), _rank(memory.get("keywordRank"))]
             cells = [str(rank), f"{memory['score']:.4f}", *ranks, *cells[1:]]
+        if learned:
+            moved = memory.get("features") or []
+            cells.append(", ".join(f"{m['feature']} {m['effect']:+.2f}" for m in moved))
         table.add_row(*cells)
     console.print(table)
     console.print(f"{len(result['recent'])} recent turns, {len(result['entities'])} entities")

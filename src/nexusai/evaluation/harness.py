@@ -14,9 +14,11 @@ always of the deepest turn asked.
 
 from __future__ import annotations
 
+import re
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -45,13 +47,15 @@ class Asked:
     text: str
     evidence: list[int]
     category: str
+    slices: tuple[str, ...] = ()  # see `SLICES`
 
 
 @dataclass
 class Run:
-    """What one weight pair retrieved for every question, per `semanticLimit` asked."""
+    """What one weight pair (or the learned ranker) retrieved for every question, per
+    `semanticLimit` asked."""
 
-    weights: Weights
+    weights: Weights | None  # None: fusion "learned"
     ranked: dict[int, list[list[int]]]
     latency_ms: list[float]  # at the deepest limit
 
@@ -70,8 +74,11 @@ def evaluate(
     progress: Callable[[str], None] | None = None,
     depth: int | None = None,
     turns_per_episode: int = 1,
+    also: Callable[[Imported, str, str], None] | None = None,
 ) -> dict[str, Any]:
-    """Every weight pair's scores on one labelled set."""
+    """Every weight pair's scores on one labelled set; `also` is called with each
+    conversation while it is imported (the learned ranker's pools are collected there).
+    The JSON's `questions` are kept under `asked` for rows scored later."""
     if depth is not None and depth < max(ks):
         raise InvalidInput(f"--depth {depth} is less than the largest k ({max(ks)})")
     limits = [depth] if depth else sorted(set(ks))
@@ -80,7 +87,9 @@ def evaluate(
     questions: list[Asked] = []
     dropped = 0
     for item in evalset.conversations:
-        asked, lost = _evaluate_conversation(item, embedder, runs, turns_per_episode)
+        asked, lost = _evaluate_conversation(
+            evalset.name, item, embedder, runs, turns_per_episode, also
+        )
         questions += asked
         dropped += lost
         if progress:
@@ -94,10 +103,12 @@ def evaluate(
         "semanticLimit": depth or "k",
         "turnsPerEpisode": turns_per_episode,
         "results": [
-            {"dataset": evalset.name, **_summary(runs[pair], questions, ks, categories)}
+            {"dataset": evalset.name, **summary(runs[pair], questions, ks, categories)}
             for pair in pairs
         ],
         "legChoiceBound": leg_choice_bound(runs[(1.0, 0.0)], runs[(0.0, 1.0)], questions, ks),
+        "asked": questions,
+        "categories": categories,
     }
 
 
@@ -116,24 +127,77 @@ def leg_choice_bound(
     return {str(k): sum(best(k, i) for i in range(len(questions))) / n for k in ks}
 
 
-def _evaluate_conversation(
-    item: EvalConversation, embedder: Embedder, runs: dict[Weights, Run], turns_per_episode: int
-) -> tuple[list[Asked], int]:
+@dataclass(frozen=True)
+class Imported:
+    """One labelled conversation in a store of its own, its questions resolved."""
+
+    memory: Memory
+    questions: list[Asked]
+    dropped: int  # evidence refs that named no message
+    scope: list[int]  # all its sessions
+
+
+@contextmanager
+def imported(
+    item: EvalConversation, embedder: Embedder, turns_per_episode: int = 1
+) -> Iterator[Imported]:
+    """The conversation imported into a fresh store, removed afterwards."""
     with tempfile.TemporaryDirectory() as tmp:
         memory = Memory.open(Config.from_env({}, data_dir=Path(tmp), extractor="none"), embedder)
         try:
             conversation, keys = merge_turns(item.conversation, turns_per_episode)
             project = memory.store.ensure_project(conversation.project or conversation.key)
             memory.import_conversation(conversation.sessions, project)
-            imported = memory.store.imported_episode_ids(f"{conversation.key}:")
-            ids = {turn: imported[episode] for turn, episode in keys.items() if episode in imported}
-            questions, dropped = resolve_questions(item, ids)
+            ids = memory.store.imported_episode_ids(f"{conversation.key}:")
+            found = {turn: ids[episode] for turn, episode in keys.items() if episode in ids}
+            questions, dropped = resolve_questions(item, found)
             scope = [s.id for s in memory.store.list_sessions(project, limit=10_000)]
-            for question in questions:
-                _ask(memory, embedder, question, scope, runs)
+            speakers = {e.episode.speaker for s in conversation.sessions for e in s.episodes}
+            sliced = [with_slices(memory, q, speakers) for q in questions]
+            yield Imported(memory, sliced, dropped, scope)
         finally:
             memory.close()
-    return questions, dropped
+
+
+# The minorities a ranker that learns the common case can fail: a question answered only by
+# what the assistant said ("what was that recipe you gave me?"), and a question that names
+# one speaker and is answered by another.
+SLICES = {
+    "assistant-evidence": "evidence only in assistant messages",
+    "other-speaker": "names a speaker, answered by another",
+}
+
+
+def with_slices(memory: Memory, question: Asked, speakers: set[str]) -> Asked:
+    said_by = {e.speaker.lower() for e in memory.store.get_episodes(question.evidence)}
+    words = set(re.findall(r"[\w']+", question.text.lower()))
+    named = {s.lower() for s in speakers if s.lower() not in ROLES}
+    named = {s for s in named if (s.split() or [s])[0] in words}
+    slices = []
+    if said_by == {"assistant"}:
+        slices.append("assistant-evidence")
+    if named and not said_by & named:
+        slices.append("other-speaker")
+    return replace(question, slices=tuple(slices))
+
+
+ROLES = {"user", "assistant"}
+
+
+def _evaluate_conversation(
+    dataset: str,
+    item: EvalConversation,
+    embedder: Embedder,
+    runs: dict[Weights, Run],
+    turns_per_episode: int,
+    also: Callable[[Imported, str, str], None] | None,
+) -> tuple[list[Asked], int]:
+    with imported(item, embedder, turns_per_episode) as chat:
+        for question in chat.questions:
+            _ask(chat.memory, embedder, question, chat.scope, runs)
+        if also:
+            also(chat, dataset, item.conversation.key)
+    return chat.questions, chat.dropped
 
 
 def merge_turns(
@@ -190,7 +254,7 @@ def _ask(
     runs: dict[Weights, Run],
 ) -> None:
     vector = embedder.embed_query(question.text)
-    for (semantic, keyword), run in runs.items():
+    for (semantic, keyword), run in runs.items():  # every run here is a weight pair
         for limit, ranked in run.ranked.items():
             settings = replace(
                 DEFAULTS, semantic_weight=semantic, keyword_weight=keyword, semantic_limit=limit
@@ -233,24 +297,31 @@ def _indexes(questions: list[Asked], category: str) -> list[int]:
     return [i for i, q in enumerate(questions) if q.category == category]
 
 
-def _summary(
+def summary(
     run: Run, questions: list[Asked], ks: Sequence[int], categories: Sequence[str]
 ) -> dict[str, Any]:
+    """A row of the results: recall, hit and MRR overall, per category and per slice."""
     by_category = {
         name: _scores(
             run, [i for i, q in enumerate(questions) if q.category == name], questions, ks
         )
         for name in categories
     }
+    by_slice = {
+        name: _scores(run, [i for i, q in enumerate(questions) if name in q.slices], questions, ks)
+        for name in SLICES
+    }
     overall = _scores(run, list(range(len(questions))), questions, ks)
     return {
-        "semanticWeight": run.weights[0],
-        "keywordWeight": run.weights[1],
+        "fusion": "rrf" if run.weights else "learned",
+        "semanticWeight": run.weights[0] if run.weights else None,
+        "keywordWeight": run.weights[1] if run.weights else None,
         "recall": overall["recall"],
         "hit": overall["hit"],
         "mrr": overall["mrr"],
         "latencyMs": {"p50": percentile(run.latency_ms, 50), "p95": percentile(run.latency_ms, 95)},
         "byCategory": by_category,
+        "bySlice": by_slice,
     }
 
 

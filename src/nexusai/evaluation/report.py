@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,16 +17,54 @@ from rich.table import Table
 from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
 from nexusai.evaluation.datasets import EvalSet
-from nexusai.evaluation.harness import evaluate, plot
+from nexusai.evaluation.harness import Imported, evaluate, plot
+from nexusai.evaluation.learned import LearnedEval
 from nexusai.orchestration.settings import read_settings_file
 
-RECOMMENDED = (1.0, 1.0)  # see the README: the one pair that holds on both kinds of chat
+RECOMMENDED = (1.0, 1.0)  # the one weight pair that holds on both kinds of chat
+# What the README recommends: the learned ranker (weights kept at the best pair, for RRF).
+RECOMMENDED_SETTINGS = {"fusion": "learned", "semanticWeight": 1.0, "keywordWeight": 1.0}
 
 
-def configured_weights(config: Config) -> tuple[float, float]:
-    """The weights the store at NEXUS_DATA_DIR is set to now (read-only)."""
+def configured_settings(config: Config) -> dict[str, Any]:
+    """The fusion and weights the store at NEXUS_DATA_DIR is set to now (read-only)."""
     current = read_settings_file(config.db_path)
-    return (current.semantic_weight, current.keyword_weight)
+    return {
+        "fusion": current.fusion,
+        "semanticWeight": current.semantic_weight,
+        "keywordWeight": current.keyword_weight,
+    }
+
+
+def _learned(
+    console: Console, sets: Sequence[EvalSet], embedder: Embedder, options: EvalOptions
+) -> LearnedEval | None:
+    """The learned mode's collector, or None (said why) when it cannot be cross-validated."""
+    if not options.learned:
+        return None
+    if len({(s.name, c.conversation.key) for s in sets for c in s.conversations}) < 2:
+        console.print("fusion learned: not scored (cross-validation needs two conversations)")
+        return None
+    if importlib.util.find_spec("lightgbm") is None:
+        console.print(
+            "fusion learned: not scored (it needs LightGBM: pip install 'nexusai[train]')"
+        )
+        return None
+    if options.depth or options.turns_per_episode != 1:
+        console.print("fusion learned: not scored with --depth or --turns-per-episode")
+        return None
+    return LearnedEval(embedder)
+
+
+def _cross_validate(
+    console: Console, learned: LearnedEval, results: list[dict[str, Any]], ks: Sequence[int]
+) -> None:
+    conversations = len({p.fold for p in learned.pools})
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task(
+            "fusion learned: one ranker per held-out conversation", total=conversations
+        )
+        learned.rows(results, ks, lambda _: bar.advance(task))
 
 
 @dataclass(frozen=True)
@@ -35,6 +74,7 @@ class EvalOptions:
     turns_per_episode: int = 1
     json_out: Path | None = None
     plot_out: Path | None = None
+    learned: bool = True
 
 
 def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
@@ -44,11 +84,17 @@ def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
     console = Console(width=max(Console().width, 120))
     config = Config.from_env()
     embedder = create_embedder(config)
-    configured = configured_weights(config)
-    marks = {"recommended": _pair(RECOMMENDED), "configured": _pair(configured)}
+    configured = configured_settings(config)
+    marks = {"recommended": RECOMMENDED_SETTINGS, "configured": configured}
+    extra = [RECOMMENDED, (configured["semanticWeight"], configured["keywordWeight"])]
+    learned = _learned(console, sets, embedder, options)
+    collect = learned.collect if learned else None
+    results = [_with_progress(console, s, embedder, options, extra, collect) for s in sets]
+    if learned:
+        _cross_validate(console, learned, results, options.ks)
     per_set = []
-    for evalset in sets:
-        result = _with_progress(console, evalset, embedder, options, [RECOMMENDED, configured])
+    for result in results:
+        del result["asked"], result["categories"]  # what the learned rows were scored on
         per_set.append({**result, **marks})
         console.print(table(per_set[-1], options.ks))
         console.print(
@@ -82,6 +128,7 @@ def _with_progress(
     embedder: Embedder,
     options: EvalOptions,
     extra: Sequence[tuple[float, float]],
+    also: Callable[[Imported, str, str], None] | None,
 ) -> dict[str, Any]:
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task(
@@ -95,18 +142,18 @@ def _with_progress(
             lambda _: bar.advance(task),
             options.depth,
             options.turns_per_episode,
+            also,
         )
 
 
 def worst_case(per_set: Sequence[dict[str, Any]], ks: Sequence[int]) -> list[dict[str, Any]]:
-    """For each weight pair, the lowest recall@k any dataset gave it."""
-    pairs = [_key(row) for row in per_set[0]["results"]] if per_set else []
+    """For each weight pair (and the learned mode), the lowest recall@k any dataset gave
+    it."""
     worst = []
-    for pair in pairs:
-        rows = [r for result in per_set for r in result["results"] if _key(r) == pair]
+    for first in per_set[0]["results"] if per_set else []:
+        rows = [r for result in per_set for r in result["results"] if _key(r) == _key(first)]
         recall = {str(k): min(r["recall"][str(k)] for r in rows) for k in ks}
-        assert pair is not None
-        worst.append({**_pair(pair), "recall": recall})
+        worst.append({**_setting(first), "recall": recall})
     return worst
 
 
@@ -116,13 +163,20 @@ def worst_table(combined: dict[str, Any], ks: Sequence[int]) -> Table:
     for column in ["semantic", "keyword", *(f"R@{k}" for k in ks)]:
         grid.add_column(column, justify="right")
     for row in combined["worst"]:
-        cells = [f"{row['semanticWeight']:g}", f"{row['keywordWeight']:g}"]
-        grid.add_row(*cells, *(f"{row['recall'][str(k)]:.3f}" for k in ks))
+        grid.add_row(*_names(row), *(f"{row['recall'][str(k)]:.3f}" for k in ks))
     return grid
 
 
-def _pair(weights: tuple[float, float]) -> dict[str, float]:
-    return {"semanticWeight": weights[0], "keywordWeight": weights[1]}
+def _setting(row: dict[str, Any]) -> dict[str, Any]:
+    """What a row was asked with."""
+    return {name: row[name] for name in ("fusion", "semanticWeight", "keywordWeight")}
+
+
+def _names(row: dict[str, Any], mark: str = "") -> list[str]:
+    """A row's first two cells: its weights, or "learned"."""
+    if row["fusion"] == "learned":
+        return [f"learned{mark}", ""]
+    return [f"{row['semanticWeight']:g}{mark}", f"{row['keywordWeight']:g}"]
 
 
 def table(result: dict[str, Any], ks: Sequence[int]) -> Table:
@@ -140,8 +194,7 @@ def table(result: dict[str, Any], ks: Sequence[int]) -> Table:
     for column in ["MRR", "p50 ms", "p95 ms"]:
         grid.add_column(column, justify="right")
     for row in result["results"]:
-        mark = marks.get(_key(row), "")
-        cells = [f"{row['semanticWeight']:g}{mark}", f"{row['keywordWeight']:g}"]
+        cells = _names(row, marks.get(_key(row), ""))
         cells += [f"{row['recall'][str(k)]:.3f}" for k in ks]
         cells += [f"{row['hit'][str(k)]:.3f}" for k in ks]
         cells += [
@@ -153,5 +206,10 @@ def table(result: dict[str, Any], ks: Sequence[int]) -> Table:
     return grid
 
 
-def _key(pair: dict[str, Any] | None) -> tuple[float, float] | None:
-    return (pair["semanticWeight"], pair["keywordWeight"]) if pair else None
+def _key(row: dict[str, Any] | None) -> tuple[str, float, float] | tuple[str] | None:
+    """Which setting a row (or a mark) is: the learned mode whatever its weights."""
+    if not row:
+        return None
+    if row.get("fusion") == "learned":
+        return ("learned",)
+    return ("rrf", row["semanticWeight"], row["keywordWeight"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -20,7 +20,7 @@ from nexusai.orchestration.chat import ChatFailed, chat_events, chat_turn, requi
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.retrieval import Legs
 from nexusai.orchestration.service import Orchestration
-from nexusai.orchestration.settings import SETTINGS
+from nexusai.orchestration.settings import SETTINGS, Value
 from nexusai.schemas import (
     ChatOut,
     ContextOut,
@@ -29,13 +29,17 @@ from nexusai.schemas import (
     Id,
     LegsOut,
     MemoryOut,
+    MovedOut,
     StrictCamelModel,
 )
 
 router = APIRouter()
 
 _SETTING_FIELDS: dict[str, Any] = {
-    s.name: (s.kind, Field(description=f"{s.description} ({s.low:g} to {s.high:g})"))
+    s.name: (
+        Literal[s.choices] if s.choices else s.kind,
+        Field(description=f"{s.description} ({s.allowed})"),
+    )
     for s in SETTINGS
 }
 SettingsOut: Any = create_model("Settings", **_SETTING_FIELDS)  # from the one SETTINGS table
@@ -70,7 +74,11 @@ class TurnIn(StrictCamelModel):
 
 
 class ContextIn(TurnIn):
-    explain: bool = Field(default=False, description="Add score and both ranks to each memory")
+    explain: bool = Field(
+        default=False,
+        description="Add score and both ranks to each memory (and, at fusion learned, the"
+        " three features that moved it most)",
+    )
     legs: bool = Field(
         default=False,
         description="Add both legs' full ranked lists (asked whatever their weights) and the"
@@ -103,11 +111,14 @@ def legs_out(message: str, legs: Legs) -> LegsOut:
 def context_out(context: Context, explain: bool) -> ContextOut:
     memories = []
     for fused in context.memories:
-        memory = MemoryOut.model_validate(fused.episode)
+        # Through EpisodeOut, so that the leg's own score never shows as the memory's.
+        memory = MemoryOut.model_validate(EpisodeOut.model_validate(fused.episode))
         if explain:
             memory.score = fused.score
             memory.semantic_rank = fused.semantic_rank
             memory.keyword_rank = fused.keyword_rank
+            if fused.moved:
+                memory.features = [MovedOut.model_validate(m) for m in fused.moved]
         memories.append(memory)
     out = ContextOut(
         session_id=context.session_id,
@@ -122,7 +133,7 @@ def context_out(context: Context, explain: bool) -> ContextOut:
 
 
 @router.get("/settings", tags=["settings"], response_model=SettingsOut, responses=errors())
-def get_settings(request: Request) -> dict[str, float]:
+def get_settings(request: Request) -> dict[str, Value]:
     return orchestration_of(request).settings.get().to_values()
 
 
@@ -138,7 +149,7 @@ def patch_settings(
             examples=[{"keywordWeight": 1.0}, {"semanticWeight": 0.5, "keywordWeight": 2.0}],
         ),
     ],
-) -> dict[str, float]:
+) -> dict[str, Value]:
     return orchestration_of(request).settings.update(changes).to_values()
 
 
@@ -155,7 +166,7 @@ def post_context(request: Request, response: Response, body: ContextIn) -> Conte
     the same time), fuse, entities, shape (building the answer)."""
     started = time.perf_counter()
     context = orchestration_of(request).context(
-        body.session_id, body.checked_message(request), body.settings, body.legs
+        body.session_id, body.checked_message(request), body.settings, body.legs, body.explain
     )
     shaped = time.perf_counter()
     out = context_out(context, body.explain)

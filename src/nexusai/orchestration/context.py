@@ -10,9 +10,11 @@ from nexusai.embedders import Embedder, Vector
 from nexusai.models import Entity, Episode
 from nexusai.observability import EMBED_SECONDS, stopwatch, timed
 from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.learned import rank_learned
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.retrieval import POOL, LegQuery, Legs, fuse_legs, get_legs
 from nexusai.orchestration.settings import RuntimeSettings
+from nexusai.ranking.model import Ranker, shipped
 
 log = logging.getLogger("nexusai.context")
 
@@ -39,6 +41,13 @@ def embed_query(embedder: Embedder, text: str) -> Vector | None:
         return None
 
 
+def _learned_ranker(settings: RuntimeSettings, ranker: Ranker | None) -> Ranker | None:
+    """The ranker a learned turn uses; None at "rrf"."""
+    if settings.fusion != "learned":
+        return None
+    return ranker or shipped()
+
+
 def assemble_context(
     memory: MemoryClient,
     embedder: Embedder,
@@ -46,9 +55,14 @@ def assemble_context(
     session_id: int,
     message: str,
     legs: bool = False,
+    explain: bool = False,
+    ranker: Ranker | None = None,
 ) -> Context:
     """The turn's context; with `legs`, both legs are asked whatever their weights and
-    their lists come back too (the inspector re-fuses them at other weights)."""
+    their lists come back too (the inspector re-fuses them at other weights). At `fusion`
+    "learned" both legs are asked `ranker.depth` deep and `ranker` orders what they find;
+    with `explain` each memory says which features moved it most."""
+    learned = _learned_ranker(settings, ranker)
     # The scope and the recent turns are fetched while the message is embedded.
     scope_call = POOL.submit(memory.scope_session_ids, session_id)
     recent_call = (
@@ -59,14 +73,14 @@ def assemble_context(
     wants_entities = settings.entity_limit > 0
     vector = None
     warnings = []
-    if settings.semantic_weight == 0 and settings.keyword_weight == 0:
+    if settings.semantic_weight == 0 and settings.keyword_weight == 0 and not learned:
         # Within the spec's ranges, so allowed; but a turn with no memories should say why.
         warnings.append(
             "semanticWeight and keywordWeight are both 0, so no memories are retrieved:"
             " set one above 0 (PATCH /settings)"
         )
     timings: dict[str, float] = {}
-    if settings.semantic_weight > 0 or wants_entities or legs:
+    if settings.semantic_weight > 0 or wants_entities or legs or learned:
         with stopwatch(timings, "embed"):
             vector = embed_query(embedder, message)
         if vector is None:
@@ -79,10 +93,15 @@ def assemble_context(
         )
     recent = recent_call.result() if recent_call else []
     recent_ids = [episode.id for episode in recent]
-    asked = LegQuery(memory, message, vector, scope, recent_ids, settings.semantic_limit)
-    found = get_legs(asked, settings, legs, timings)
+    depth = learned.depth if learned else settings.semantic_limit
+    asked = LegQuery(memory, message, vector, scope, recent_ids, depth)
+    found = get_legs(asked, settings, legs or learned is not None, timings)
     with stopwatch(timings, "fuse"):
-        memories = fuse_legs(found, settings)
+        if learned:
+            limit = settings.semantic_limit
+            memories = rank_learned(message, found.semantic, found.keyword, learned, limit, explain)
+        else:
+            memories = fuse_legs(found, settings)
     with stopwatch(timings, "entities"):
         entities = (
             memory.search_entities(vector, scope, settings.entity_limit) if wants_entities else []

@@ -17,11 +17,21 @@ from nexusai.models import Episode
 
 
 @dataclass(frozen=True)
+class Moved:
+    """One feature of a memory and how much it moved the learned ranker's score."""
+
+    feature: str
+    value: float
+    effect: float
+
+
+@dataclass(frozen=True)
 class FusedEpisode:
     episode: Episode
     score: float
     semantic_rank: int | None
     keyword_rank: int | None
+    moved: tuple[Moved, ...] = ()  # learned mode, with explain: what moved it most
 
 
 def fuse_ranked(

@@ -10,6 +10,7 @@ from nexusai.llm import OpenAIChat
 from nexusai.orchestration.context import Context, assemble_context
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.settings import SettingsStore
+from nexusai.ranking.model import Ranker
 
 
 @dataclass
@@ -18,6 +19,7 @@ class Orchestration:
     embedder: Embedder
     settings: SettingsStore
     llm: OpenAIChat | None
+    ranker: Ranker
 
     def context(
         self,
@@ -25,8 +27,18 @@ class Orchestration:
         message: str,
         overrides: Mapping[str, object] | None = None,
         legs: bool = False,
+        explain: bool = False,
     ) -> Context:
         """Settings are read fresh, so a PATCH takes effect on the very next turn;
         `overrides` change them for this turn only (validated like a PATCH, not saved)."""
         settings = self.settings.get().with_changes(overrides or {})
-        return assemble_context(self.memory, self.embedder, settings, session_id, message, legs)
+        return assemble_context(
+            self.memory,
+            self.embedder,
+            settings,
+            session_id,
+            message,
+            legs=legs,
+            explain=explain,
+            ranker=self.ranker,
+        )

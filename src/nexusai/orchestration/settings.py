@@ -16,15 +16,25 @@ from pathlib import Path
 from nexusai.config import RETRIEVAL
 from nexusai.errors import InvalidInput
 
+Value = float | str
+
 
 @dataclass(frozen=True)
 class Setting:
     name: str
-    kind: type[int] | type[float]
-    low: float
+    kind: type[int] | type[float] | type[str]
+    low: float  # a number's range; a choice has `choices` instead
     high: float
-    default: float
+    default: Value
     description: str
+    choices: tuple[str, ...] = ()
+
+    @property
+    def allowed(self) -> str:
+        """The values it takes, in words."""
+        if self.choices:
+            return " or ".join(repr(c).replace("'", '"') for c in self.choices)
+        return f"{self.low:g} to {self.high:g}"
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -61,6 +71,16 @@ SETTINGS: tuple[Setting, ...] = (
         "How many of the session's latest episodes the prompt holds as recent turns",
     ),
     Setting("entityLimit", int, 0, 50, 10, "How many known entities a turn gets"),
+    Setting(
+        "fusion",
+        str,
+        0,
+        0,
+        "rrf",
+        "How the two legs become one list: the spec's weighted RRF, or the learned ranker"
+        " (both legs asked deeper, every candidate scored; the weights then do nothing)",
+        choices=("rrf", "learned"),
+    ),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -72,15 +92,17 @@ class RuntimeSettings:
     semantic_limit: int
     recent_limit: int
     entity_limit: int
+    fusion: str = "rrf"
 
     @classmethod
-    def from_values(cls, values: Mapping[str, float]) -> RuntimeSettings:
+    def from_values(cls, values: Mapping[str, Value]) -> RuntimeSettings:
         return cls(
             semantic_weight=float(values["semanticWeight"]),
             keyword_weight=float(values["keywordWeight"]),
             semantic_limit=int(values["semanticLimit"]),
             recent_limit=int(values["recentLimit"]),
             entity_limit=int(values["entityLimit"]),
+            fusion=str(values["fusion"]),
         )
 
     def with_changes(self, changes: Mapping[str, object]) -> RuntimeSettings:
@@ -89,26 +111,31 @@ class RuntimeSettings:
         checked = {name: validate(name, value) for name, value in changes.items()}
         return RuntimeSettings.from_values({**self.to_values(), **checked})
 
-    def to_values(self) -> dict[str, float]:
+    def to_values(self) -> dict[str, Value]:
         return {
             "semanticWeight": self.semantic_weight,
             "keywordWeight": self.keyword_weight,
             "semanticLimit": self.semantic_limit,
             "recentLimit": self.recent_limit,
             "entityLimit": self.entity_limit,
+            "fusion": self.fusion,
         }
 
 
 DEFAULTS = RuntimeSettings.from_values({s.name: s.default for s in SETTINGS})
 
 
-def validate(name: str, value: object) -> float:
+def validate(name: str, value: object) -> Value:
     """The value as the setting's type, or InvalidInput naming the field and its range."""
     setting = BY_NAME.get(name)
     if setting is None:
         known = ", ".join(BY_NAME)
         raise InvalidInput(f"{name!r} is not a setting; the settings are {known}")
-    range_text = f"{setting.low:g} to {setting.high:g}"
+    if setting.choices:
+        if value not in setting.choices:
+            raise InvalidInput(f"{name} must be {setting.allowed}, got {value!r}")
+        return str(value)
+    range_text = setting.allowed
     wrong_type = isinstance(value, bool) or not isinstance(value, int | float)
     if not wrong_type and setting.kind is int and not float(value).is_integer():  # type: ignore[arg-type]
         wrong_type = True

@@ -278,13 +278,21 @@ function weights() {
     semanticWeight: Number($("semantic-weight").value),
     keywordWeight: Number($("keyword-weight").value),
     semanticLimit: Number($("limit").value),
+    fusion: $("fusion").value,
   };
 }
 
+// At fusion learned the ranker orders the memories and the weights do nothing, so the
+// sliders say so and rest until fusion is rrf again.
 function showWeights() {
-  const { semanticWeight, keywordWeight } = weights();
+  const { semanticWeight, keywordWeight, fusion } = weights();
   $("semantic-out").textContent = semanticWeight.toFixed(2);
   $("keyword-out").textContent = keywordWeight.toFixed(2);
+  const learned = fusion === "learned";
+  $("semantic-weight").disabled = $("keyword-weight").disabled = learned;
+  $("weights-note").textContent = learned
+    ? "fusion learned: the ranker scores every candidate of both legs; the weights apply only at fusion rrf."
+    : "fusion rrf: the sliders re-fuse both legs' lists here as they move.";
 }
 
 async function loadSettings() {
@@ -293,6 +301,7 @@ async function loadSettings() {
   $("semantic-weight").value = data.semanticWeight;
   $("keyword-weight").value = data.keywordWeight;
   $("limit").value = data.semanticLimit;
+  $("fusion").value = data.fusion;
   showWeights();
 }
 
@@ -308,7 +317,7 @@ async function ask(event) {
     body: { sessionId, message, explain: true, legs: true, settings: asked },
   });
   const byId = new Map(data.legs.episodes.map((e) => [e.id, e]));
-  state.asked = { legs: data.legs, byId, baseline: data.memories.map((m) => m.id), asked };
+  state.asked = { legs: data.legs, byId, baseline: data.memories.map((m) => m.id), asked, memories: data.memories };
   $("recent").replaceChildren(...data.recent.map((e) => episodeItem(e)));
   $("entities").replaceChildren(...data.entities.map((e) => element("li", { title: e.type }, `${e.name} · ${e.type}`)));
   for (const warning of data.warnings) showMessage(warning, "warning");
@@ -319,9 +328,12 @@ async function ask(event) {
 function renderMemories() {
   showWeights();
   if (!state.asked) return;
-  const { legs, byId, baseline, asked } = state.asked;
+  const { legs, byId, baseline, asked, memories } = state.asked;
   const { semanticWeight, keywordWeight } = weights();
-  const fused = fuseLegs(legs.semantic, legs.keyword, semanticWeight, keywordWeight, asked.semanticLimit, legs.rrfK);
+  const learned = asked.fusion === "learned";
+  const fused = learned
+    ? memories
+    : fuseLegs(legs.semantic, legs.keyword, semanticWeight, keywordWeight, asked.semanticLimit, legs.rrfK);
   const inTop = new Set(fused.map((m) => m.id));
   const before = new Set(baseline);
   $("memories").replaceChildren(...fused.map((m) => memoryItem(m, byId.get(m.id), legs.terms, !before.has(m.id))));
@@ -332,8 +344,8 @@ function renderMemories() {
     `${fused.length} of ${legs.semantic.length} semantic + ${legs.keyword.length} keyword candidates` +
     ` · terms: ${legs.terms.join(", ") || "none (keyword leg sits out)"}`;
   $("fusion-note").textContent =
-    semanticWeight === asked.semanticWeight && keywordWeight === asked.keywordWeight
-      ? "the server's order"
+    learned || (semanticWeight === asked.semanticWeight && keywordWeight === asked.keywordWeight)
+      ? `the server's order (fusion ${asked.fusion})`
       : `re-fused here at ${semanticWeight.toFixed(2)} / ${keywordWeight.toFixed(2)}`;
 }
 
@@ -344,6 +356,8 @@ function memoryItem(fused, episode, terms, entered) {
     rank("semantic", fused.semanticRank),
     rank("keyword", fused.keywordRank),
     badge(`score ${fused.score.toFixed(5)}`, "score"),
+    ...(fused.features || []).map((f) =>
+      badge(`${f.feature} ${f.effect >= 0 ? "+" : ""}${f.effect.toFixed(2)}`, f.effect >= 0 ? "ok" : "warn")),
     entered ? badge("entered", "ok") : null,
   ];
   const item = episodeItem(episode, { terms, badges });
@@ -355,7 +369,7 @@ async function saveWeights() {
   const { data } = await api("/settings", { method: "PATCH", body: weights() });
   state.settings = data;
   showMessage(
-    `Saved: semanticWeight ${data.semanticWeight}, keywordWeight ${data.keywordWeight}, semanticLimit ${data.semanticLimit}.`,
+    `Saved: fusion ${data.fusion}, semanticWeight ${data.semanticWeight}, keywordWeight ${data.keywordWeight}, semanticLimit ${data.semanticLimit}.`,
     "ok"
   );
 }
@@ -567,6 +581,7 @@ function wire() {
   $("semantic-weight").addEventListener("input", renderMemories);
   $("keyword-weight").addEventListener("input", renderMemories);
   $("limit").addEventListener("input", limitChanged);
+  $("fusion").addEventListener("change", () => { showWeights(); limitChanged(); });
   $("save-weights").addEventListener("click", guarded(saveWeights));
   $("eval-load").addEventListener("click", guarded(loadEvalFromServer));
   $("eval-file").addEventListener("change", loadEvalFile);

@@ -1,0 +1,75 @@
+"""`nexus ranker`: train the learned ranker (`fusion: "learned"`) on labelled chats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from nexusai.cli.common import clean_errors
+from nexusai.errors import InvalidInput
+
+
+@click.group(name="ranker")
+def ranker_group() -> None:
+    """The learned ranker: train one on your labelled chats."""
+
+
+@ranker_group.command(name="train")
+@click.option(
+    "--locomo",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="LoCoMo's locomo10.json",
+)
+@click.option(
+    "--beam",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="A folder of BEAM chats",
+)
+@click.option(
+    "--jsonl",
+    "jsonl_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Your own labelled chats, in the `nexus eval jsonl` format; may be given again",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("ranker.json"),
+    show_default=True,
+    help="Where to write the model file (point NEXUS_RANKER at it)",
+)
+@click.option(
+    "--depth",
+    type=click.IntRange(5, 100),
+    default=50,
+    show_default=True,
+    help="Candidates asked of each leg per turn",
+)
+@clean_errors
+def train_command(
+    locomo: Path | None,
+    beam: Path | None,
+    jsonl_files: tuple[Path, ...],
+    out: Path,
+    depth: int,
+) -> None:
+    """Train a ranker on labelled chats and write it to --out.
+
+    Every question is asked as a learned turn asks (both legs, --depth deep), and the
+    table printed is leave-one-conversation-out: each conversation is scored by a ranker
+    fitted to all the others, beside RRF's weight pairs on the same lists. The file
+    written is then fitted to every conversation. Needs `pip install 'nexusai[train]'`.
+    """
+    from nexusai.evaluation.datasets import load_beam, load_jsonl, load_locomo
+    from nexusai.evaluation.training import train
+
+    if not (locomo or beam or jsonl_files):
+        raise InvalidInput("say what to train on: --locomo FILE, --beam DIR, --jsonl FILE")
+    sets = [load_locomo(locomo)] if locomo else []
+    sets += [load_beam(beam)] if beam else []
+    sets += [load_jsonl(f) for f in jsonl_files]
+    train(sets, out, depth)

@@ -1,0 +1,251 @@
+"""The learned ranker on labelled conversations: each question's candidate pool (both
+legs' deeper lists, as a learned turn asks them), trees fitted to them, and
+leave-one-conversation-out cross-validation, so that no conversation is ever scored by a
+ranker that saw it.
+
+Fitting needs LightGBM (`pip install 'nexusai[train]'`); scoring never does: the fitted
+trees are written to the model file and scored in numpy (`nexusai.ranking.model`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from nexusai.embedders import Embedder
+from nexusai.errors import InvalidInput
+from nexusai.evaluation.harness import Asked, Imported, Run, summary
+from nexusai.models import Episode
+from nexusai.orchestration.retrieval import LegQuery, get_legs
+from nexusai.orchestration.settings import DEFAULTS
+from nexusai.ranking.features import FEATURES, Matrix, candidates
+from nexusai.ranking.model import ARRAYS, Ranker, from_trees
+
+DEPTH = 50  # candidates asked of each leg: see docs/evaluation.md for the depths measured
+BOTH_LEGS = replace(DEFAULTS, semantic_weight=1.0, keyword_weight=1.0)
+# Chosen by leave-one-conversation-out cross-validation on LoCoMo and BEAM 1-10 together
+# (docs/evaluation.md has the grid); small enough to score a turn in about a millisecond.
+PARAMS: dict[str, Any] = {
+    "objective": "binary",
+    "learning_rate": 0.05,
+    "num_leaves": 15,
+    "max_depth": 6,
+    "min_data_in_leaf": 50,
+    "feature_fraction": 0.9,
+    "bagging_fraction": 0.8,
+    "bagging_freq": 1,
+    "lambda_l2": 1.0,
+    "verbose": -1,
+    "seed": 7,
+    "num_threads": 2,
+    "deterministic": True,
+}
+ROUNDS = 200
+
+
+@dataclass
+class Pool:
+    """One question's candidates as a learned turn sees them, with their labels."""
+
+    dataset: str
+    conversation: str
+    question: Asked
+    semantic: list[Episode]  # the legs' lists, without what only the indexes read
+    keyword: list[Episode]
+    ids: list[int]  # the matrix's rows
+    matrix: Matrix
+    labels: npt.NDArray[np.float64]  # 1 for evidence
+    latency_ms: float = 0.0  # both legs, as asked; `rank_ids` adds the ranking
+
+    @property
+    def fold(self) -> tuple[str, str]:
+        """What cross-validation holds out together: one conversation of one set."""
+        return (self.dataset, self.conversation)
+
+
+def pools_of(
+    chat: Imported, dataset: str, conversation: str, embedder: Embedder, depth: int
+) -> list[Pool]:
+    """Every question of one imported conversation, asked as a learned turn asks."""
+    found = []
+    for question in chat.questions:
+        vector = embedder.embed_query(question.text)
+        asked = LegQuery(chat.memory, question.text, vector, chat.scope, [], depth)
+        started = time.perf_counter()
+        legs = get_legs(asked, BOTH_LEGS, legs=True)
+        spent = (time.perf_counter() - started) * 1000
+        asked_pool = pool(dataset, conversation, question, legs.semantic, legs.keyword, depth)
+        found.append(replace(asked_pool, latency_ms=spent))
+    return found
+
+
+def pool(
+    dataset: str,
+    conversation: str,
+    question: Asked,
+    semantic: Sequence[Episode],
+    keyword: Sequence[Episode],
+    depth: int,
+) -> Pool:
+    cands = candidates(question.text, semantic[:depth], keyword[:depth])
+    evidence = set(question.evidence)
+    labels = np.array([float(e.id in evidence) for e in cands.episodes])
+    return Pool(
+        dataset,
+        conversation,
+        question,
+        [_bare(e) for e in semantic],
+        [_bare(e) for e in keyword],
+        [e.id for e in cands.episodes],
+        cands.matrix,
+        labels,
+    )
+
+
+def _bare(episode: Episode) -> Episode:
+    return replace(episode, search_text="", context_text="", metadata={})
+
+
+def fit(
+    pools: Sequence[Pool], depth: int, trained_on: dict[str, Any], rounds: int = ROUNDS
+) -> Ranker:
+    """Trees fitted to every candidate of `pools` (evidence or not), as a Ranker."""
+    lgb = _lightgbm()
+    used = [p for p in pools if len(p.ids)]
+    if not any(p.labels.any() for p in used):
+        raise InvalidInput("no question's evidence is among its candidates: nothing to learn")
+    matrix = np.vstack([p.matrix for p in used])
+    labels = np.concatenate([p.labels for p in used])
+    weights = np.concatenate(
+        [np.full(len(p.ids), w) for p, w in zip(used, _balanced(used), strict=True)]
+    )
+    data = lgb.Dataset(matrix, labels, weight=weights, group=[len(p.ids) for p in used])
+    booster = lgb.train(PARAMS, data, num_boost_round=rounds)
+    return ranker_from_booster(booster.dump_model(), depth, trained_on)
+
+
+def _balanced(pools: Sequence[Pool]) -> list[float]:
+    """A weight per question, so that each dataset counts as much as any other however
+    many questions it has (BEAM 1-10 has 179, LoCoMo 1,981): a ranker for both kinds of
+    chat, not for the bigger set."""
+    sizes: dict[str, int] = {}
+    for p in pools:
+        sizes[p.dataset] = sizes.get(p.dataset, 0) + 1
+    if not BALANCE_SETS:
+        return [1.0] * len(pools)
+    return [len(pools) / (len(sizes) * sizes[p.dataset]) for p in pools]
+
+
+BALANCE_SETS = True
+
+
+def ranker_from_booster(dump: dict[str, Any], depth: int, trained_on: dict[str, Any]) -> Ranker:
+    """LightGBM's dumped trees as the model file holds them."""
+    if dump["feature_names"] != [f"Column_{i}" for i in range(len(FEATURES))] and dump[
+        "feature_names"
+    ] != list(FEATURES):
+        raise InvalidInput("the booster was trained on other features")
+    trees = [_flatten(info["tree_structure"]) for info in dump["tree_info"]]
+    return from_trees(trees, depth, trained_on)
+
+
+def _flatten(root: dict[str, Any]) -> dict[str, list[float]]:
+    """A nested LightGBM tree as arrays, each node's children after it."""
+    tree: dict[str, list[float]] = {k: [] for k in ARRAYS}
+
+    def add(node: dict[str, Any]) -> int:
+        index = len(tree["feature"])
+        for name in tree:
+            tree[name].append(0.0)
+        if "leaf_value" in node:
+            tree["feature"][index] = -1
+            tree["value"][index] = float(node["leaf_value"])
+            return index
+        if node.get("decision_type", "<=") != "<=":
+            raise InvalidInput(f"a split of type {node['decision_type']} cannot be scored")
+        tree["feature"][index] = int(node["split_feature"])
+        tree["threshold"][index] = float(node["threshold"])
+        tree["value"][index] = float(node["internal_value"])
+        tree["left"][index] = add(node["left_child"])
+        tree["right"][index] = add(node["right_child"])
+        return index
+
+    add(root)
+    return tree
+
+
+def _lightgbm() -> Any:
+    try:
+        import lightgbm
+    except ImportError:
+        raise InvalidInput(
+            "training a ranker needs LightGBM: pip install 'nexusai[train]'"
+        ) from None
+    return lightgbm
+
+
+def cross_validated(
+    pools: Sequence[Pool],
+    depth: int,
+    progress: Callable[[str], None] | None = None,
+    rounds: int = ROUNDS,
+) -> dict[int, list[int]]:
+    """Each pool's candidates ranked by a ranker fitted to every other conversation (pool
+    index -> candidate ids, best first)."""
+    conversations = list(dict.fromkeys(p.fold for p in pools))
+    if len(conversations) < 2:
+        raise InvalidInput("cross-validation needs at least two conversations")
+    ranked: dict[int, list[int]] = {}
+    for held_out in conversations:
+        others = [p for p in pools if p.fold != held_out]
+        ranker = fit(others, depth, {}, rounds)
+        for index, held in enumerate(pools):
+            if held.fold == held_out:
+                started = time.perf_counter()
+                ranked[index] = rank_ids(ranker, held)
+                held.latency_ms += (time.perf_counter() - started) * 1000
+        if progress:
+            progress(held_out[1])
+    return ranked
+
+
+def rank_ids(ranker: Ranker, held: Pool) -> list[int]:
+    """The pool's candidate ids by the ranker's score (the order `rank_learned` gives)."""
+    from nexusai.orchestration.learned import rank_learned
+
+    fused = rank_learned(held.question.text, held.semantic, held.keyword, ranker, len(held.ids))
+    return [f.episode.id for f in fused]
+
+
+class LearnedEval:
+    """The learned mode in `nexus eval`: pools collected while each conversation is
+    imported, then every conversation scored by a ranker fitted to all the others (of
+    every set given), as a row beside the weight pairs."""
+
+    def __init__(self, embedder: Embedder, depth: int = DEPTH) -> None:
+        self.embedder = embedder
+        self.depth = depth
+        self.pools: list[Pool] = []
+
+    def collect(self, chat: Imported, dataset: str, conversation: str) -> None:
+        self.pools += pools_of(chat, dataset, conversation, self.embedder, self.depth)
+
+    def rows(
+        self, results: Sequence[dict[str, Any]], ks: Sequence[int], progress: Callable[[str], None]
+    ) -> None:
+        """Adds a cross-validated learned row to each set's results."""
+        ranked = cross_validated(self.pools, self.depth, progress)
+        start = 0
+        for result in results:
+            asked = result["asked"]
+            lists = [ranked[start + i] for i in range(len(asked))]
+            latency = [self.pools[start + i].latency_ms for i in range(len(asked))]
+            start += len(asked)
+            run = Run(None, {max(ks): lists}, latency)
+            row = summary(run, asked, ks, result["categories"])
+            result["results"].append({"dataset": result["dataset"], **row})

@@ -1,0 +1,89 @@
+"""The learned ranker's model file: trees fitted by LightGBM, written, read back and scored
+in numpy, give LightGBM's own scores; what explain shows adds up to them; a bad file is
+refused with what is wrong with it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lightgbm
+import numpy as np
+import pytest
+
+from nexusai.errors import InvalidInput
+from nexusai.evaluation.learned import ranker_from_booster
+from nexusai.ranking.features import FEATURES
+from nexusai.ranking.model import load, save, shipped
+
+
+def booster(rows: int = 3000, seed: int = 3) -> tuple[lightgbm.Booster, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    matrix = rng.normal(size=(rows, len(FEATURES)))
+    matrix[:, 8] = rng.integers(0, 2, rows)  # a 0/1 feature, split at its boundary
+    labels = (matrix[:, 0] + 2 * matrix[:, 8] - matrix[:, 3] * matrix[:, 5] > 1).astype(float)
+    params = {"objective": "binary", "num_leaves": 15, "max_depth": 6, "verbose": -1}
+    return lightgbm.train(params, lightgbm.Dataset(matrix, labels), num_boost_round=40), matrix
+
+
+def test_scores_from_the_file_are_lightgbms_own(tmp_path: Path) -> None:
+    fitted, matrix = booster()
+    path = tmp_path / "ranker.json"
+    save(ranker_from_booster(fitted.dump_model(), 50, {"by": "test"}), path)
+    ranker = load(path)
+    assert ranker.depth == 50
+    assert ranker.trained_on == {"by": "test"}
+    expected = fitted.predict(matrix, raw_score=True)
+    assert np.allclose(ranker.scores(matrix), expected, rtol=0, atol=1e-9)
+    assert not np.allclose(expected, expected[0])  # the trees do split
+
+
+def test_contributions_add_up_to_the_score() -> None:
+    fitted, matrix = booster()
+    ranker = ranker_from_booster(fitted.dump_model(), 50, {})
+    moved = ranker.contributions(matrix[:200])
+    assert np.allclose(moved.sum(axis=1) + ranker.bias, ranker.scores(matrix[:200]), atol=1e-9)
+    # The labels were made from features 0, 3, 5 and 8: those move scores most.
+    strongest = set(np.argsort(-np.abs(moved).mean(axis=0))[:4].tolist())
+    assert strongest == {0, 3, 5, 8}
+
+
+def test_the_shipped_ranker_loads_and_says_what_it_was_trained_on() -> None:
+    ranker = shipped()
+    assert ranker.feature.shape[0] > 10
+    assert set(ranker.trained_on["datasets"]) == {"locomo", "beam"}
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (None, "does not exist"),
+        ("{not json", "not a readable JSON file"),
+        ('{"format": "other"}', "not a nexusai ranker"),
+        ("[1, 2]", "not a nexusai ranker"),
+    ],
+)
+def test_a_bad_model_file_is_refused_saying_why(
+    tmp_path: Path, content: str | None, says: str
+) -> None:
+    path = tmp_path / "ranker.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(InvalidInput, match=says):
+        load(path)
+
+
+def test_a_model_for_other_features_is_refused(tmp_path: Path) -> None:
+    fitted, _ = booster(500)
+    path = tmp_path / "ranker.json"
+    save(ranker_from_booster(fitted.dump_model(), 50, {}), path)
+    data = json.loads(path.read_text())
+    data["features"] = data["features"][:-1]
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidInput, match="train it again"):
+        load(path)
+    data["features"] = list(FEATURES)
+    data["trees"][0]["left"][0] = 0  # a node pointing back up would never end
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidInput, match="points outside it, or back up"):
+        load(path)

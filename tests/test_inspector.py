@@ -293,6 +293,33 @@ def test_ask_then_move_the_keyword_slider(page: Any, served: dict[str, Any]) -> 
     page.screenshot(path=str(ARTIFACTS / "inspector-ask-moved.png"))
 
 
+def test_ask_in_learned_mode_shows_what_moved_each_memory(
+    page: Any, served: dict[str, Any]
+) -> None:
+    client: Client = served["client"]
+    session = served["sessions"]["autumn"]
+    client.update_settings(fusion="rrf", semanticLimit=5)
+    _enter_key(page)
+    page.click("[data-view=ask]")
+    page.select_option("#ask-session", str(session))
+    page.select_option("#fusion", "learned")
+    assert page.is_disabled("#keyword-weight")
+    assert "weights apply only at fusion rrf" in page.inner_text("#weights-note")
+    page.fill("#ask-message", QUESTION)
+    page.click("#ask-form button[type=submit]")
+    page.wait_for_selector("#memories > li")
+    learned = client.context(session, QUESTION, explain=True, settings={"fusion": "learned"})
+    assert _memory_ids(page) == [m.id for m in learned.memories]
+    first = page.inner_text("#memories > li")
+    assert all(f.feature in first for f in learned.memories[0].features or [])
+    assert "fusion learned" in page.inner_text("#fusion-note")
+    page.screenshot(path=str(ARTIFACTS / "inspector-ask-learned.png"))
+    page.select_option("#fusion", "rrf")  # the sliders work again, and the page asks anew
+    assert not page.is_disabled("#keyword-weight")
+    page.wait_for_function("document.querySelector('#fusion-note').textContent.includes('rrf')")
+    assert client.get_settings()["fusion"] == "rrf"  # asking never saves
+
+
 def test_the_pages_fusion_is_the_servers(page: Any) -> None:
     """The page's weighted RRF against the service's, on random lists full of ties (ids in
     both legs, in one, repeated) at weights on the sliders' 0.05 grid."""

@@ -239,7 +239,7 @@ class Endpoints:
         message: str,
         explain: bool = False,
         legs: bool = False,
-        settings: dict[str, float] | None = None,
+        settings: dict[str, float | str] | None = None,
     ) -> Call[ContextOut]:
         """`legs`: both legs' full lists too; `settings`: for this turn only, not saved."""
         body: dict[str, Any] = {"sessionId": session_id, "message": message, "explain": explain}

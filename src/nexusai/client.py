@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Concatenate, Generic, ParamSpec, TypeVar
 
@@ -239,14 +239,14 @@ class Endpoints:
         message: str,
         explain: bool = False,
         legs: bool = False,
-        settings: dict[str, float | str] | None = None,
+        settings: Mapping[str, float | str] | None = None,
     ) -> Call[ContextOut]:
         """`legs`: both legs' full lists too; `settings`: for this turn only, not saved."""
         body: dict[str, Any] = {"sessionId": session_id, "message": message, "explain": explain}
         if legs:
             body["legs"] = True
         if settings:
-            body["settings"] = settings
+            body["settings"] = dict(settings)
         return Call("POST", "/context", _model(ContextOut), body, safe=True)
 
     @staticmethod

@@ -21,6 +21,7 @@ from nexusai.embedders import Embedder
 from nexusai.errors import InvalidInput
 from nexusai.evaluation.harness import Asked, Imported, Run, summary
 from nexusai.models import Episode
+from nexusai.orchestration.learned import rank_learned
 from nexusai.orchestration.retrieval import LegQuery, get_legs
 from nexusai.orchestration.settings import DEFAULTS
 from nexusai.ranking.features import FEATURES, Matrix, candidates
@@ -192,33 +193,32 @@ def _lightgbm() -> Any:
 def cross_validated(
     pools: Sequence[Pool],
     depth: int,
+    limits: Sequence[int],
     progress: Callable[[str], None] | None = None,
     rounds: int = ROUNDS,
-) -> dict[int, list[int]]:
-    """Each pool's candidates ranked by a ranker fitted to every other conversation (pool
-    index -> candidate ids, best first)."""
+) -> dict[int, dict[int, list[int]]]:
+    """Each pool's memories at each `semanticLimit` in `limits`, ranked by a ranker fitted
+    to every other conversation (pool index -> limit -> episode ids, best first)."""
     conversations = list(dict.fromkeys(p.fold for p in pools))
     if len(conversations) < 2:
         raise InvalidInput("cross-validation needs at least two conversations")
-    ranked: dict[int, list[int]] = {}
+    ranked: dict[int, dict[int, list[int]]] = {}
     for held_out in conversations:
         others = [p for p in pools if p.fold != held_out]
         ranker = fit(others, depth, {}, rounds)
         for index, held in enumerate(pools):
             if held.fold == held_out:
                 started = time.perf_counter()
-                ranked[index] = rank_ids(ranker, held)
+                ranked[index] = {k: rank_ids(ranker, held, k) for k in limits}
                 held.latency_ms += (time.perf_counter() - started) * 1000
         if progress:
             progress(held_out[1])
     return ranked
 
 
-def rank_ids(ranker: Ranker, held: Pool) -> list[int]:
-    """The pool's candidate ids by the ranker's score (the order `rank_learned` gives)."""
-    from nexusai.orchestration.learned import rank_learned
-
-    fused = rank_learned(held.question.text, held.semantic, held.keyword, ranker, len(held.ids))
+def rank_ids(ranker: Ranker, held: Pool, limit: int) -> list[int]:
+    """The memories a learned turn at `semanticLimit` `limit` gets from this pool."""
+    fused = rank_learned(held.question.text, held.semantic, held.keyword, ranker, limit)
     return [f.episode.id for f in fused]
 
 
@@ -239,13 +239,13 @@ class LearnedEval:
         self, results: Sequence[dict[str, Any]], ks: Sequence[int], progress: Callable[[str], None]
     ) -> None:
         """Adds a cross-validated learned row to each set's results."""
-        ranked = cross_validated(self.pools, self.depth, progress)
+        ranked = cross_validated(self.pools, self.depth, ks, progress)
         start = 0
         for result in results:
             asked = result["asked"]
-            lists = [ranked[start + i] for i in range(len(asked))]
+            lists = {k: [ranked[start + i][k] for i in range(len(asked))] for k in ks}
             latency = [self.pools[start + i].latency_ms for i in range(len(asked))]
             start += len(asked)
-            run = Run(None, {max(ks): lists}, latency)
+            run = Run(None, lists, latency)
             row = summary(run, asked, ks, result["categories"])
             result["results"].append({"dataset": result["dataset"], **row})

@@ -93,7 +93,7 @@ def _cross_validated_table(
     with Progress(console=console, transient=True) as bar:
         conversations = len({p.fold for p in everything})
         task = bar.add_task("cross-validating", total=conversations)
-        ranked = cross_validated(everything, depth, lambda _: bar.advance(task))
+        ranked = cross_validated(everything, depth, KS, lambda _: bar.advance(task))
     figures: dict[str, Any] = {}
     start = 0
     for c in collected:
@@ -116,15 +116,14 @@ def _alone_and_across(
         return {}
     rows = {}
     if len({p.fold for p in held.pools}) >= 2:
-        alone = cross_validated(held.pools, depth)
+        alone = cross_validated(held.pools, depth, KS)
         rows["learned, this set alone"] = _recall(
             held.pools, [alone[i] for i in range(len(held.pools))]
         )
     others = [p for c in collected if c is not held for p in c.pools]
     ranker = fit(others, depth, {})
-    rows["learned, other sets only"] = _recall(
-        held.pools, [rank_ids(ranker, p) for p in held.pools]
-    )
+    across = [{k: rank_ids(ranker, p, k) for k in KS} for p in held.pools]
+    rows["learned, other sets only"] = _recall(held.pools, across)
     return rows
 
 
@@ -140,12 +139,11 @@ def _rrf_recall(pools: Sequence[Pool], weights: tuple[float, float]) -> dict[str
     return out
 
 
-def _recall(pools: Sequence[Pool], ranked: Sequence[list[int]]) -> dict[str, float]:
+def _recall(pools: Sequence[Pool], ranked: Sequence[dict[int, list[int]]]) -> dict[str, float]:
+    """recall@k of the turns at semanticLimit k."""
+    pairs = list(zip(pools, ranked, strict=True))
     return {
-        str(k): sum(
-            recall_at(r, p.question.evidence, k) for p, r in zip(pools, ranked, strict=True)
-        )
-        / max(len(pools), 1)
+        str(k): sum(recall_at(r[k], p.question.evidence, k) for p, r in pairs) / max(len(pools), 1)
         for k in KS
     }
 

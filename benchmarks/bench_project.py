@@ -1,6 +1,6 @@
 """Where users are: one project holding all 1,000 sessions, so every turn searches the whole
-memory. `/context` through HTTP against `nexus serve`, at (1, 0) and (1, 1), on two kinds of
-text:
+memory. `/context` through HTTP against `nexus serve`, at (1, 0), (1, 1) and the learned
+mode, on two kinds of text:
 
 - realistic: LoCoMo's and BEAM's turns (read from ../shared/data, never copied), replicated
   with new ids until the store is full; the queries are their questions;
@@ -34,8 +34,20 @@ from nexusai.evaluation.metrics import percentile
 
 DATA = Path(__file__).parents[2] / "shared" / "data"
 TURNS = 120
-WEIGHTS = ((1.0, 0.0), (1.0, 1.0))
-STEPS = ("embed", "semantic", "keyword", "total")
+# Each row's settings: the spec's default, the recommended pair, and the learned mode.
+# Each row's settings: the spec's default, the recommended pair, the learned mode, and the
+# last two with a keyword budget.
+BUDGET = 2000
+_EXACT = {"keywordBudget": 0}
+_BUDGETED = {"keywordBudget": BUDGET}
+ROWS = {
+    "(1, 0)": {"fusion": "rrf", "semanticWeight": 1.0, "keywordWeight": 0.0, **_EXACT},
+    "(1, 1)": {"fusion": "rrf", "semanticWeight": 1.0, "keywordWeight": 1.0, **_EXACT},
+    "learned": {"fusion": "learned", **_EXACT},
+    f"(1, 1), budget {BUDGET:,}": {"fusion": "rrf", "keywordWeight": 1.0, **_BUDGETED},
+    f"learned, budget {BUDGET:,}": {"fusion": "learned", **_BUDGETED},
+}
+STEPS = ("embed", "semantic", "keyword", "fuse", "total")
 COMMON = (
     "garden",
     "kitchen",
@@ -90,14 +102,14 @@ def run(quick: bool = False) -> None:
     base = np.array(embedder.embed(list(sentences(2000, seed=11))), dtype=np.float32)
     report = Report(
         "One project of 1,000 sessions: /context through HTTP (p50 / p95 ms)",
-        ["episodes", "text", "weights", "/context", *(f"{s} p50 / p95" for s in STEPS)],
+        ["episodes", "text", "fusion", "/context", *(f"{s} p50 / p95" for s in STEPS)],
     )
     for size in sizes:
         for kind, (texts, queries) in _corpora().items():
             with tempfile.TemporaryDirectory() as tmp:
                 build_store(Path(tmp), embedder, base, size, SESSIONS, texts=texts(size))
-                for weights, cells in _measure(Path(tmp), queries).items():
-                    report.add(f"{size:,}", kind, f"({weights[0]:g}, {weights[1]:g})", *cells)
+                for label, cells in _measure(Path(tmp), queries).items():
+                    report.add(f"{size:,}", kind, label, *cells)
     report.notes.append("Targets at 100,000 (both legs): /context p95 at most 20 ms on realistic")
     report.notes.append("text and 30 ms on common words; the keyword step's p95 at most 8 ms.")
     report.print()
@@ -151,16 +163,16 @@ def _real() -> tuple[list[str], list[str]]:
     return turns, questions[: TURNS + 20]
 
 
-def _measure(data_dir: Path, queries: list[str]) -> dict[tuple[float, float], list[str]]:
+def _measure(data_dir: Path, queries: list[str]) -> dict[str, list[str]]:
     port = free_port()
     process = start_server(data_dir, port)
     rng = random.Random(3)
-    found: dict[tuple[float, float], list[str]] = {}
+    found: dict[str, list[str]] = {}
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-            for semantic, keyword in WEIGHTS:
-                http.patch("/settings", json={"semanticWeight": semantic, "keywordWeight": keyword})
-                found[(semantic, keyword)] = _turns(http, queries, rng)
+            for label, settings in ROWS.items():
+                http.patch("/settings", json=settings).raise_for_status()
+                found[label] = _turns(http, queries, rng)
     finally:
         process.terminate()
         process.wait(timeout=60)

@@ -187,3 +187,31 @@ def test_the_scope_in_the_match_gives_what_the_join_gives(tmp_path: Path, dev_da
                 assert matched == [row["id"] for row in joined], (question, scope)
                 compared += bool(matched)
         assert compared > 60
+
+
+def test_a_budget_leaves_out_the_commonest_words_and_keeps_the_rarest(
+    store: EpisodeStore,
+) -> None:
+    """Stemmed as the index stems them ("walking" is "walk"), on both stores."""
+    common = add_apart(store, *(f"walking the dog number {i}" for i in range(6)))
+    rare = add_apart(store, "a heron by the canal", "the herons came back")
+    both = add_apart(store, "walked past a heron")[0]
+    everything = [e.id for e in store.search_keyword("walk heron", 20)]
+    assert set(everything) == {*common, *rare, both}
+    # 7 entries for "walk", 3 for "heron": a budget of 5 keeps only the rarest word.
+    kept = [e.id for e in store.search_keyword("walk heron", 20, budget=5)]
+    assert set(kept) == {*rare, both}
+    within = [e.id for e in store.search_keyword("walk heron", 20, budget=10)]
+    assert within == everything  # within the budget: the spec's query, rows and order
+    # Every word over the budget: the rarest one alone is still searched.
+    assert set(e.id for e in store.search_keyword("walk heron", 20, budget=1)) == {*rare, both}
+
+
+def test_within_budget_keeps_the_query_order() -> None:
+    counts = {"walk": 7, "heron": 3, "canal": 1, "dog": 6}
+    terms = ["walk", "heron", "canal", "dog"]
+    assert keywords.within_budget(terms, counts, 0) == terms
+    assert keywords.within_budget(terms, counts, 17) == terms
+    assert keywords.within_budget(terms, counts, 4) == ["heron", "canal"]
+    assert keywords.within_budget(terms, counts, 10) == ["heron", "canal", "dog"]
+    assert keywords.within_budget(["walk", "dog"], counts, 2) == ["dog"]

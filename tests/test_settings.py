@@ -15,6 +15,7 @@ DEFAULTS = {
     "semanticLimit": 10,
     "recentLimit": 10,
     "entityLimit": 10,
+    "keywordBudget": 0,
     "fusion": "rrf",
 }
 

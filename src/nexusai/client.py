@@ -226,10 +226,10 @@ class Endpoints:
 
     @staticmethod
     def search(
-        q: str, session_ids: Sequence[int] | None = None, limit: int = 20
+        q: str, session_ids: Sequence[int] | None = None, limit: int = 20, budget: int = 0
     ) -> Call[list[ScoredEpisodeOut]]:
         scope = None if session_ids is None else ",".join(map(str, session_ids))
-        params = {"q": q, "sessionIds": scope, "limit": limit}
+        params = {"q": q, "sessionIds": scope, "limit": limit, "budget": budget or None}
         model = _model(list[ScoredEpisodeOut])
         return Call("GET", "/episodes/search", model, params=params, safe=True)
 

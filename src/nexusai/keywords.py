@@ -6,6 +6,7 @@ not a letter or a number, drop stopwords and one-character tokens. Pure text: no
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping, Sequence
 
 import regex
 
@@ -69,3 +70,19 @@ def query_terms(text: str) -> list[str]:
 def _cjk_pieces(token: str) -> list[str]:
     rest = [part for part in _CJK.split(token) if part]
     return [pair for run in _CJK.findall(token) for pair in bigrams(run)] + rest
+
+
+def within_budget(terms: Sequence[str], counts: Mapping[str, int], budget: int) -> list[str]:
+    """The terms a keyword query keeps when it may read at most `budget` index entries
+    (`counts`: how many episodes hold each term): the rarest first while they fit, and the
+    rarest one always, in the query's own order. A term held by a large share of the
+    episodes adds almost nothing to BM25 and costs the most to rank. Budget 0 keeps all."""
+    if budget <= 0 or sum(counts.get(t, 0) for t in terms) <= budget:
+        return list(terms)
+    kept: set[str] = set()
+    spent = 0
+    for term in sorted(terms, key=lambda t: (counts.get(t, 0), terms.index(t))):
+        if not kept or spent + counts.get(term, 0) <= budget:
+            kept.add(term)
+            spent += counts.get(term, 0)
+    return [t for t in terms if t in kept]

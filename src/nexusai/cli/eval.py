@@ -48,6 +48,13 @@ def eval_options(fn: F) -> F:
                 " turn at semanticLimit k)",
             ),
             click.option(
+                "--keyword-budget",
+                type=click.IntRange(0, 10_000_000),
+                default=0,
+                show_default=True,
+                help="The keywordBudget setting for every turn (0: every word, the spec's query)",
+            ),
+            click.option(
                 "--turns-per-episode",
                 type=click.IntRange(1, 50),
                 default=1,
@@ -66,11 +73,14 @@ def _options(
     plot_out: Path | None,
     depth: int | None,
     turns_per_episode: int,
+    keyword_budget: int,
 ) -> EvalOptions:
     from nexusai.evaluation.report import EvalOptions
 
     cutoffs = sorted({int(k) for k in ks.split(",") if k.strip()})
-    return EvalOptions(cutoffs, depth, turns_per_episode, json_out, plot_out)
+    return EvalOptions(
+        cutoffs, depth, turns_per_episode, json_out, plot_out, keyword_budget=keyword_budget
+    )
 
 
 def _chosen(raw: str | None) -> list[str] | None:

@@ -75,6 +75,7 @@ def evaluate(
     depth: int | None = None,
     turns_per_episode: int = 1,
     also: Callable[[Imported, str, str], None] | None = None,
+    keyword_budget: int = 0,
 ) -> dict[str, Any]:
     """Every weight pair's scores on one labelled set; `also` is called with each
     conversation while it is imported (the learned ranker's pools are collected there).
@@ -88,7 +89,7 @@ def evaluate(
     dropped = 0
     for item in evalset.conversations:
         asked, lost = _evaluate_conversation(
-            evalset.name, item, embedder, runs, turns_per_episode, also
+            evalset.name, item, embedder, runs, turns_per_episode, also, keyword_budget
         )
         questions += asked
         dropped += lost
@@ -102,6 +103,7 @@ def evaluate(
         "droppedEvidenceRefs": dropped,
         "semanticLimit": depth or "k",
         "turnsPerEpisode": turns_per_episode,
+        "keywordBudget": keyword_budget,
         "results": [
             {"dataset": evalset.name, **summary(runs[pair], questions, ks, categories)}
             for pair in pairs
@@ -191,10 +193,11 @@ def _evaluate_conversation(
     runs: dict[Weights, Run],
     turns_per_episode: int,
     also: Callable[[Imported, str, str], None] | None,
+    keyword_budget: int,
 ) -> tuple[list[Asked], int]:
     with imported(item, embedder, turns_per_episode) as chat:
         for question in chat.questions:
-            _ask(chat.memory, embedder, question, chat.scope, runs)
+            _ask(chat.memory, embedder, question, chat.scope, runs, keyword_budget)
         if also:
             also(chat, dataset, item.conversation.key)
     return chat.questions, chat.dropped
@@ -252,12 +255,17 @@ def _ask(
     question: Asked,
     scope: list[int],
     runs: dict[Weights, Run],
+    keyword_budget: int,
 ) -> None:
     vector = embedder.embed_query(question.text)
     for (semantic, keyword), run in runs.items():  # every run here is a weight pair
         for limit, ranked in run.ranked.items():
             settings = replace(
-                DEFAULTS, semantic_weight=semantic, keyword_weight=keyword, semantic_limit=limit
+                DEFAULTS,
+                semantic_weight=semantic,
+                keyword_weight=keyword,
+                semantic_limit=limit,
+                keyword_budget=keyword_budget,
             )
             started = time.perf_counter()
             fused = get_fused_episodes(memory, question.text, vector, scope, [], settings)

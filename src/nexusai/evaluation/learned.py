@@ -70,13 +70,18 @@ class Pool:
 
 
 def pools_of(
-    chat: Imported, dataset: str, conversation: str, embedder: Embedder, depth: int
+    chat: Imported,
+    dataset: str,
+    conversation: str,
+    embedder: Embedder,
+    depth: int,
+    keyword_budget: int = 0,
 ) -> list[Pool]:
     """Every question of one imported conversation, asked as a learned turn asks."""
     found = []
     for question in chat.questions:
         vector = embedder.embed_query(question.text)
-        asked = LegQuery(chat.memory, question.text, vector, chat.scope, [], depth)
+        asked = LegQuery(chat.memory, question.text, vector, chat.scope, [], depth, keyword_budget)
         started = time.perf_counter()
         legs = get_legs(asked, BOTH_LEGS, legs=True)
         spent = (time.perf_counter() - started) * 1000
@@ -227,13 +232,17 @@ class LearnedEval:
     imported, then every conversation scored by a ranker fitted to all the others (of
     every set given), as a row beside the weight pairs."""
 
-    def __init__(self, embedder: Embedder, depth: int = DEPTH) -> None:
+    def __init__(self, embedder: Embedder, depth: int = DEPTH, keyword_budget: int = 0) -> None:
         self.embedder = embedder
         self.depth = depth
+        self.keyword_budget = keyword_budget
         self.pools: list[Pool] = []
 
     def collect(self, chat: Imported, dataset: str, conversation: str) -> None:
-        self.pools += pools_of(chat, dataset, conversation, self.embedder, self.depth)
+        found = pools_of(
+            chat, dataset, conversation, self.embedder, self.depth, self.keyword_budget
+        )
+        self.pools += found
 
     def rows(
         self, results: Sequence[dict[str, Any]], ks: Sequence[int], progress: Callable[[str], None]

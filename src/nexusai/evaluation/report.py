@@ -53,7 +53,7 @@ def _learned(
     if options.depth or options.turns_per_episode != 1:
         console.print("fusion learned: not scored with --depth or --turns-per-episode")
         return None
-    return LearnedEval(embedder)
+    return LearnedEval(embedder, keyword_budget=options.keyword_budget)
 
 
 def _cross_validate(
@@ -75,6 +75,7 @@ class EvalOptions:
     json_out: Path | None = None
     plot_out: Path | None = None
     learned: bool = True
+    keyword_budget: int = 0
 
 
 def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
@@ -143,6 +144,7 @@ def _with_progress(
             options.depth,
             options.turns_per_episode,
             also,
+            options.keyword_budget,
         )
 
 

@@ -501,12 +501,21 @@ def search_episodes(
         str | None, Query(alias="sessionIds", description="Comma-separated session ids")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
+    budget: Annotated[
+        int,
+        Query(
+            ge=0,
+            le=10_000_000,
+            description="Most index entries the query may read: past it its commonest words"
+            " are left out, the rarest always kept (0: every word, the spec's query)",
+        ),
+    ] = 0,
 ) -> list[ScoredEpisodeOut]:
     max_chars = request.app.state.config.max_query_chars
     if len(q) > max_chars:
         raise InvalidInput(f"q is {len(q)} characters; the limit is {max_chars}")
     scope = tenancy.scope(parse_id_list("sessionIds", session_ids))
-    episodes = memory.search_keyword(q, limit, scope)
+    episodes = memory.search_keyword(q, limit, scope, budget)
     # The words searched for, as the index got them (to mark them), percent-encoded.
     response.headers["X-Search-Terms"] = quote(",".join(keywords.query_terms(q)))
     return [ScoredEpisodeOut.model_validate(e) for e in episodes]

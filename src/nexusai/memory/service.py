@@ -354,9 +354,9 @@ class Memory:
         return [replace(episode, score=hits[episode.id]) for episode in found]
 
     def search_keyword(
-        self, query: str, limit: int, session_ids: Sequence[int] | None
+        self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int = 0
     ) -> list[Episode]:
-        return self.store.search_keyword(query, limit, session_ids)
+        return self.store.search_keyword(query, limit, session_ids, budget)
 
     def vector_states(self, episode_ids: Sequence[int]) -> dict[int, VectorState]:
         return vector_state.vector_states(self.store.connection(), episode_ids)

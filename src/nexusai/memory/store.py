@@ -123,7 +123,7 @@ class EpisodeStore(ABC):
 
     @abstractmethod
     def _keyword_search(
-        self, query: str, limit: int, session_ids: Sequence[int] | None
+        self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int
     ) -> list[Episode]: ...
 
     def _rows(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
@@ -467,12 +467,17 @@ class EpisodeStore(ABC):
     # -- keyword search -----------------------------------------------------------------
 
     def search_keyword(
-        self, query: str, limit: int = 20, session_ids: Sequence[int] | None = None
+        self,
+        query: str,
+        limit: int = 20,
+        session_ids: Sequence[int] | None = None,
+        budget: int = 0,
     ) -> list[Episode]:
         """Episodes matching the words of `query`, best BM25 first, within the sessions given
         (all when None; none when empty). Query syntax in `query` is searched for, never
-        parsed."""
-        return self._keyword_search(query, limit, session_ids)
+        parsed. With a `budget`, the query's commonest terms are left out past that many
+        index entries (`keywords.within_budget`); 0 searches every term, as the spec says."""
+        return self._keyword_search(query, limit, session_ids, budget)
 
     def episode_ids(self) -> list[int]:
         return _ids(self._rows("SELECT id FROM episodes ORDER BY id"))

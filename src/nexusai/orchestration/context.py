@@ -94,7 +94,7 @@ def assemble_context(
     recent = recent_call.result() if recent_call else []
     recent_ids = [episode.id for episode in recent]
     depth = learned.depth if learned else settings.semantic_limit
-    asked = LegQuery(memory, message, vector, scope, recent_ids, depth)
+    asked = LegQuery(memory, message, vector, scope, recent_ids, depth, settings.keyword_budget)
     found = get_legs(asked, settings, legs or learned is not None, timings)
     with stopwatch(timings, "fuse"):
         if learned:

@@ -124,11 +124,12 @@ class HttpMemoryClient:
         return [e.to_episode() for e in self._send(call)]
 
     def search_keyword(
-        self, query: str, limit: int, session_ids: Sequence[int] | None
+        self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int = 0
     ) -> list[Episode]:
         if finds_nothing(session_ids, limit):
             return []
-        return [e.to_episode() for e in self._send(Endpoints.search(query, session_ids, limit))]
+        call = Endpoints.search(query, session_ids, limit, budget)
+        return [e.to_episode() for e in self._send(call)]
 
     def search_entities(
         self, vector: Sequence[float] | None, session_ids: Sequence[int], limit: int

@@ -24,6 +24,7 @@ class LegQuery:
     session_ids: Sequence[int]
     recent_ids: Sequence[int]
     limit: int
+    keyword_budget: int = 0  # the `keywordBudget` setting: 0, every term
 
 
 def semantic_leg(asked: LegQuery) -> list[Episode]:
@@ -40,7 +41,9 @@ def semantic_leg(asked: LegQuery) -> list[Episode]:
 def keyword_leg(asked: LegQuery) -> list[Episode]:
     """Asks for twice `limit` so that dropping recent turns still leaves enough."""
     with timed(RETRIEVAL_SECONDS, leg="keyword"):
-        rows = asked.memory.search_keyword(asked.query, asked.limit * 2, asked.session_ids)
+        rows = asked.memory.search_keyword(
+            asked.query, asked.limit * 2, asked.session_ids, asked.keyword_budget
+        )
     recent = set(asked.recent_ids)
     return [episode for episode in rows if episode.id not in recent]
 
@@ -97,7 +100,15 @@ def get_fused_episodes(
     settings: RuntimeSettings,
 ) -> list[FusedEpisode]:
     """The memories of a turn as `POST /context` ranks them (the evaluation's entry)."""
-    asked = LegQuery(memory, query, query_vector, session_ids, recent_ids, settings.semantic_limit)
+    asked = LegQuery(
+        memory,
+        query,
+        query_vector,
+        session_ids,
+        recent_ids,
+        settings.semantic_limit,
+        settings.keyword_budget,
+    )
     return fuse_legs(get_legs(asked, settings), settings)
 
 

@@ -72,6 +72,15 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("entityLimit", int, 0, 50, 10, "How many known entities a turn gets"),
     Setting(
+        "keywordBudget",
+        int,
+        0,
+        10_000_000,
+        0,
+        "Most index entries the keyword leg may read: past it the message's commonest words"
+        " are left out of its query, the rarest always kept (0: every word, the spec's query)",
+    ),
+    Setting(
         "fusion",
         str,
         0,
@@ -92,6 +101,7 @@ class RuntimeSettings:
     semantic_limit: int
     recent_limit: int
     entity_limit: int
+    keyword_budget: int = 0
     fusion: str = "rrf"
 
     @classmethod
@@ -102,6 +112,7 @@ class RuntimeSettings:
             semantic_limit=int(values["semanticLimit"]),
             recent_limit=int(values["recentLimit"]),
             entity_limit=int(values["entityLimit"]),
+            keyword_budget=int(values["keywordBudget"]),
             fusion=str(values["fusion"]),
         )
 
@@ -118,6 +129,7 @@ class RuntimeSettings:
             "semanticLimit": self.semantic_limit,
             "recentLimit": self.recent_limit,
             "entityLimit": self.entity_limit,
+            "keywordBudget": self.keyword_budget,
             "fusion": self.fusion,
         }
 

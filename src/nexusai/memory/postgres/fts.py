@@ -26,7 +26,7 @@ from typing import Literal, cast
 
 from psycopg import Connection
 
-from nexusai.keywords import query_terms
+from nexusai.keywords import query_terms, within_budget
 from nexusai.models import finds_nothing
 
 CONFIG = "nexus_english"
@@ -191,11 +191,15 @@ def scored_search(
     limit: int,
     session_ids: Sequence[int] | None,
     ranking: Ranking = "bm25",
+    budget: int = 0,
 ) -> list[tuple[int, float]]:
-    """`search` with each episode's score (higher is better)."""
+    """`search` with each episode's score (higher is better); with a `budget`, the
+    commonest terms are left out past it (`keywords.within_budget`), as in SQLite."""
     terms = query_terms(query)
     if not terms or finds_nothing(session_ids, limit):
         return []
+    if budget > 0:
+        terms = within_budget(terms, term_counts(conn, terms), budget)
     tsquery = " || ".join(f"plainto_tsquery('{CONFIG}', %(t{i})s)" for i in range(len(terms)))
     params: dict[str, object] = {f"t{i}": term for i, term in enumerate(terms)}
     params |= {"limit": limit, "sessions": [int(s) for s in session_ids or []], "terms": terms}
@@ -211,6 +215,20 @@ def scored_search(
     # Put together from constants and placeholders only: user text is a bound parameter.
     rows = conn.execute(sql, params).fetchall()
     return [(cast(int, row[0]), float(cast(float, row[1]))) for row in rows]
+
+
+def term_counts(conn: Connection[tuple[object, ...]], terms: Sequence[str]) -> dict[str, int]:
+    """How many episodes hold each term, from the counts the trigger keeps (a term the
+    parser splits counts as its commonest piece)."""
+    sql = f"""
+        SELECT term, coalesce(max(t.df), 0) FROM unnest(%(terms)s::text[]) AS term
+        LEFT JOIN LATERAL unnest(tsvector_to_array(to_tsvector('{CONFIG}', term))) AS l
+            ON true
+        LEFT JOIN {TERMS} t ON t.lexeme = l
+        GROUP BY term
+    """
+    rows = conn.execute(sql, {"terms": list(terms)}).fetchall()
+    return {str(term): int(cast(int, df)) for term, df in rows}
 
 
 def _bm25_sql(tsquery: str, scope: str) -> str:

@@ -193,12 +193,12 @@ class PgStore(EpisodeStore):
             pg_fts.rebuild(conn.raw)
 
     def _keyword_search(
-        self, query: str, limit: int, session_ids: Sequence[int] | None
+        self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int
     ) -> list[Episode]:
         if not query_terms(query) or finds_nothing(session_ids, limit):
             return []  # without borrowing a connection
         with self._raw() as raw:
-            hits = dict(pg_fts.scored_search(raw, query, limit, session_ids))
+            hits = dict(pg_fts.scored_search(raw, query, limit, session_ids, budget=budget))
         return [
             replace(episode, score=hits[episode.id]) for episode in self.get_episodes(list(hits))
         ]

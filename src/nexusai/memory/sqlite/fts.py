@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Sequence
 
-from nexusai.keywords import query_terms
+from nexusai.keywords import query_terms, within_budget
 from nexusai.models import finds_nothing
 
 # unicode61 folds diacritics so "café" finds "cafe"; porter makes "configure" find
@@ -27,8 +27,10 @@ TURN_WEIGHT, CONTEXT_WEIGHT = 1.0, 0.5
 def build_fts_query(text: str) -> str | None:
     """The spec's MATCH expression: each term quoted, joined with OR; None if none survive."""
     terms = query_terms(text)
-    if not terms:
-        return None
+    return _match(terms) if terms else None
+
+
+def _match(terms: Sequence[str]) -> str:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
@@ -124,20 +126,57 @@ def search(
     query: str,
     limit: int = 20,
     session_ids: Sequence[int] | None = None,
+    budget: int = 0,
 ) -> list[sqlite3.Row]:
     """Full episode rows matching `query`, best BM25 first, optionally scoped to sessions.
 
     An empty `session_ids` is an empty scope and finds nothing; None searches everywhere.
+    With a `budget`, the query's commonest terms are left out past that many index entries
+    (`keywords.within_budget`); 0 is the spec's query, every term.
     `connect` is called only when there is something to search.
     """
-    match = build_fts_query(query)
-    if match is None or finds_nothing(session_ids, limit):
+    terms = query_terms(query)
+    if not terms or finds_nothing(session_ids, limit):
         return []
-    words = f"{{search_text context_text search_cjk}} : ({match})"
+    conn = connect()
+    if budget > 0:
+        terms = within_budget(terms, term_counts(conn, terms), budget)
+    words = f"{{search_text context_text search_cjk}} : ({_match(terms)})"
     if session_ids is None or len(session_ids) > MATCH_SCOPE_LIMIT:
-        return _search_joined(connect(), words, limit, session_ids)
+        return _search_joined(conn, words, limit, session_ids)
     scope = " OR ".join(f'"s{int(s)}"' for s in session_ids)
-    return connect().execute(_SQL, [f"fts_scope : ({scope}) AND {words}", limit]).fetchall()
+    return conn.execute(_SQL, [f"fts_scope : ({scope}) AND {words}", limit]).fetchall()
+
+
+# The connection's own FTS5 table tokenizes the query's terms the way the index does
+# (porter stems them), and fts5vocab says how many episodes hold each stem: a lookup per
+# term, not a read of its entries.
+_COUNTING = (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.nexus_query USING fts5(term, tokenize='{TOKENIZER}')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.nexus_query_stems"
+    " USING fts5vocab(temp, nexus_query, 'instance')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.nexus_index_terms"
+    " USING fts5vocab(main, episodes_fts, 'row')",
+)
+
+
+def term_counts(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
+    """How many episodes hold each term (a term the tokenizer splits counts as its
+    commonest piece)."""
+    for ddl in _COUNTING:
+        conn.execute(ddl)
+    conn.execute("DELETE FROM temp.nexus_query")
+    conn.executemany(
+        "INSERT INTO temp.nexus_query(rowid, term) VALUES (?, ?)", list(enumerate(terms, 1))
+    )
+    counts = dict.fromkeys(terms, 0)
+    for row, stem in conn.execute("SELECT doc, term FROM temp.nexus_query_stems").fetchall():
+        found = conn.execute("SELECT doc FROM temp.nexus_index_terms WHERE term = ?", [stem])
+        held = found.fetchone()
+        term = terms[row - 1]
+        counts[term] = max(counts[term], held[0] if held else 0)
+    conn.execute("DELETE FROM temp.nexus_query")
+    return counts
 
 
 # Up to this many sessions, the scope is part of the MATCH, so FTS5 ranks only the rows in

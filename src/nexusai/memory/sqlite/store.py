@@ -150,9 +150,9 @@ class SqliteStore(EpisodeStore):
             fts.rebuild_index(conn)
 
     def _keyword_search(
-        self, query: str, limit: int, session_ids: Sequence[int] | None
+        self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int
     ) -> list[Episode]:
-        rows = fts.search(self.connection, query, limit, session_ids)
+        rows = fts.search(self.connection, query, limit, session_ids, budget)
         return [self._episode_from_row(row) for row in rows]
 
 

@@ -11,6 +11,7 @@ from nexusai.cli.common import F, clean_errors
 from nexusai.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from nexusai.evaluation.datasets import EvalSet
     from nexusai.evaluation.report import EvalOptions
 
 
@@ -140,37 +141,55 @@ def eval_jsonl(file: Path, **common: Any) -> None:
     run_eval([load_jsonl(file)], _options(**common))
 
 
+def dataset_options(fn: F) -> F:
+    """--locomo, --beam and --jsonl: the labelled sets `eval all` and `ranker train` read."""
+    for option in reversed(
+        [
+            click.option(
+                "--locomo",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                default=None,
+                help="LoCoMo's locomo10.json",
+            ),
+            click.option(
+                "--beam",
+                type=click.Path(exists=True, file_okay=False, path_type=Path),
+                default=None,
+                help="A folder of BEAM chats",
+            ),
+            click.option(
+                "--jsonl",
+                "jsonl_files",
+                multiple=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                help="Your own labelled chats (see `nexus eval jsonl --help`); may be given again",
+            ),
+        ]
+    ):
+        fn = option(fn)
+    return fn
+
+
+def load_sets(
+    locomo: Path | None, beam: Path | None, jsonl_files: tuple[Path, ...]
+) -> list[EvalSet]:
+    """The sets the options name, in that order; InvalidInput when none is given."""
+    from nexusai.evaluation.datasets import load_beam, load_jsonl, load_locomo
+
+    if not (locomo or beam or jsonl_files):
+        raise InvalidInput("say which datasets to use: --locomo FILE, --beam DIR, --jsonl FILE")
+    sets = [load_locomo(locomo)] if locomo else []
+    sets += [load_beam(beam)] if beam else []
+    return sets + [load_jsonl(f) for f in jsonl_files]
+
+
 @eval_group.command(name="all")
-@click.option(
-    "--locomo",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="LoCoMo's locomo10.json",
-)
-@click.option(
-    "--beam",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="A folder of BEAM chats",
-)
-@click.option(
-    "--jsonl",
-    "jsonl_files",
-    multiple=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Your own labelled chats (see `nexus eval jsonl --help`); may be given again",
-)
+@dataset_options
 @eval_options
 def eval_all(
     locomo: Path | None, beam: Path | None, jsonl_files: tuple[Path, ...], **common: Any
 ) -> None:
     """Every dataset given, a table each, and the worst case of each weight pair across them."""
-    from nexusai.evaluation.datasets import load_beam, load_jsonl, load_locomo
     from nexusai.evaluation.report import run_eval
 
-    if not (locomo or beam or jsonl_files):
-        raise InvalidInput("say which datasets to score: --locomo FILE, --beam DIR, --jsonl FILE")
-    sets = [load_locomo(locomo)] if locomo else []
-    sets += [load_beam(beam)] if beam else []
-    sets += [load_jsonl(f) for f in jsonl_files]
-    run_eval(sets, _options(**common))
+    run_eval(load_sets(locomo, beam, jsonl_files), _options(**common))

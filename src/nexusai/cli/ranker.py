@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from nexusai.cli.common import clean_errors
-from nexusai.errors import InvalidInput
+from nexusai.cli.eval import dataset_options, load_sets
 
 
 @click.group(name="ranker")
@@ -16,25 +16,7 @@ def ranker_group() -> None:
 
 
 @ranker_group.command(name="train")
-@click.option(
-    "--locomo",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="LoCoMo's locomo10.json",
-)
-@click.option(
-    "--beam",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=None,
-    help="A folder of BEAM chats",
-)
-@click.option(
-    "--jsonl",
-    "jsonl_files",
-    multiple=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Your own labelled chats, in the `nexus eval jsonl` format; may be given again",
-)
+@dataset_options
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -64,12 +46,6 @@ def train_command(
     fitted to all the others, beside RRF's weight pairs on the same lists. The file
     written is then fitted to every conversation. Needs `pip install 'nexusai[train]'`.
     """
-    from nexusai.evaluation.datasets import load_beam, load_jsonl, load_locomo
     from nexusai.evaluation.training import train
 
-    if not (locomo or beam or jsonl_files):
-        raise InvalidInput("say what to train on: --locomo FILE, --beam DIR, --jsonl FILE")
-    sets = [load_locomo(locomo)] if locomo else []
-    sets += [load_beam(beam)] if beam else []
-    sets += [load_jsonl(f) for f in jsonl_files]
-    train(sets, out, depth)
+    train(load_sets(locomo, beam, jsonl_files), out, depth)

@@ -202,8 +202,9 @@ def cross_validated(
     progress: Callable[[str], None] | None = None,
     rounds: int = ROUNDS,
 ) -> dict[int, dict[int, list[int]]]:
-    """Each pool's memories at each `semanticLimit` in `limits`, ranked by a ranker fitted
-    to every other conversation (pool index -> limit -> episode ids, best first)."""
+    """Each pool's memories at each `semanticLimit` in `limits` (ascending), ranked by a
+    ranker fitted to every other conversation (pool index -> limit -> episode ids, best
+    first)."""
     conversations = list(dict.fromkeys(p.fold for p in pools))
     if len(conversations) < 2:
         raise InvalidInput("cross-validation needs at least two conversations")
@@ -213,8 +214,9 @@ def cross_validated(
         ranker = fit(others, depth, {}, rounds)
         for index, held in enumerate(pools):
             if held.fold == held_out:
-                started = time.perf_counter()
-                ranked[index] = {k: rank_ids(ranker, held, k) for k in limits}
+                ranked[index] = {k: rank_ids(ranker, held, k) for k in limits[:-1]}
+                started = time.perf_counter()  # the deepest turn's, as for RRF's rows
+                ranked[index][limits[-1]] = rank_ids(ranker, held, limits[-1])
                 held.latency_ms += (time.perf_counter() - started) * 1000
         if progress:
             progress(held_out[1])

@@ -184,3 +184,18 @@ def test_a_missing_or_bad_ranker_stops_the_service_at_start(tmp_path: Path) -> N
     (tmp_path / "bad.json").write_text('{"format": "nexusai-ranker/1"}')
     with pytest.raises(ConfigError, match="is not a nexusai ranker"):
         create_app(Config.from_env({"NEXUS_RANKER": str(tmp_path / "bad.json")}, data_dir=tmp_path))
+
+
+def test_nexus_serve_with_a_bad_ranker_stops_in_one_line_and_touches_nothing(
+    tmp_path: Path,
+) -> None:
+    from tests.live_server import free_port
+
+    data = tmp_path / "data"
+    env = {"NEXUS_RANKER": str(tmp_path / "nope.json"), "NEXUS_DATA_DIR": str(data)}
+    result = CliRunner(env=env).invoke(cli, ["serve", "--port", str(free_port())])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"Error: NEXUS_RANKER: ranker model {tmp_path / 'nope.json'} does not exist"
+    ]
+    assert not data.exists()

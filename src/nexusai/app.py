@@ -46,14 +46,16 @@ def create_app(
     llm: OpenAIChat | None = None,
     role: Role = "all",
     memory: Memory | None = None,
+    ranker: Ranker | None = None,
 ) -> FastAPI:
     """The app. `embedder` lets callers share one loaded model between apps (tests do);
     `llm` overrides the one NEXUS_LLM_* configures; `memory`, opened already (`nexus serve`
-    opens it before it binds, to fail early), is owned and closed by the app."""
+    opens it before it binds, to fail early), is owned and closed by the app; `ranker`,
+    loaded already (`load_ranker`), saves loading it again."""
     config = config or Config.from_env()
     if role == "orchestration" and not config.memory_url:
         raise ConfigError("--role orchestration needs NEXUS_MEMORY_URL (the memory service)")
-    ranker = _ranker(config) if role != "memory" else None
+    ranker = ranker or (None if role == "memory" else load_ranker(config))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -184,8 +186,9 @@ def _ready(request: Request) -> Readiness:
     )
 
 
-def _ranker(config: Config) -> Ranker:
-    """Loaded before the app starts, so that a bad NEXUS_RANKER stops it at once."""
+def load_ranker(config: Config) -> Ranker:
+    """The ranker NEXUS_RANKER names (or the shipped one); a ConfigError naming the file's
+    fault, so that a bad NEXUS_RANKER stops the service before it opens anything."""
     try:
         return configured(config.ranker)
     except InvalidInput as exc:

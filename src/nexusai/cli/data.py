@@ -86,13 +86,14 @@ def _check_port_free(host: str, port: int) -> None:
 def _prepared_app(config: Config, role: str) -> FastAPI:
     """The app with its embedder and memory opened now, so their errors come before the
     banner, not from inside the server's start-up."""
-    from nexusai.app import Role, create_app
+    from nexusai.app import Role, create_app, load_ranker
     from nexusai.embedders import create_embedder
     from nexusai.memory.service import Memory
 
+    ranker = None if role == "memory" else load_ranker(config)  # before anything is opened
     embedder = create_embedder(config)
     memory = None if role == "orchestration" else Memory.open(config, embedder)
-    return create_app(config, embedder, role=cast("Role", role), memory=memory)
+    return create_app(config, embedder, role=cast("Role", role), memory=memory, ranker=ranker)
 
 
 def _data_in(config: Config) -> str:

@@ -136,3 +136,17 @@ def test_server_timing_says_where_the_turn_went(client: TestClient) -> None:
     assert spent["total"] >= spent["embed"] + spent["fuse"]
     no_keyword = client.post("/context", json={**body, "settings": {"keywordWeight": 0}})
     assert "keyword;" not in no_keyword.headers["Server-Timing"]
+
+
+def test_a_keyword_budget_leaves_the_commonest_words_out_of_the_turn(
+    memory: Memory, embedder: SwitchableEmbedder
+) -> None:
+    sid = memory.store.create_session().id
+    walks = write(memory, sid, *(f"a walk with the dog, day {i}" for i in range(6)))
+    heron = write(memory, sid, "a heron on the canal")
+    keyword_only = replace(NO_RECENT, semantic_weight=0.0, keyword_weight=1.0)
+    every = assemble_context(memory, embedder, keyword_only, sid, "walk heron")
+    assert {m.episode.id for m in every.memories} == {*walks, *heron}
+    budgeted = replace(keyword_only, keyword_budget=3)  # "walk" has 6 entries, "heron" 1
+    kept = assemble_context(memory, embedder, budgeted, sid, "walk heron")
+    assert [m.episode.id for m in kept.memories] == heron

@@ -107,6 +107,20 @@ def test_keyword_leg_searches_words_never_syntax(contract: Contract) -> None:
     assert contract.client.search_keyword("quarterly", 10, []) == []
 
 
+def test_both_legs_carry_their_scores_and_the_keyword_budget(contract: Contract) -> None:
+    sid = contract.new_session(None)
+    walks = add(contract, sid, *(f"a long walk, day {i}" for i in range(5)))
+    [heron] = add(contract, sid, "a heron by the canal")
+    found = contract.client.search_keyword("walk heron", 10, [sid])
+    assert {e.id for e in found} == {heron.id, *(w.id for w in walks)}
+    assert all(e.score is not None and e.score > 0 for e in found)
+    assert found == sorted(found, key=lambda e: -(e.score or 0))
+    budgeted = contract.client.search_keyword("walk heron", 10, [sid], budget=2)
+    assert [e.id for e in budgeted] == [heron.id]
+    nearest = contract.client.vector_episodes(contract.embed("a bird"), [sid], [], 3)
+    assert all(e.score is not None and -1 <= e.score <= 1 for e in nearest)
+
+
 def test_entity_search_is_typed_and_scoped(contract: Contract) -> None:
     project = contract.new_project("work")
     a, b = contract.new_session(project), contract.new_session(project)

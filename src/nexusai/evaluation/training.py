@@ -56,7 +56,7 @@ def train(sets: Sequence[EvalSet], out: Path, depth: int = DEPTH) -> Ranker:
     ranker = fit(everything, depth, trained_on)
     save(ranker, out)
     console.print(
-        f"Wrote {out} ({ranker.feature.shape[0]} trees). Use it: NEXUS_RANKER={out} nexus"
+        f"Wrote {out} ({len(ranker.trees)} trees). Use it: NEXUS_RANKER={out} nexus"
         ' serve, then PATCH /settings {"fusion": "learned"}'
     )
     return ranker

@@ -27,8 +27,9 @@ $(DEV): $(RUNTIME) requirements.lock
 run: install
 	$(BIN)/nexus serve
 
+# On every core (pytest-xdist), a test module to a worker: module fixtures stay shared.
 test: install-dev
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n auto --dist loadfile $(PYTEST_ARGS)
 
 # The TypeScript client, built with tsc and tested against a real `nexus serve` (Node 20+).
 test-ts: install-dev

@@ -250,6 +250,7 @@ def _aimed_at_bravo(
         "format": "jsonl",
         "prefix": "",
         "limit": 5,
+        "budget": 0,
         "offset": 0,
         "detail": "true",
         "order": "started",

@@ -3,9 +3,8 @@ scored by the ranker, the best `limit` kept. Pure: no I/O.
 
 One rule sits beside the ranker: RRF's first choice at (1, 1), the candidate both legs
 agree on most, is always among the memories (in the last place if the ranker would leave
-it out). The ranker learns what most questions want, and the minority pays: questions
-answered only by what the assistant said fell from 0.395 to 0.314 recall@10 on BEAM without
-it, and are at 0.395 with it, for 0.001 to 0.007 of overall recall (docs/evaluation.md)."""
+it out). The ranker learns what most questions want and the minority pays; this keeps the
+one memory RRF is surest of, for under 0.01 of overall recall (docs/evaluation.md)."""
 
 from __future__ import annotations
 
@@ -50,16 +49,21 @@ def rank_learned(
     ]
 
 
+KEPT_FROM_RRF = 1  # how many of RRF (1, 1)'s first choices a learned turn always keeps
+
+
 def _keep_rrfs_first(
     pool: Candidates, semantic: Sequence[Episode], keyword: Sequence[Episode], chosen: list[int]
 ) -> None:
-    """RRF's first choice takes the last place when the ranker left it out."""
-    first = fuse_ranked(semantic, keyword, 1.0, 1.0, 1)
-    if not first:
+    """RRF's first choices that the ranker left out take the last places, in RRF's order."""
+    where = {e.id: i for i, e in enumerate(pool.episodes)}
+    firsts = [where[f.episode.id] for f in fuse_ranked(semantic, keyword, 1.0, 1.0, KEPT_FROM_RRF)]
+    missing = [i for i in firsts[: len(chosen)] if i not in chosen]
+    if not missing:
         return
-    index = next(i for i, e in enumerate(pool.episodes) if e.id == first[0].episode.id)
-    if index not in chosen:
-        chosen[-1] = index
+    droppable = [i for i in chosen if i not in firsts]
+    dropped = set(droppable[len(droppable) - len(missing) :])
+    chosen[:] = [i for i in chosen if i not in dropped] + missing
 
 
 def _order(pool: Candidates, score: float, i: int) -> tuple[float, int, int]:

@@ -120,6 +120,8 @@ export interface Settings {
   semanticLimit: number;
   recentLimit: number;
   entityLimit: number;
+  /** Most index entries the keyword query may read (0: every word, the spec's query). */
+  keywordBudget: number;
   /** "rrf" (the spec's weighted RRF) or "learned" (the ranker). */
   fusion: "rrf" | "learned";
 }

@@ -87,3 +87,28 @@ def test_a_model_for_other_features_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     with pytest.raises(InvalidInput, match="points outside it, or back up"):
         load(path)
+
+
+def test_a_learned_turn_keeps_rrfs_first_choice_in_the_last_place() -> None:
+    """A ranker that scores the candidates both legs rank highest lowest: the learned top 3
+    would leave out RRF's first choice, which then takes the third place."""
+    from nexusai.models import Episode
+    from nexusai.orchestration.learned import rank_learned
+    from nexusai.ranking.model import from_trees
+
+    rrf = FEATURES.index("rrf")
+    tree = {
+        "feature": [rrf, -1, -1],
+        "threshold": [0.0325, 0.0, 0.0],
+        "left": [1, 0, 0],
+        "right": [2, 0, 0],
+        "value": [0.0, 1.0, -1.0],
+    }
+    ranker = from_trees([tree], 50, {})
+    found = [
+        Episode(i, 1, "user", f"turn {i}", f"2024-01-0{i}T00:00:00Z", "", {}, score=1 - i / 10)
+        for i in range(1, 6)
+    ]
+    # Episode 1 is first in both lists: RRF 2/61 > 0.0325; the next is 2/62, below it.
+    ranked = [m.episode.id for m in rank_learned("turn", found, found, ranker, 3)]
+    assert ranked == [2, 3, 1]

@@ -97,7 +97,7 @@ def test_a_learned_turn_keeps_rrfs_first_choice_in_the_last_place() -> None:
     from nexusai.ranking.model import from_trees
 
     rrf = FEATURES.index("rrf")
-    tree = {
+    tree: dict[str, list[float]] = {
         "feature": [rrf, -1, -1],
         "threshold": [0.0325, 0.0, 0.0],
         "left": [1, 0, 0],

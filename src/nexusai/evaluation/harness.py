@@ -19,12 +19,12 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from nexusai.config import Config
-from nexusai.embedders import Embedder
+from nexusai.embedders import Embedder, Vector
 from nexusai.errors import InvalidInput
 from nexusai.evaluation.datasets import EvalConversation, EvalSet
 from nexusai.evaluation.metrics import hit_at, percentile, recall_at, reciprocal_rank
@@ -34,6 +34,7 @@ from nexusai.memory.texts import said
 from nexusai.models import NewEpisode
 from nexusai.orchestration.retrieval import get_fused_episodes
 from nexusai.orchestration.settings import DEFAULTS
+from nexusai.ranking.features import ROLES
 
 SWEEP = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0]  # keywordWeight at semanticWeight 1
 
@@ -137,6 +138,13 @@ class Imported:
     questions: list[Asked]
     dropped: int  # evidence refs that named no message
     scope: list[int]  # all its sessions
+    vectors: dict[str, Vector] = field(default_factory=dict)
+
+    def vector(self, embedder: Embedder, text: str) -> Vector:
+        """The question's vector, embedded once however many runs ask it."""
+        if text not in self.vectors:
+            self.vectors[text] = embedder.embed_query(text)
+        return self.vectors[text]
 
 
 @contextmanager
@@ -183,9 +191,6 @@ def with_slices(memory: Memory, question: Asked, speakers: set[str]) -> Asked:
     return replace(question, slices=tuple(slices))
 
 
-ROLES = {"user", "assistant"}
-
-
 def _evaluate_conversation(
     dataset: str,
     item: EvalConversation,
@@ -197,7 +202,8 @@ def _evaluate_conversation(
 ) -> tuple[list[Asked], int]:
     with imported(item, embedder, turns_per_episode) as chat:
         for question in chat.questions:
-            _ask(chat.memory, embedder, question, chat.scope, runs, keyword_budget)
+            vector = chat.vector(embedder, question.text)
+            _ask(chat.memory, vector, question, chat.scope, runs, keyword_budget)
         if also:
             also(chat, dataset, item.conversation.key)
     return chat.questions, chat.dropped
@@ -251,13 +257,12 @@ def resolve_questions(item: EvalConversation, ids: dict[str, int]) -> tuple[list
 
 def _ask(
     memory: Memory,
-    embedder: Embedder,
+    vector: Vector,
     question: Asked,
     scope: list[int],
     runs: dict[Weights, Run],
     keyword_budget: int,
 ) -> None:
-    vector = embedder.embed_query(question.text)
     for (semantic, keyword), run in runs.items():  # every run here is a weight pair
         for limit, ranked in run.ranked.items():
             settings = replace(

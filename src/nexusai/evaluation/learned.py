@@ -10,6 +10,7 @@ trees are written to the model file and scored in numpy (`nexusai.ranking.model`
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -80,7 +81,7 @@ def pools_of(
     """Every question of one imported conversation, asked as a learned turn asks."""
     found = []
     for question in chat.questions:
-        vector = embedder.embed_query(question.text)
+        vector = chat.vector(embedder, question.text)  # the weight pairs' own, when they ran
         asked = LegQuery(chat.memory, question.text, vector, chat.scope, [], depth, keyword_budget)
         started = time.perf_counter()
         legs = get_legs(asked, BOTH_LEGS, legs=True)
@@ -139,15 +140,8 @@ def _balanced(pools: Sequence[Pool]) -> list[float]:
     """A weight per question, so that each dataset counts as much as any other however
     many questions it has (BEAM 1-10 has 179, LoCoMo 1,981): a ranker for both kinds of
     chat, not for the bigger set."""
-    sizes: dict[str, int] = {}
-    for p in pools:
-        sizes[p.dataset] = sizes.get(p.dataset, 0) + 1
-    if not BALANCE_SETS:
-        return [1.0] * len(pools)
+    sizes = Counter(p.dataset for p in pools)
     return [len(pools) / (len(sizes) * sizes[p.dataset]) for p in pools]
-
-
-BALANCE_SETS = True
 
 
 def ranker_from_booster(dump: dict[str, Any], depth: int, trained_on: dict[str, Any]) -> Ranker:

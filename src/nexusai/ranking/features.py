@@ -39,7 +39,7 @@ FEATURES: tuple[str, ...] = (
     "age_in_pool",  # 0 for the newest candidate, 1 for the oldest
 )
 RRF_K = 60
-_ROLES = {"user", "assistant"}
+ROLES = {"user", "assistant"}  # speakers that are roles, not named people
 _WORD = re.compile(r"[\w']+")
 _SECOND = {"you", "your", "yours", "you've", "you'd", "you're", "you'll", "yourself"}
 # "Can you summarize ..." asks the assistant to do something, not about what it said.
@@ -129,9 +129,9 @@ def _reciprocal(ranks: Matrix) -> Matrix:
 def _speaker_columns(pool: list[Episode], query: str) -> Columns:
     words = set(_WORD.findall(query.lower()))
     speakers = [e.speaker.lower() for e in pool]
-    named = {s for s in speakers if s not in _ROLES and _first_name(s) in words}
+    named = {s for s in speakers if s not in ROLES and _first_name(s) in words}
     is_named = np.array([s in named for s in speakers], dtype=np.float64)
-    roles = np.array([s in _ROLES for s in speakers], dtype=np.float64)
+    roles = np.array([s in ROLES for s in speakers], dtype=np.float64)
     return {
         "from_user": np.array([s == "user" for s in speakers], dtype=np.float64),
         "from_assistant": np.array([s == "assistant" for s in speakers], dtype=np.float64),

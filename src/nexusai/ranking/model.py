@@ -48,8 +48,7 @@ class Ranker:
     trees: tuple[Tree, ...]  # as the file holds them
     feature: Ints  # (all nodes,)
     threshold: Matrix  # +inf at a leaf
-    left: Ints  # an index into these arrays, not into the tree
-    right: Ints
+    children: Ints  # (all nodes * 2,): a node's right child, then its left
     value: Matrix
     roots: Ints  # (trees,)
     levels: int  # the longest root-to-leaf path
@@ -81,11 +80,10 @@ class Ranker:
         cells = np.ascontiguousarray(matrix).ravel()
         row_start = rows * matrix.shape[1]
         # Flat gathers: a few times faster than take_along_axis and np.where at this size.
-        children = np.stack([self.right, self.left], axis=1).ravel()
         for _ in range(self.levels):
             feature = self.feature[node]
             goes_left = cells[row_start + feature] <= self.threshold[node]
-            child = children[2 * node + goes_left]
+            child = self.children[2 * node + goes_left]
             if moved is not None:  # a leaf's step is 0: it adds nothing
                 np.add.at(moved, (rows, feature), self.value[child] - self.value[node])
             node = child
@@ -111,8 +109,7 @@ def from_trees(trees: Sequence[Tree], depth: int, trained_on: dict[str, Any]) ->
         tuple(trees),
         np.where(leaf, 0, flat["feature"]).astype(np.int64),
         np.where(leaf, np.inf, flat["threshold"]),
-        left,
-        right,
+        np.stack([right, left], axis=1).ravel(),
         flat["value"],
         offsets,
         max(_levels(tree) for tree in trees),

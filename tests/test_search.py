@@ -189,6 +189,28 @@ def test_the_scope_in_the_match_gives_what_the_join_gives(tmp_path: Path, dev_da
         assert compared > 60
 
 
+def test_a_scope_of_every_session_gives_what_the_join_gives(tmp_path: Path, dev_data: Path) -> None:
+    """A project holding every session is searched with no filter at all: the same rows in
+    the same order as filtering after ranking; a scope that leaves a session out is still
+    filtered."""
+    sample = json.loads((dev_data / "locomo" / "locomo10.json").read_text())[0]
+    turns = [t for n in range(1, 6) for t in sample["conversation"][f"session_{n}"]]
+    with SqliteStore(tmp_path / "s.db") as store:
+        sessions = [store.create_session().id for _ in range(fts.MATCH_SCOPE_LIMIT + 20)]
+        for number, turn in enumerate(turns):
+            add(store, sessions[number % len(sessions)], turn["text"])
+        for qa in sample["qa"][:40]:
+            question = qa["question"]
+            words = f"{{search_text context_text search_cjk}} : ({fts.build_fts_query(question)})"
+            every = store.search_keyword(question, 20, sessions)
+            joined = fts._search_joined(store.connection(), words, 20, sessions)
+            assert [e.id for e in every] == [row["id"] for row in joined] != []
+            assert every == store.search_keyword(question, 20, None)
+            top = every[0].session_id  # leave out the session of the best match
+            rest = [s for s in sessions if s != top]
+            assert all(e.session_id != top for e in store.search_keyword(question, 20, rest))
+
+
 def test_a_budget_leaves_out_the_commonest_words_and_keeps_the_rarest(
     store: EpisodeStore,
 ) -> None:

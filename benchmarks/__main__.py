@@ -17,6 +17,7 @@ BENCHMARKS = {
     "soak": "benchmarks.bench_soak",
     "curve": "benchmarks.bench_curve",
     "project": "benchmarks.bench_project",
+    "keyword-scale": "benchmarks.bench_keyword_scale",
     "pg-keyword": "benchmarks.bench_pg_keyword",
     "vacuum": "benchmarks.bench_vacuum",
     "index-build": "benchmarks.bench_index_build",

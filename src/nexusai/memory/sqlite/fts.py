@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from nexusai.keywords import query_terms, within_budget
 from nexusai.models import finds_nothing
@@ -121,18 +123,29 @@ def drop_index(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE IF EXISTS episodes_fts")
 
 
+class WholeTable(Protocol):
+    """What answers a query over the whole table without FTS5 ranking it (`bm25`)."""
+
+    def search(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]] | None: ...
+
+
+Found = sqlite3.Row | dict[str, Any]  # an episode's row, with its `score`
+
+
 def search(
     connect: Callable[[], sqlite3.Connection],
     query: str,
     limit: int = 20,
     session_ids: Sequence[int] | None = None,
     budget: int = 0,
-) -> list[sqlite3.Row]:
+    whole_table: WholeTable | None = None,
+) -> Sequence[Found]:
     """Full episode rows matching `query`, best BM25 first, optionally scoped to sessions.
 
     An empty `session_ids` is an empty scope and finds nothing; None searches everywhere.
     With a `budget`, the query's commonest terms are left out past that many index entries
-    (`keywords.within_budget`); 0 is the spec's query, every term.
+    (`keywords.within_budget`); 0 is the spec's query, every term. A search of the whole
+    table goes to `whole_table` first, which gives the same rows in the same order.
     `connect` is called only when there is something to search.
     """
     terms = query_terms(query)
@@ -146,10 +159,23 @@ def search(
         if not _every_session(conn, session_ids):
             return _search_joined(conn, words, limit, session_ids)
         session_ids = None  # a filter that keeps every row: leave it out
+    if session_ids is None and whole_table is not None:
+        scored = whole_table.search(terms, limit)
+        if scored is not None:
+            return _rows_of(conn, scored)
     if session_ids is not None:
         scope = " OR ".join(f'"s{int(s)}"' for s in session_ids)
         words = f"fts_scope : ({scope}) AND {words}"
     return conn.execute(_SQL, [words, limit]).fetchall()
+
+
+def _rows_of(conn: sqlite3.Connection, scored: Sequence[tuple[int, float]]) -> list[Found]:
+    wanted = json.dumps([row_id for row_id, _ in scored])
+    rows = conn.execute(
+        "SELECT * FROM episodes WHERE id IN (SELECT value FROM json_each(?))", [wanted]
+    )
+    by_id = {row["id"]: row for row in rows}
+    return [{**dict(by_id[row_id]), "score": score} for row_id, score in scored if row_id in by_id]
 
 
 # The connection's own FTS5 table tokenizes the query's terms the way the index does
@@ -225,3 +251,132 @@ def _search_joined(
     sql += " ORDER BY fts.rank, e.id LIMIT ?"
     params.append(limit)
     return conn.execute(sql, params).fetchall()
+
+
+# -- what the in-memory BM25 (`memory.sqlite.bm25`) reads of the index ------------------
+
+# Every edit or delete of an indexed row bumps this count (an insert does not: new rows are
+# found by their ids), so a copy of the index in memory knows when it is out of date.
+EDITS_DDL = """
+        CREATE TABLE keyword_edits (id INTEGER PRIMARY KEY CHECK (id = 1), edits INTEGER NOT NULL);
+        INSERT INTO keyword_edits (id, edits) VALUES (1, 0);
+        CREATE TRIGGER keyword_edits_update AFTER UPDATE OF search_text, context_text,
+            search_cjk ON episodes BEGIN
+            UPDATE keyword_edits SET edits = edits + 1 WHERE id = 1;
+        END;
+        CREATE TRIGGER keyword_edits_delete AFTER DELETE ON episodes BEGIN
+            UPDATE keyword_edits SET edits = edits + 1 WHERE id = 1;
+        END;
+"""
+# bm25()'s weight of each column, in the table's order (the scope column weighs nothing).
+COLUMN_WEIGHTS = {
+    "search_text": TURN_WEIGHT,
+    "context_text": CONTEXT_WEIGHT,
+    "search_cjk": TURN_WEIGHT,
+}
+_WEIGHTED = " ".join(f"WHEN '{c}' THEN {w}" for c, w in COLUMN_WEIGHTS.items())
+_INSTANCES = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.nexus_index_instances"
+    " USING fts5vocab(main, episodes_fts, 'instance')"
+)
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """What bm25() reads of the whole table, and where the index stood when it was read."""
+
+    rows: int  # FTS5's row count
+    tokens: int  # tokens in every column of every row
+    edits: int  # `keyword_edits`
+    last_id: int
+
+
+def index_state(conn: sqlite3.Connection) -> IndexState:
+    """FTS5's own totals (its averages record: a varint row count, then each column's
+    token count), so that the average row length is the one bm25() divides by."""
+    blob = conn.execute("SELECT block FROM episodes_fts_data WHERE id = 1").fetchone()
+    values = _varints(blob[0]) if blob else [0]
+    edits = conn.execute("SELECT edits FROM keyword_edits WHERE id = 1").fetchone()[0]
+    last = conn.execute("SELECT max(id) FROM episodes").fetchone()[0]
+    return IndexState(values[0], sum(values[1:]), int(edits), int(last or 0))
+
+
+def row_sizes(conn: sqlite3.Connection, after_id: int) -> list[tuple[int, int]]:
+    """(id, tokens in all its columns) of each indexed row past `after_id`: bm25()'s row
+    length."""
+    rows = conn.execute(
+        "SELECT id, sz FROM episodes_fts_docsize WHERE id > ? ORDER BY id", [after_id]
+    )
+    return [(int(row_id), sum(_varints(size))) for row_id, size in rows]
+
+
+def stems(conn: sqlite3.Connection, terms: Sequence[str]) -> list[list[str]]:
+    """The tokens FTS5 makes of each query term (porter-stemmed), as the index holds them."""
+    for ddl in _COUNTING:
+        conn.execute(ddl)
+    conn.execute("DELETE FROM temp.nexus_query")
+    conn.executemany(
+        "INSERT INTO temp.nexus_query(rowid, term) VALUES (?, ?)", list(enumerate(terms, 1))
+    )
+    made: list[list[str]] = [[] for _ in terms]
+    rows = conn.execute("SELECT doc, term FROM temp.nexus_query_stems ORDER BY doc, offset")
+    for row, stem in rows.fetchall():
+        made[row - 1].append(stem)
+    conn.execute("DELETE FROM temp.nexus_query")
+    return made
+
+
+def postings(conn: sqlite3.Connection, stem: str) -> list[tuple[int, float]]:
+    """Each row that holds `stem` in a searched column, with its weighted count of it (what
+    bm25() sums per phrase), by id."""
+    conn.execute(_INSTANCES)
+    rows = conn.execute(
+        f"SELECT doc, sum(CASE col {_WEIGHTED} END) FROM temp.nexus_index_instances"
+        " WHERE term = ? AND col != 'fts_scope' GROUP BY doc ORDER BY doc",
+        [stem],
+    )
+    return [(int(doc), float(weight)) for doc, weight in rows]
+
+
+_NEW_ROWS = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.nexus_new_rows USING fts5("
+    f"search_text, context_text, search_cjk, fts_scope, tokenize='{TOKENIZER}')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.nexus_new_instances"
+    " USING fts5vocab(temp, nexus_new_rows, 'instance')",
+)
+
+
+def new_postings(conn: sqlite3.Connection, after_id: int) -> dict[str, list[tuple[int, float]]]:
+    """`postings` of every stem in the rows past `after_id`, tokenized by a table of the
+    connection's own with the index's tokenizer (reading the index's entries of a common
+    stem for a few new rows would read all of them)."""
+    for ddl in _NEW_ROWS:
+        conn.execute(ddl)
+    conn.execute("DELETE FROM temp.nexus_new_rows")
+    conn.execute(
+        "INSERT INTO temp.nexus_new_rows(rowid, search_text, context_text, search_cjk, fts_scope)"
+        " SELECT id, search_text, context_text, search_cjk, fts_scope FROM episodes WHERE id > ?",
+        [after_id],
+    )
+    found: dict[str, list[tuple[int, float]]] = {}
+    rows = conn.execute(
+        f"SELECT term, doc, sum(CASE col {_WEIGHTED} END) FROM temp.nexus_new_instances"
+        " WHERE col != 'fts_scope' GROUP BY term, doc ORDER BY term, doc"
+    )
+    for stem, doc, weight in rows.fetchall():
+        found.setdefault(stem, []).append((int(doc), float(weight)))
+    conn.execute("DELETE FROM temp.nexus_new_rows")
+    return found
+
+
+def _varints(blob: bytes) -> list[int]:
+    """SQLite's varints, as FTS5 writes its sizes and totals."""
+    values, value, index = [], 0, 0
+    while index < len(blob):
+        byte = blob[index]
+        index += 1
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            values.append(value)
+            value = 0
+    return values

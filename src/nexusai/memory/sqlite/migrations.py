@@ -360,6 +360,13 @@ def m012_api_keys(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX api_keys_project ON api_keys(project_id)")
 
 
+@migration
+def m013_keyword_edits(conn: sqlite3.Connection) -> None:
+    """A count of edits and deletes of indexed rows, so that the whole-table BM25 kept in
+    memory (memory/sqlite/bm25.py) knows when it is out of step with FTS5."""
+    run_script(conn, fts.EDITS_DDL)
+
+
 def _rebuild(conn: sqlite3.Connection, table: str, create: str, after: list[str]) -> None:
     """SQLite's way to change a table's definition: a new table, the rows copied with their
     ids, the old one dropped, the new one renamed; then its indexes and triggers again.

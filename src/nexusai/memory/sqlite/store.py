@@ -15,6 +15,7 @@ from pathlib import Path
 from nexusai.errors import DISK_FULL, StorageFull
 from nexusai.memory import vector_state
 from nexusai.memory.sqlite import fts
+from nexusai.memory.sqlite.bm25 import WholeTableBM25
 from nexusai.memory.sqlite.migrations import apply_migrations
 from nexusai.memory.store import EpisodeStore, StoreDamaged, disk_full
 from nexusai.models import Episode
@@ -40,6 +41,7 @@ class SqliteStore(EpisodeStore):
         self._connections: dict[threading.Thread, sqlite3.Connection] = {}
         self._connections_lock = threading.Lock()
         self._write_lock = threading.RLock()
+        self._bm25 = WholeTableBM25(self.connection)
         # Called with every SQL statement any connection runs, when set before it opens.
         self.trace: Callable[[str], None] | None = None
         try:
@@ -125,6 +127,7 @@ class SqliteStore(EpisodeStore):
             return len(self._connections)
 
     def close(self) -> None:
+        self._bm25.close()
         with self._connections_lock:
             for conn in self._connections.values():
                 conn.close()
@@ -152,7 +155,7 @@ class SqliteStore(EpisodeStore):
     def _keyword_search(
         self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int
     ) -> list[Episode]:
-        rows = fts.search(self.connection, query, limit, session_ids, budget)
+        rows = fts.search(self.connection, query, limit, session_ids, budget, self._bm25)
         return [self._episode_from_row(row) for row in rows]
 
 

@@ -1,0 +1,98 @@
+"""The whole-table BM25 kept in memory answers exactly as FTS5 does: the same rows, in the
+same order, with the same scores to the last bit, through appends, edits and deletes."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from nexusai.keywords import query_terms
+from nexusai.memory.sqlite import fts
+from nexusai.memory.sqlite.bm25 import WholeTableBM25
+from nexusai.memory.sqlite.store import SqliteStore
+from nexusai.models import NewEpisode
+
+ODD = [
+    "running runs ran",  # two terms, one stem: bm25() counts that phrase twice
+    "我们住在北京吗",  # CJK bigrams
+    'NEAR( "caroline OR melanie* -painting',  # FTS5 syntax, searched as words
+    "zzyzx qwertyuiop",  # nothing holds them
+]
+
+
+@pytest.fixture
+def conversation(tmp_path: Path, dev_data: Path) -> tuple[SqliteStore, list[str]]:
+    sample = json.loads((dev_data / "locomo" / "locomo10.json").read_text())[0]
+    store = SqliteStore(tmp_path / "s.db")
+    for number in range(1, 8):
+        session = store.create_session().id
+        turns = sample["conversation"][f"session_{number}"]
+        store.add_episodes(session, [NewEpisode(t["speaker"], t["text"]) for t in turns])
+    store.add_episodes(store.create_session().id, [NewEpisode("user", "我们住在北京")])
+    return store, [qa["question"] for qa in sample["qa"][:40]] + ODD
+
+
+def answered(bm25: WholeTableBM25, query: str, limit: int) -> list[tuple[int, float]]:
+    """The copy's answer, once it has what it needs (it reads behind the turns)."""
+    terms = query_terms(query)
+    deadline = time.monotonic() + 30
+    while (found := bm25.search(terms, limit)) is None:
+        assert time.monotonic() < deadline, "the copy never answered"
+        time.sleep(0.01)
+    return found
+
+
+def by_fts5(store: SqliteStore, query: str, limit: int) -> list[tuple[int, float]]:
+    return [(row["id"], row["score"]) for row in fts.search(store.connection, query, limit)]
+
+
+def same_answers(store: SqliteStore, bm25: WholeTableBM25, queries: Sequence[str]) -> int:
+    found = 0
+    for query in queries:
+        for limit in (5, 40):
+            if query_terms(query):
+                assert answered(bm25, query, limit) == by_fts5(store, query, limit), query
+                found += bool(by_fts5(store, query, limit))
+    return found
+
+
+def test_it_answers_as_fts5_does(conversation: tuple[SqliteStore, list[str]]) -> None:
+    store, queries = conversation
+    bm25 = WholeTableBM25(store.connection)
+    assert same_answers(store, bm25, queries) > 60
+
+
+def test_it_keeps_step_with_every_write(conversation: tuple[SqliteStore, list[str]]) -> None:
+    store, queries = conversation
+    bm25 = WholeTableBM25(store.connection)
+    same_answers(store, bm25, queries)
+    session = store.create_session().id
+    store.add_episodes(session, [NewEpisode("Caroline", q) for q in queries[:10]])
+    assert same_answers(store, bm25, queries) > 60  # appended: the copy grows
+    store.update_episode(3, content="Caroline painted a lake at the support group")
+    assert same_answers(store, bm25, queries) > 60  # edited: made again
+    store.delete_episode(7)
+    assert same_answers(store, bm25, queries) > 60
+
+
+def test_the_store_uses_it_for_a_whole_table_scope(
+    conversation: tuple[SqliteStore, list[str]],
+) -> None:
+    """Once warm, a search with no scope runs no bm25 ranking in SQLite, and finds what the
+    SQL finds."""
+    store, queries = conversation
+    for query in queries:  # the store's own copy, warmed as turns warm it
+        answered(store._bm25, query, 20)
+    ranked: list[str] = []
+    connection = store.connection()
+    connection.set_trace_callback(ranked.append)
+    try:
+        found = {q: [(e.id, e.score) for e in store.search_keyword(q, 20, None)] for q in queries}
+    finally:
+        connection.set_trace_callback(None)
+    assert not [sql for sql in ranked if "episodes_fts MATCH" in sql]
+    assert found == {query: by_fts5(store, query, 20) for query in queries}

@@ -63,6 +63,7 @@ class WholeTableBM25:
         self._worker: threading.Thread | None = None
         self._worker_conn: sqlite3.Connection | None = None
         self._closed = False
+        self._wanted: set[str] = set()
         self._stem_of: dict[str, str | None] = {}
 
     def search(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]] | None:
@@ -76,7 +77,8 @@ class WholeTableBM25:
                 return None
             missing = [stem for stem in made if stem not in copy.postings]
             if missing:  # read behind this turn, which FTS5 answers
-                self._start(self._read_postings, missing)
+                self._wanted.update(missing)
+                self._start(self._read_wanted)
                 return None
             asked = [copy.postings[stem] for stem in made]
         return _best(copy, asked, limit)
@@ -105,6 +107,18 @@ class WholeTableBM25:
         if grown is None:
             self._start(self._build)
         return grown
+
+    def _read_wanted(self) -> None:
+        """Every stem a turn wanted and did not find, until none is left (turns that come
+        meanwhile add theirs)."""
+        while not self._closed:
+            with self._lock:
+                stems = sorted(self._wanted)
+            if not stems:
+                return
+            self._read_postings(stems)
+            with self._lock:
+                self._wanted.difference_update(stems)
 
     def _read_postings(self, stems: Sequence[str]) -> None:
         """Reads stems' postings at the copy's state, outside the lock (a common word's are

@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from nexusai.keywords import query_terms, within_budget
 from nexusai.models import finds_nothing
@@ -129,9 +129,6 @@ class WholeTable(Protocol):
     def search(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]] | None: ...
 
 
-Found = sqlite3.Row | dict[str, Any]  # an episode's row, with its `score`
-
-
 def search(
     connect: Callable[[], sqlite3.Connection],
     query: str,
@@ -139,7 +136,7 @@ def search(
     session_ids: Sequence[int] | None = None,
     budget: int = 0,
     whole_table: WholeTable | None = None,
-) -> Sequence[Found]:
+) -> list[sqlite3.Row]:
     """Full episode rows matching `query`, best BM25 first, optionally scoped to sessions.
 
     An empty `session_ids` is an empty scope and finds nothing; None searches everywhere.
@@ -169,13 +166,19 @@ def search(
     return conn.execute(_SQL, [words, limit]).fetchall()
 
 
-def _rows_of(conn: sqlite3.Connection, scored: Sequence[tuple[int, float]]) -> list[Found]:
-    wanted = json.dumps([row_id for row_id, _ in scored])
-    rows = conn.execute(
-        "SELECT * FROM episodes WHERE id IN (SELECT value FROM json_each(?))", [wanted]
-    )
-    by_id = {row["id"]: row for row in rows}
-    return [{**dict(by_id[row_id]), "score": score} for row_id, score in scored if row_id in by_id]
+def _rows_of(conn: sqlite3.Connection, scored: Sequence[tuple[int, float]]) -> list[sqlite3.Row]:
+    """The rows of `scored`, in its order, each with its score (bound as a parameter, so
+    the double is the one computed)."""
+    if not scored:
+        return []
+    values = ", ".join("(?, ?, ?)" for _ in scored)
+    params = [value for n, (row_id, score) in enumerate(scored) for value in (n, row_id, score)]
+    return conn.execute(
+        f"WITH scored(n, id, score) AS (VALUES {values})"
+        " SELECT e.*, scored.score AS score FROM scored JOIN episodes e ON e.id = scored.id"
+        " ORDER BY scored.n",
+        params,
+    ).fetchall()
 
 
 # The connection's own FTS5 table tokenizes the query's terms the way the index does

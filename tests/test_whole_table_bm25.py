@@ -62,13 +62,13 @@ def same_answers(store: SqliteStore, bm25: WholeTableBM25, queries: Sequence[str
 
 def test_it_answers_as_fts5_does(conversation: tuple[SqliteStore, list[str]]) -> None:
     store, queries = conversation
-    bm25 = WholeTableBM25(store.connection)
+    bm25 = WholeTableBM25(store.connection, min_rows=0)
     assert same_answers(store, bm25, queries) > 60
 
 
 def test_it_keeps_step_with_every_write(conversation: tuple[SqliteStore, list[str]]) -> None:
     store, queries = conversation
-    bm25 = WholeTableBM25(store.connection)
+    bm25 = WholeTableBM25(store.connection, min_rows=0)
     same_answers(store, bm25, queries)
     session = store.create_session().id
     store.add_episodes(session, [NewEpisode("Caroline", q) for q in queries[:10]])
@@ -79,13 +79,21 @@ def test_it_keeps_step_with_every_write(conversation: tuple[SqliteStore, list[st
     assert same_answers(store, bm25, queries) > 60
 
 
+def test_a_small_store_is_left_to_fts5(conversation: tuple[SqliteStore, list[str]]) -> None:
+    store, queries = conversation
+    bm25 = WholeTableBM25(store.connection)
+    assert all(bm25.search(query_terms(q), 20) is None for q in queries[:5])
+    assert bm25._worker is None  # nothing is read behind the turns
+
+
 def test_the_store_uses_it_for_a_whole_table_scope(
     conversation: tuple[SqliteStore, list[str]],
 ) -> None:
     """Once warm, a search with no scope runs no bm25 ranking in SQLite, and finds what the
     SQL finds."""
     store, queries = conversation
-    for query in queries:  # the store's own copy, warmed as turns warm it
+    store._bm25 = WholeTableBM25(store.connection, min_rows=0)  # a store this small: FTS5
+    for query in queries:  # warmed as turns warm it
         answered(store._bm25, query, 20)
     ranked: list[str] = []
     connection = store.connection()

@@ -30,12 +30,13 @@ def rank_learned(
 ) -> list[FusedEpisode]:
     """The best `limit` of both lists by the ranker's score. Ties go to the better single
     rank, then the lower id, as in RRF."""
-    pool = candidates(query, semantic[: ranker.depth], keyword[: ranker.depth])
+    semantic, keyword = semantic[: ranker.depth], keyword[: ranker.depth]
+    pool = candidates(query, semantic, keyword)
     if not pool.episodes or limit <= 0:
         return []
     scores = ranker.scores(pool.matrix).tolist()
     chosen = sorted(range(len(pool.episodes)), key=lambda i: _order(pool, scores[i], i))[:limit]
-    _keep_rrfs_first(pool, semantic[: ranker.depth], keyword[: ranker.depth], chosen)
+    _keep_rrfs_first(pool, semantic, keyword, chosen)
     moved = ranker.contributions(pool.matrix[chosen]) if explain else None
     return [
         FusedEpisode(
@@ -49,21 +50,16 @@ def rank_learned(
     ]
 
 
-KEPT_FROM_RRF = 1  # how many of RRF (1, 1)'s first choices a learned turn always keeps
-
-
 def _keep_rrfs_first(
     pool: Candidates, semantic: Sequence[Episode], keyword: Sequence[Episode], chosen: list[int]
 ) -> None:
-    """RRF's first choices that the ranker left out take the last places, in RRF's order."""
-    where = {e.id: i for i, e in enumerate(pool.episodes)}
-    firsts = [where[f.episode.id] for f in fuse_ranked(semantic, keyword, 1.0, 1.0, KEPT_FROM_RRF)]
-    missing = [i for i in firsts[: len(chosen)] if i not in chosen]
-    if not missing:
+    """RRF's first choice takes the last place when the ranker left it out."""
+    first = fuse_ranked(semantic, keyword, 1.0, 1.0, 1)
+    if not first:
         return
-    droppable = [i for i in chosen if i not in firsts]
-    dropped = set(droppable[len(droppable) - len(missing) :])
-    chosen[:] = [i for i in chosen if i not in dropped] + missing
+    index = next(i for i, e in enumerate(pool.episodes) if e.id == first[0].episode.id)
+    if index not in chosen:
+        chosen[-1] = index
 
 
 def _order(pool: Candidates, score: float, i: int) -> tuple[float, int, int]:

@@ -76,7 +76,7 @@ class WholeTableBM25:
         conn = self._connect()
         with self._lock, _snapshot(conn):
             copy = None if self._closed else self._current(conn)
-            made = self._stems(conn, terms) if copy is not None else None
+            made = None if copy is None else self._stems(conn, terms)
             if copy is None or made is None:
                 return None
             missing = [stem for stem in made if stem not in copy.postings]
@@ -237,6 +237,7 @@ def _best(copy: _Copy, asked: Sequence[tuple[Ids, Floats]], limit: int) -> list[
 
 
 def _arrays(postings: Sequence[tuple[int, float]]) -> tuple[Ids, Floats]:
+    """(id, value) pairs as an id array and a value array."""
     ids = np.fromiter((row for row, _ in postings), dtype=np.int64, count=len(postings))
     weights = np.fromiter((w for _, w in postings), dtype=np.float64, count=len(postings))
     return ids, weights
@@ -244,9 +245,8 @@ def _arrays(postings: Sequence[tuple[int, float]]) -> tuple[Ids, Floats]:
 
 def _sizes(sizes: Sequence[tuple[int, int]], last_id: int) -> Floats:
     lengths = np.zeros(last_id + 1)
-    if sizes:
-        ids = np.fromiter((row for row, _ in sizes), dtype=np.int64, count=len(sizes))
-        lengths[ids] = np.fromiter((n for _, n in sizes), dtype=np.float64, count=len(sizes))
+    ids, counts = _arrays(sizes)
+    lengths[ids] = counts
     return lengths
 
 

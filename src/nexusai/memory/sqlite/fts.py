@@ -196,19 +196,12 @@ _COUNTING = (
 def term_counts(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
     """How many episodes hold each term (a term the tokenizer splits counts as its
     commonest piece)."""
-    for ddl in _COUNTING:
-        conn.execute(ddl)
-    conn.execute("DELETE FROM temp.nexus_query")
-    conn.executemany(
-        "INSERT INTO temp.nexus_query(rowid, term) VALUES (?, ?)", list(enumerate(terms, 1))
-    )
     counts = dict.fromkeys(terms, 0)
-    for row, stem in conn.execute("SELECT doc, term FROM temp.nexus_query_stems").fetchall():
-        found = conn.execute("SELECT doc FROM temp.nexus_index_terms WHERE term = ?", [stem])
-        held = found.fetchone()
-        term = terms[row - 1]
-        counts[term] = max(counts[term], held[0] if held else 0)
-    conn.execute("DELETE FROM temp.nexus_query")
+    for term, pieces in zip(terms, stems(conn, terms), strict=True):
+        for stem in pieces:
+            found = conn.execute("SELECT doc FROM temp.nexus_index_terms WHERE term = ?", [stem])
+            held = found.fetchone()
+            counts[term] = max(counts[term], held[0] if held else 0)
     return counts
 
 

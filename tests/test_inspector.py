@@ -312,6 +312,9 @@ def test_ask_in_learned_mode_shows_what_moved_each_memory(
     assert _memory_ids(page) == [m.id for m in learned.memories]
     first = page.inner_text("#memories > li")
     assert all(f.feature in first for f in learned.memories[0].features or [])
+    assert [m.placed_by for m in learned.memories[:3]] == ["ranker", "ranker", "rrf"]
+    assert "RRF's place" in page.query_selector_all("#memories > li")[2].inner_text()
+    assert "RRF's place" not in first
     assert "fusion learned" in page.inner_text("#fusion-note")
     page.screenshot(path=str(ARTIFACTS / "inspector-ask-learned.png"))
     page.select_option("#fusion", "rrf")  # the sliders work again, and the page asks anew

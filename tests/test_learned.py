@@ -126,6 +126,8 @@ def test_a_trained_ranker_puts_what_it_learned_first(
         assert rrf[0]["speaker"] == "assistant"  # both legs like the echo
         learned = ask(client, session, question, recentLimit=0, fusion="learned")
         assert [m["speaker"] for m in learned] == ["user", "assistant"]
+        assert [m["placedBy"] for m in learned] == ["ranker", "ranker"]  # RRF's is third
+        assert "placedBy" not in rrf[0]
         first = learned[0]
         assert first["score"] > learned[1]["score"]
         assert {"semanticRank", "keywordRank"} <= set(first)

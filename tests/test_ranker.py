@@ -89,26 +89,39 @@ def test_a_model_for_other_features_is_refused(tmp_path: Path) -> None:
         load(path)
 
 
-def test_a_learned_turn_keeps_rrfs_first_choice_in_the_last_place() -> None:
-    """A ranker that scores the candidates both legs rank highest lowest: the learned top 3
-    would leave out RRF's first choice, which then takes the third place."""
+def test_every_third_memory_of_a_learned_turn_is_rrfs_next_choice() -> None:
+    """A ranker that scores the candidates both legs rank highest lowest: its own order is
+    RRF's reversed, so every third place shows RRF's best not yet placed."""
     from nexusai.models import Episode
     from nexusai.orchestration.learned import rank_learned
     from nexusai.ranking.model import from_trees
 
-    rrf = FEATURES.index("rrf")
-    tree: dict[str, list[float]] = {
-        "feature": [rrf, -1, -1],
-        "threshold": [0.0325, 0.0, 0.0],
-        "left": [1, 0, 0],
-        "right": [2, 0, 0],
-        "value": [0.0, 1.0, -1.0],
-    }
-    ranker = from_trees([tree], 50, {})
+    ranker = from_trees([_later_is_better(FEATURES.index("semantic_rank"), 7)], 50, {})
     found = [
         Episode(i, 1, "user", f"turn {i}", f"2024-01-0{i}T00:00:00Z", "", {}, score=1 - i / 10)
-        for i in range(1, 6)
+        for i in range(1, 8)
     ]
-    # Episode 1 is first in both lists: RRF 2/61 > 0.0325; the next is 2/62, below it.
-    ranked = [m.episode.id for m in rank_learned("turn", found, found, ranker, 3)]
-    assert ranked == [2, 3, 1]
+    ranked = [m.episode.id for m in rank_learned("turn", found, found, ranker, 6)]
+    assert ranked == [7, 6, 1, 5, 4, 2]
+    assert [m.episode.id for m in rank_learned("turn", found, found, ranker, 2)] == [7, 6]
+    assert len(rank_learned("turn", found, found, ranker, 50)) == 7
+
+
+def _later_is_better(feature: int, ranks: int) -> dict[str, list[float]]:
+    """One tree, a chain of splits on `feature`: the higher its value, the higher the
+    score (rank r scores r)."""
+    tree: dict[str, list[float]] = {k: [] for k in ("feature", "threshold", "left", "right")}
+    tree["value"] = []
+    for r in range(1, ranks):
+        node = len(tree["feature"])
+        tree["feature"] += [feature, -1]
+        tree["threshold"] += [r + 0.5, 0.0]
+        tree["left"] += [node + 1, 0]
+        tree["right"] += [node + 2, 0]
+        tree["value"] += [float(r), float(r)]
+    tree["feature"].append(-1)
+    tree["threshold"].append(0.0)
+    tree["left"].append(0)
+    tree["right"].append(0)
+    tree["value"].append(float(ranks))
+    return tree

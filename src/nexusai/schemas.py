@@ -6,7 +6,7 @@ client, so this module imports neither service: only the domain rows in `models`
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
@@ -185,6 +185,11 @@ class MemoryOut(EpisodeOut):
     features: list[MovedOut] | None = Field(
         default=None,
         description="At fusion learned, with explain: the features that moved it most",
+    )
+    placed_by: Literal["ranker", "rrf"] | None = Field(
+        default=None,
+        description='At fusion learned, with explain: "ranker", or "rrf" for the places'
+        " (every third) that go to RRF (1, 1)'s best not yet placed",
     )
 
 

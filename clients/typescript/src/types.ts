@@ -72,6 +72,8 @@ export interface MemoryOut extends EpisodeOut {
   keywordRank?: number | null;
   /** At fusion "learned", with `explain`: the three features that moved it most. */
   features?: MovedOut[] | null;
+  /** At fusion "learned", with `explain`: "ranker", or "rrf" for the places (every third) given to RRF (1, 1)'s best not yet placed. */
+  placedBy?: "ranker" | "rrf" | null;
 }
 
 export interface EntityOut {

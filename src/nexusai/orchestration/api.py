@@ -119,6 +119,8 @@ def context_out(context: Context, explain: bool) -> ContextOut:
             memory.keyword_rank = fused.keyword_rank
             if fused.moved:
                 memory.features = [MovedOut.model_validate(m) for m in fused.moved]
+            if fused.placed_by:  # set only when there is one: RRF turns show no null
+                memory.placed_by = fused.placed_by
         memories.append(memory)
     out = ContextOut(
         session_id=context.session_id,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from nexusai.config import RETRIEVAL
 from nexusai.models import Episode
@@ -32,6 +33,7 @@ class FusedEpisode:
     semantic_rank: int | None
     keyword_rank: int | None
     moved: tuple[Moved, ...] = ()  # learned mode, with explain: what moved it most
+    placed_by: Literal["ranker", "rrf"] | None = None  # learned mode: who chose its place
 
 
 def fuse_ranked(

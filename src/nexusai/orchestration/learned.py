@@ -1,10 +1,11 @@
 """The learned fusion mode (`fusion: "learned"`): both legs' deeper lists, every candidate
 scored by the ranker, the best `limit` kept. Pure: no I/O.
 
-One rule sits beside the ranker: RRF's first choice at (1, 1), the candidate both legs
-agree on most, is always among the memories (in the last place if the ranker would leave
-it out). The ranker learns what most questions want and the minority pays; this keeps the
-one memory RRF is surest of, for under 0.01 of overall recall (docs/evaluation.md)."""
+One rule sits beside the ranker: every third memory is RRF's next choice at (1, 1) that is
+not already among them. The ranker learns what most questions want, and the minority
+(a question about what the assistant said, in a chat where the user's own messages hold
+most facts) pays; a third of the memories chosen as RRF chooses them bounds that loss, for
+under 0.01 of overall recall (docs/evaluation.md)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from nexusai.ranking.features import FEATURES, Candidates, Matrix, candidates
 from nexusai.ranking.model import Ranker
 
 EXPLAINED = 3  # features shown per memory with explain
+RRF_EVERY = 3  # every third memory is RRF's: docs/evaluation.md has 2 to 5 measured
 
 
 def rank_learned(
@@ -28,15 +30,15 @@ def rank_learned(
     limit: int,
     explain: bool = False,
 ) -> list[FusedEpisode]:
-    """The best `limit` of both lists by the ranker's score. Ties go to the better single
-    rank, then the lower id, as in RRF."""
+    """The best `limit` of both lists by the ranker's score, every `RRF_EVERY`-th place
+    given to RRF. Ties go to the better single rank, then the lower id, as in RRF."""
     semantic, keyword = semantic[: ranker.depth], keyword[: ranker.depth]
     pool = candidates(query, semantic, keyword)
     if not pool.episodes or limit <= 0:
         return []
     scores = ranker.scores(pool.matrix).tolist()
-    chosen = sorted(range(len(pool.episodes)), key=lambda i: _order(pool, scores[i], i))[:limit]
-    _keep_rrfs_first(pool, semantic, keyword, chosen)
+    learned = sorted(range(len(pool.episodes)), key=lambda i: _order(pool, scores[i], i))
+    chosen = _interleaved(learned, _rrf_order(pool, semantic, keyword), limit)
     moved = ranker.contributions(pool.matrix[chosen]) if explain else None
     return [
         FusedEpisode(
@@ -45,21 +47,37 @@ def rank_learned(
             pool.semantic_ranks[i],
             pool.keyword_ranks[i],
             _most_moved(pool.matrix[i], moved[row]) if moved is not None else (),
+            "rrf" if _rrfs_place(row) else "ranker",
         )
         for row, i in enumerate(chosen)
     ]
 
 
-def _keep_rrfs_first(
-    pool: Candidates, semantic: Sequence[Episode], keyword: Sequence[Episode], chosen: list[int]
-) -> None:
-    """RRF's first choice takes the last place when the ranker left it out."""
-    first = fuse_ranked(semantic, keyword, 1.0, 1.0, 1)
-    if not first:
-        return
-    index = next(i for i, e in enumerate(pool.episodes) if e.id == first[0].episode.id)
-    if index not in chosen:
-        chosen[-1] = index
+def _rrf_order(
+    pool: Candidates, semantic: Sequence[Episode], keyword: Sequence[Episode]
+) -> list[int]:
+    """The pool's indexes in RRF (1, 1)'s order."""
+    index = {e.id: i for i, e in enumerate(pool.episodes)}
+    return [index[f.episode.id] for f in fuse_ranked(semantic, keyword, 1.0, 1.0, len(index))]
+
+
+def _interleaved(learned: list[int], rrf: list[int], limit: int) -> list[int]:
+    """The ranker's order, but every `RRF_EVERY`-th place goes to RRF's best not yet
+    placed. Both orders hold the whole pool, so neither runs out before the other."""
+    chosen: list[int] = []
+    taken: set[int] = set()
+    picks = {False: iter(learned), True: iter(rrf)}
+    while len(chosen) < min(limit, len(learned)):
+        source = picks[_rrfs_place(len(chosen))]
+        pick = next(i for i in source if i not in taken)
+        chosen.append(pick)
+        taken.add(pick)
+    return chosen
+
+
+def _rrfs_place(place: int) -> bool:
+    """Whether the 0-based `place` is one of RRF's."""
+    return (place + 1) % RRF_EVERY == 0
 
 
 def _order(pool: Candidates, score: float, i: int) -> tuple[float, int, int]:

@@ -31,7 +31,7 @@ FEATURES: tuple[str, ...] = (
     "speaker_named",  # the question names the candidate's speaker
     "other_speaker_named",  # the question names a speaker of the pool, not this one
     "asks_about_you",  # second person beyond a request's "can you": "your advice"
-    "asks_what_you_said",  # "did you recommend", "you gave me": the assistant's own words
+    "asks_what_you_said",  # "did you recommend", "you gave me": what the assistant said
     "asks_about_me",  # first person: "my", "I"
     "query_words",
     "candidate_length",  # log of its characters
@@ -44,9 +44,14 @@ _WORD = re.compile(r"[\w']+")
 _SECOND = {"you", "your", "yours", "you've", "you'd", "you're", "you'll", "yourself"}
 # "Can you summarize ..." asks the assistant to do something, not about what it said.
 _REQUEST = re.compile(r"^\W*(?:please\s+)?(?:can|could|would|will)\s+you\b", re.IGNORECASE)
+# Only the past: "did you recommend", "you gave me" ask what the assistant said, while
+# "what would you suggest" asks for new advice, whose evidence is the user's own facts.
 _YOU_SAID = re.compile(
-    r"\byou\s+(?:\w+\s+)?(?:recommend|suggest|advis|told|tell|said|say|gave|give|mention"
-    r"|propos|explain|show|shar|walk|help|provid|offer)",
+    r"\bdid\s+you\s+(?:\w+\s+)?(?:recommend|suggest|advis|tell|say|give|mention|propos"
+    r"|explain|show|shar|walk|help|provid|offer)"
+    r"|\byou(?:'ve|\s+have|\s+had)?\s+(?:\w+\s+)?(?:recommended|suggested|advised|told|said"
+    r"|gave|given|mentioned|proposed|explained|showed|shown|shared|walked|helped|provided"
+    r"|offered)\b",
     re.IGNORECASE,
 )
 _FIRST = {"i", "my", "me", "mine", "i've", "i'm", "i'd", "myself"}

@@ -356,6 +356,7 @@ function memoryItem(fused, episode, terms, entered) {
     rank("semantic", fused.semanticRank),
     rank("keyword", fused.keywordRank),
     badge(`score ${fused.score.toFixed(5)}`, "score"),
+    fused.placedBy === "rrf" ? badge("RRF's place", "rank") : null,
     ...(fused.features || []).map((f) =>
       badge(`${f.feature} ${f.effect >= 0 ? "+" : ""}${f.effect.toFixed(2)}`, f.effect >= 0 ? "ok" : "warn")),
     entered ? badge("entered", "ok") : null,

@@ -14,6 +14,7 @@ BENCHMARKS = {
     "load": "benchmarks.bench_load",
     "entity-precision": "benchmarks.bench_entity_precision",
     "import-long": "benchmarks.bench_import_long",
+    "import-short": "benchmarks.bench_import_short",
     "soak": "benchmarks.bench_soak",
     "curve": "benchmarks.bench_curve",
     "project": "benchmarks.bench_project",

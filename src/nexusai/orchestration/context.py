@@ -4,7 +4,7 @@ that one vector serves both fused episode search and entity search."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from nexusai.embedders import Embedder, Vector
 from nexusai.models import Entity, Episode
@@ -12,14 +12,7 @@ from nexusai.observability import EMBED_SECONDS, stopwatch, timed
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.learned import rank_learned
 from nexusai.orchestration.memory_client import MemoryClient
-from nexusai.orchestration.retrieval import (
-    POOL,
-    LegQuery,
-    Legs,
-    fuse_legs,
-    get_legs,
-    start_keyword,
-)
+from nexusai.orchestration.retrieval import POOL, LegQuery, Legs, fuse_legs, get_legs
 from nexusai.orchestration.settings import RuntimeSettings
 from nexusai.ranking.model import Ranker, shipped
 
@@ -70,8 +63,7 @@ def assemble_context(
     "learned" both legs are asked `ranker.depth` deep and `ranker` orders what they find;
     with `explain` each memory says which features moved it most."""
     learned = _learned_ranker(settings, ranker)
-    # The scope and the recent turns are fetched together, then the keyword leg runs while
-    # the message is embedded.
+    # The scope and the recent turns are fetched while the message is embedded.
     scope_call = POOL.submit(memory.scope_session_ids, session_id)
     recent_call = (
         POOL.submit(memory.recent_episodes, session_id, settings.recent_limit)
@@ -88,25 +80,22 @@ def assemble_context(
             " set one above 0 (PATCH /settings)"
         )
     timings: dict[str, float] = {}
-    scope = scope_call.result()  # NotFound for an unknown session
-    recent = recent_call.result() if recent_call else []
-    recent_ids = [episode.id for episode in recent]
-    depth = learned.depth if learned else settings.semantic_limit
-    asked = LegQuery(memory, message, None, scope, recent_ids, depth, settings.keyword_budget)
-    both = legs or learned is not None
-    keyword = start_keyword(asked, settings, both, timings)
     if settings.semantic_weight > 0 or wants_entities or legs or learned:
         with stopwatch(timings, "embed"):
             vector = embed_query(embedder, message)
         if vector is None:
             warnings.append("the embedder failed: only keyword memories this turn")
+    scope = scope_call.result()  # NotFound for an unknown session
     if rebuilding := memory.vectors_rebuilding():
         warnings.append(
             f"the vector index is being rebuilt: {rebuilding} episodes are found by keyword"
             " only until it ends"
         )
-    asked = replace(asked, query_vector=vector)
-    found = get_legs(asked, settings, both, timings, keyword)
+    recent = recent_call.result() if recent_call else []
+    recent_ids = [episode.id for episode in recent]
+    depth = learned.depth if learned else settings.semantic_limit
+    asked = LegQuery(memory, message, vector, scope, recent_ids, depth, settings.keyword_budget)
+    found = get_legs(asked, settings, legs or learned is not None, timings)
     with stopwatch(timings, "fuse"):
         if learned:
             limit = settings.semantic_limit

@@ -56,32 +56,19 @@ class Legs:
     keyword: list[Episode]
 
 
-def start_keyword(
-    asked: LegQuery,
-    settings: RuntimeSettings,
-    legs: bool = False,
-    timings: dict[str, float] | None = None,
-) -> Future[list[Episode]] | None:
-    """The keyword leg, started in the background; None when its weight is 0 and `legs`
-    is not asked. It needs no query vector, so a turn starts it before embedding."""
-    if not (legs or settings.keyword_weight > 0):
-        return None
-    spent = timings if timings is not None else {}
-    return POOL.submit(_clocked, spent, "keyword", keyword_leg, asked)
-
-
 def get_legs(
     asked: LegQuery,
     settings: RuntimeSettings,
     legs: bool = False,
     timings: dict[str, float] | None = None,
-    keyword: Future[list[Episode]] | None = None,
 ) -> Legs:
     """Both legs, at the same time. A leg whose weight is 0 is not even asked, unless
     `legs` (a client that re-fuses at other weights needs both). Each leg's own duration
-    goes into `timings` (ms) when given. `keyword`: the leg as `start_keyword` started it."""
+    goes into `timings` (ms) when given."""
     spent = timings if timings is not None else {}
-    keyword = keyword or start_keyword(asked, settings, legs, spent)
+    keyword: Future[list[Episode]] | None = None
+    if legs or settings.keyword_weight > 0:
+        keyword = POOL.submit(_clocked, spent, "keyword", keyword_leg, asked)
     wanted = legs or settings.semantic_weight > 0
     semantic = _clocked(spent, "semantic", semantic_leg, asked) if wanted else []
     return Legs(semantic, keyword.result() if keyword else [])

@@ -15,6 +15,7 @@ BENCHMARKS = {
     "entity-precision": "benchmarks.bench_entity_precision",
     "import-long": "benchmarks.bench_import_long",
     "import-short": "benchmarks.bench_import_short",
+    "http": "benchmarks.bench_http",
     "soak": "benchmarks.bench_soak",
     "curve": "benchmarks.bench_curve",
     "project": "benchmarks.bench_project",

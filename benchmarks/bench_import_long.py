@@ -38,32 +38,8 @@ def run(quick: bool = False) -> None:
         f"Importing long chats: {messages:,} BEAM messages, {chars:,} characters",
         ["what", "seconds", "characters/s", "vs the embedder"],
     )
-    plain, _, texts = _import(conversations, embedder, None)
-    started = time.perf_counter()
-    embedder.embed(texts)
-    raw = time.perf_counter() - started
-    report.add(
-        "embedder alone, on the texts the write path embeds",
-        f"{raw:.1f}",
-        f"{chars / raw:,.0f}",
-        "1.00",
-    )
-    report.add(
-        "write path, no extraction", f"{plain:.1f}", f"{chars / plain:,.0f}", f"{raw / plain:.2f}"
-    )
-    written, extracted, _ = _import(conversations, embedder, SpacyExtractor())
-    report.add(
-        "write path, spaCy extracting behind it (as the service runs)",
-        f"{written:.1f}",
-        f"{chars / written:,.0f}",
-        f"{raw / written:.2f}",
-    )
-    report.add(
-        "... until the last entity is extracted",
-        f"{extracted:.1f}",
-        f"{chars / extracted:,.0f}",
-        f"{raw / extracted:.2f}",
-    )
+    for what, seconds, ratio in timed_imports(conversations, embedder):
+        report.add(what, f"{seconds:.1f}", f"{chars / seconds:,.0f}", f"{ratio:.2f}")
     report.notes.append(
         "The import returns when its episodes are stored and embedded; a thread extracts"
         " their entities behind it, sharing the machine's cores with the embedder"
@@ -71,6 +47,26 @@ def run(quick: bool = False) -> None:
     )
     report.notes.append("Target: the write path at 0.8 of the embedder or better.")
     report.print()
+
+
+def timed_imports(
+    conversations: list[SourceConversation], embedder: LocalEmbedder
+) -> list[tuple[str, float, float]]:
+    """(what, seconds, the embedder's time over those seconds): the embedder alone on the
+    texts the write path embeds, then the write path without extraction and with spaCy
+    extracting behind it, until it returns and until the last entity is extracted."""
+    plain, _, texts = _import(conversations, embedder, None)
+    started = time.perf_counter()
+    embedder.embed(texts)
+    raw = time.perf_counter() - started
+    written, extracted, _ = _import(conversations, embedder, SpacyExtractor())
+    rows = [
+        ("embedder alone, on the texts the write path embeds", raw),
+        ("write path, no extraction", plain),
+        ("write path, spaCy extracting behind it (as the service runs)", written),
+        ("... until the last entity is extracted", extracted),
+    ]
+    return [(what, seconds, raw / seconds) for what, seconds in rows]
 
 
 def _import(

@@ -10,13 +10,11 @@ session a conversation, as `nexus import` of a JSONL file of many short chats wr
 from __future__ import annotations
 
 import os
-import time
 
-from benchmarks.bench_import_long import _import
+from benchmarks.bench_import_long import timed_imports
 from benchmarks.bench_project import _common
 from benchmarks.common import Report
 from nexusai.embedders.minilm import LocalEmbedder
-from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.importing import SourceConversation, SourceEpisode, SourceSession
 from nexusai.models import NewEpisode
 
@@ -31,15 +29,8 @@ def run(quick: bool = False) -> None:
         f"Importing {count:,} short turns, {PER_SESSION} to a session",
         ["what", "seconds", "episodes/s", "vs the embedder"],
     )
-    plain, _, texts = _import(conversations, embedder, None)
-    started = time.perf_counter()
-    embedder.embed(texts)
-    raw = time.perf_counter() - started
-    report.add("embedder alone, on the texts the write path embeds", raw, count / raw, 1.0)
-    report.add("write path, no extraction", plain, count / plain, raw / plain)
-    written, extracted, _ = _import(conversations, embedder, SpacyExtractor())
-    report.add("write path, spaCy extracting behind it", written, count / written, raw / written)
-    report.add("... until the last entity is extracted", extracted, count / extracted, "")
+    for what, seconds, ratio in timed_imports(conversations, embedder):
+        report.add(what, seconds, count / seconds, ratio)
     report.notes.append("Target: 150 episodes/s or more through the write path.")
     report.print()
 

@@ -125,3 +125,24 @@ def _later_is_better(feature: int, ranks: int) -> dict[str, list[float]]:
     tree["right"].append(0)
     tree["value"].append(float(ranks))
     return tree
+
+
+def test_rrfs_places_follow_fuse_ranked_exactly() -> None:
+    """A learned turn takes RRF's order from its `rrf` feature column: the same order as
+    `fuse_ranked` at (1, 1), ties included, on lists that overlap in part."""
+    import random
+
+    from nexusai.models import Episode
+    from nexusai.orchestration.fusion import fuse_ranked
+    from nexusai.orchestration.learned import _rrf_order
+    from nexusai.ranking.features import candidates
+
+    rng = random.Random(5)
+    for _ in range(50):
+        ids = rng.sample(range(1, 200), 80)
+        found = {i: Episode(i, 1, "user", f"turn {i}", "2024-01-01T00:00:00Z", "", {}) for i in ids}
+        semantic = [found[i] for i in rng.sample(ids, 50)]
+        keyword = [found[i] for i in rng.sample(ids, 50)]
+        pool = candidates("turn", semantic, keyword)
+        fused = fuse_ranked(semantic, keyword, 1.0, 1.0, len(pool.episodes))
+        assert [pool.episodes[i].id for i in _rrf_order(pool)] == [f.episode.id for f in fused]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from nexusai.models import Episode
-from nexusai.orchestration.fusion import FusedEpisode, Moved, fuse_ranked
+from nexusai.orchestration.fusion import FusedEpisode, Moved
 from nexusai.ranking.features import FEATURES, Candidates, Matrix, candidates
 from nexusai.ranking.model import Ranker
 
@@ -38,7 +38,7 @@ def rank_learned(
         return []
     scores = ranker.scores(pool.matrix).tolist()
     learned = sorted(range(len(pool.episodes)), key=lambda i: _order(pool, scores[i], i))
-    chosen = _interleaved(learned, _rrf_order(pool, semantic, keyword), limit)
+    chosen = _interleaved(learned, _rrf_order(pool), limit)
     moved = ranker.contributions(pool.matrix[chosen]) if explain else None
     return [
         FusedEpisode(
@@ -53,12 +53,11 @@ def rank_learned(
     ]
 
 
-def _rrf_order(
-    pool: Candidates, semantic: Sequence[Episode], keyword: Sequence[Episode]
-) -> list[int]:
-    """The pool's indexes in RRF (1, 1)'s order."""
-    index = {e.id: i for i, e in enumerate(pool.episodes)}
-    return [index[f.episode.id] for f in fuse_ranked(semantic, keyword, 1.0, 1.0, len(index))]
+def _rrf_order(pool: Candidates) -> list[int]:
+    """The pool's indexes in RRF (1, 1)'s order: its feature column is `fuse_ranked`'s score
+    at (1, 1) to the bit (the same sum in the same order), and ties go the same way."""
+    rrf = pool.matrix[:, FEATURES.index("rrf")].tolist()
+    return sorted(range(len(pool.episodes)), key=lambda i: _order(pool, rrf[i], i))
 
 
 def _interleaved(learned: list[int], rrf: list[int], limit: int) -> list[int]:

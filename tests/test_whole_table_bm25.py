@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -25,7 +25,7 @@ ODD = [
 
 
 @pytest.fixture
-def conversation(tmp_path: Path, dev_data: Path) -> tuple[SqliteStore, list[str]]:
+def conversation(tmp_path: Path, dev_data: Path) -> Iterator[tuple[SqliteStore, list[str]]]:
     sample = json.loads((dev_data / "locomo" / "locomo10.json").read_text())[0]
     store = SqliteStore(tmp_path / "s.db")
     for number in range(1, 8):
@@ -33,7 +33,16 @@ def conversation(tmp_path: Path, dev_data: Path) -> tuple[SqliteStore, list[str]
         turns = sample["conversation"][f"session_{number}"]
         store.add_episodes(session, [NewEpisode(t["speaker"], t["text"]) for t in turns])
     store.add_episodes(store.create_session().id, [NewEpisode("user", "我们住在北京")])
-    return store, [qa["question"] for qa in sample["qa"][:40]] + ODD
+    yield store, [qa["question"] for qa in sample["qa"][:40]] + ODD
+    store.close()  # its copy first: a worker reading behind is stopped before the connections
+
+
+@pytest.fixture
+def copy_of(conversation: tuple[SqliteStore, list[str]]) -> Iterator[WholeTableBM25]:
+    """A copy that answers however small the store, closed before the store is."""
+    bm25 = WholeTableBM25(conversation[0].connection, min_rows=0)
+    yield bm25
+    bm25.close()
 
 
 def answered(bm25: WholeTableBM25, query: str, limit: int) -> list[tuple[int, float]]:
@@ -60,15 +69,18 @@ def same_answers(store: SqliteStore, bm25: WholeTableBM25, queries: Sequence[str
     return found
 
 
-def test_it_answers_as_fts5_does(conversation: tuple[SqliteStore, list[str]]) -> None:
+def test_it_answers_as_fts5_does(
+    conversation: tuple[SqliteStore, list[str]], copy_of: WholeTableBM25
+) -> None:
     store, queries = conversation
-    bm25 = WholeTableBM25(store.connection, min_rows=0)
-    assert same_answers(store, bm25, queries) > 60
+    assert same_answers(store, copy_of, queries) > 60
 
 
-def test_it_keeps_step_with_every_write(conversation: tuple[SqliteStore, list[str]]) -> None:
+def test_it_keeps_step_with_every_write(
+    conversation: tuple[SqliteStore, list[str]], copy_of: WholeTableBM25
+) -> None:
     store, queries = conversation
-    bm25 = WholeTableBM25(store.connection, min_rows=0)
+    bm25 = copy_of
     same_answers(store, bm25, queries)
     session = store.create_session().id
     store.add_episodes(session, [NewEpisode("Caroline", q) for q in queries[:10]])
@@ -81,7 +93,7 @@ def test_it_keeps_step_with_every_write(conversation: tuple[SqliteStore, list[st
 
 def test_a_small_store_is_left_to_fts5(conversation: tuple[SqliteStore, list[str]]) -> None:
     store, queries = conversation
-    bm25 = WholeTableBM25(store.connection)
+    bm25 = store._bm25  # the store's own, at the default threshold
     assert all(bm25.search(query_terms(q), 20) is None for q in queries[:5])
     assert bm25._worker is None  # nothing is read behind the turns
 
@@ -92,6 +104,7 @@ def test_the_store_uses_it_for_a_whole_table_scope(
     """Once warm, a search with no scope runs no bm25 ranking in SQLite, and finds what the
     SQL finds."""
     store, queries = conversation
+    store._bm25.close()
     store._bm25 = WholeTableBM25(store.connection, min_rows=0)  # a store this small: FTS5
     for query in queries:  # warmed as turns warm it
         answered(store._bm25, query, 20)

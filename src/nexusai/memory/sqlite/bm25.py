@@ -160,16 +160,16 @@ class WholeTableBM25:
                 conn.interrupt()  # a long read ends now, with an error `_run` expects
             worker.join()
 
-    def _start(self, work: Callable[..., None], *args: object) -> None:
+    def _start(self, work: Callable[[], None]) -> None:
         """One piece of work behind the turns at a time; others wait for a later turn."""
         if self._worker is None and not self._closed:
-            self._worker = threading.Thread(target=self._run, args=(work, *args), daemon=True)
+            self._worker = threading.Thread(target=self._run, args=(work,), daemon=True)
             self._worker.start()
 
-    def _run(self, work: Callable[..., None], *args: object) -> None:
+    def _run(self, work: Callable[[], None]) -> None:
         try:
             self._worker_conn = self._connect()
-            work(*args)
+            work()
         except sqlite3.Error as exc:  # interrupted by `close`: FTS5 answered meanwhile
             log.debug("the whole-table BM25 stopped: %s", exc)
         finally:
@@ -193,9 +193,8 @@ def _grown(conn: sqlite3.Connection, copy: _Copy, state: fts.IndexState) -> _Cop
     tokens = sum(size for _, size in added)
     if (state.rows, state.tokens) != (copy.state.rows + len(added), copy.state.tokens + tokens):
         return None  # a row came in under an old id, or the index changed otherwise
-    sizes = np.concatenate([copy.sizes, np.zeros(state.last_id + 1 - len(copy.sizes))])
-    for row_id, size in added:
-        sizes[row_id] = size
+    sizes = _sizes(added, state.last_id)
+    sizes[: len(copy.sizes)] = copy.sizes  # every added id is past the copy's last
     grown = _Copy(state, sizes, dict(copy.postings), copy.entries)
     if copy.postings:
         for stem, new in fts.new_postings(conn, copy.state.last_id).items():

@@ -265,12 +265,15 @@ EDITS_DDL = """
         END;
 """
 # bm25()'s weight of each column, in the table's order (the scope column weighs nothing).
-COLUMN_WEIGHTS = {
+_COLUMN_WEIGHTS = {
     "search_text": TURN_WEIGHT,
     "context_text": CONTEXT_WEIGHT,
     "search_cjk": TURN_WEIGHT,
 }
-_WEIGHTED = " ".join(f"WHEN '{c}' THEN {w}" for c, w in COLUMN_WEIGHTS.items())
+# A row's weighted count of a stem in fts5vocab's 'instance' rows, over the searched columns.
+_CASES = " ".join(f"WHEN '{c}' THEN {w}" for c, w in _COLUMN_WEIGHTS.items())
+_WEIGHT = f"sum(CASE col {_CASES} END)"
+_SEARCHED = "col != 'fts_scope'"
 _INSTANCES = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.nexus_index_instances"
     " USING fts5vocab(main, episodes_fts, 'instance')"
@@ -327,8 +330,8 @@ def postings(conn: sqlite3.Connection, stem: str) -> list[tuple[int, float]]:
     bm25() sums per phrase), by id."""
     conn.execute(_INSTANCES)
     rows = conn.execute(
-        f"SELECT doc, sum(CASE col {_WEIGHTED} END) FROM temp.nexus_index_instances"
-        " WHERE term = ? AND col != 'fts_scope' GROUP BY doc ORDER BY doc",
+        f"SELECT doc, {_WEIGHT} FROM temp.nexus_index_instances"
+        f" WHERE term = ? AND {_SEARCHED} GROUP BY doc ORDER BY doc",
         [stem],
     )
     return [(int(doc), float(weight)) for doc, weight in rows]
@@ -356,8 +359,8 @@ def new_postings(conn: sqlite3.Connection, after_id: int) -> dict[str, list[tupl
     )
     found: dict[str, list[tuple[int, float]]] = {}
     rows = conn.execute(
-        f"SELECT term, doc, sum(CASE col {_WEIGHTED} END) FROM temp.nexus_new_instances"
-        " WHERE col != 'fts_scope' GROUP BY term, doc ORDER BY term, doc"
+        f"SELECT term, doc, {_WEIGHT} FROM temp.nexus_new_instances"
+        f" WHERE {_SEARCHED} GROUP BY term, doc ORDER BY term, doc"
     )
     for stem, doc, weight in rows.fetchall():
         found.setdefault(stem, []).append((int(doc), float(weight)))

@@ -22,7 +22,7 @@ import numpy as np
 from tests.live_server import free_port, start_server
 
 from benchmarks.bench_vectors import SESSIONS, build_store
-from benchmarks.common import Report, peak_rss, sentences
+from benchmarks.common import Report, peak_rss, sentences, timed_context
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.evaluation.metrics import percentile
 
@@ -98,16 +98,12 @@ def _turn(
     samples: dict[str, list[float]] | None,
     spent: dict[str, list[float]] | None,
 ) -> None:
-    started = time.perf_counter()
-    answer = http.post("/context", json={"sessionId": session, "message": message})
-    elapsed = (time.perf_counter() - started) * 1000
-    answer.raise_for_status()
+    elapsed, steps = timed_context(http, session, message)
     if samples is None or spent is None:
         return
     samples["context"].append(elapsed)
-    for part in answer.headers["Server-Timing"].split(", "):
-        name, _, ms = part.partition(";dur=")
-        spent[name].append(float(ms))
+    for name, ms in steps.items():
+        spent[name].append(ms)
 
 
 def _legs(

@@ -30,7 +30,7 @@ import numpy as np
 from tests.live_server import free_port, start_server
 
 from benchmarks.bench_vectors import SESSIONS, build_store
-from benchmarks.common import Report, sentences
+from benchmarks.common import Report, sentences, timed_context
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.evaluation.metrics import percentile
 from nexusai.memory.background import TEND_SECONDS
@@ -218,17 +218,12 @@ def _turns(http: httpx.Client, queries: list[str], rng: random.Random) -> list[s
     total: list[float] = []
     steps: dict[str, list[float]] = defaultdict(list)
     for n, message in enumerate(queries):
-        session = rng.randint(1, SESSIONS)
-        started = time.perf_counter()
-        answer = http.post("/context", json={"sessionId": session, "message": message})
-        elapsed = (time.perf_counter() - started) * 1000
-        answer.raise_for_status()
+        elapsed, spent = timed_context(http, rng.randint(1, SESSIONS), message)
         if n < 20:
             continue  # warm-up
         total.append(elapsed)
-        for part in answer.headers["Server-Timing"].split(", "):
-            name, _, spent = part.partition(";dur=")
-            steps[name].append(float(spent))
+        for name, ms in spent.items():
+            steps[name].append(ms)
     cells = [f"{percentile(total, 50):.1f} / {percentile(total, 95):.1f}"]
     for step in STEPS:
         taken = steps.get(step)

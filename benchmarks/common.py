@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx
 from rich.console import Console
 from rich.table import Table
 
@@ -31,6 +32,19 @@ def time_ms(fn: Callable[[], object], runs: int, warmup: int = 5) -> list[float]
         fn()
         samples.append((time.perf_counter() - start) * 1000)
     return samples
+
+
+def timed_context(http: httpx.Client, session: int, message: str) -> tuple[float, dict[str, float]]:
+    """One `POST /context` turn: its wall time (ms) and its `Server-Timing` steps (ms)."""
+    started = time.perf_counter()
+    answer = http.post("/context", json={"sessionId": session, "message": message})
+    elapsed = (time.perf_counter() - started) * 1000
+    answer.raise_for_status()
+    steps = {}
+    for part in answer.headers["Server-Timing"].split(", "):
+        name, _, spent = part.partition(";dur=")
+        steps[name] = float(spent)
+    return elapsed, steps
 
 
 @dataclass

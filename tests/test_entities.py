@@ -47,7 +47,7 @@ def say(memory: Memory, session_id: int, *texts: str) -> list[int]:
 
 
 def names(memory: Memory, session_id: int) -> dict[str, tuple[str, int]]:
-    scope = memory.scope_session_ids(session_id)
+    scope = memory.scope(session_id).session_ids
     return {e.name: (e.type, e.mention_count) for e in memory.entities.by_prefix("", scope, 50)}
 
 
@@ -101,7 +101,7 @@ def test_entities_are_scoped_by_project(
     assert "Globex Corporation" not in names(entity_memory, a2)
     assert "Maria Lopez" not in names(entity_memory, b1)
     vector = embedder.embed_one("which company is our client?")
-    found = entity_memory.search_entities(vector, entity_memory.scope_session_ids(a2), 10)
+    found = entity_memory.search_entities(vector, entity_memory.scope(a2).session_ids, 10)
     assert {e.name for e in found} == {"Maria Lopez", "Lisbon"}  # never Globex or Berlin
 
 

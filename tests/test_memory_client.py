@@ -5,7 +5,7 @@ loopback). Entity extraction is on (spaCy's real pipeline) in both."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -16,9 +16,10 @@ from nexusai.config import Config
 from nexusai.errors import NotFound
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.service import Memory
-from nexusai.models import Entity, Episode, NewEpisode
+from nexusai.models import Entity, Episode, NewEpisode, Scope
 from nexusai.orchestration.http_memory import HttpMemoryClient
 from nexusai.orchestration.memory_client import MemoryClient
+from nexusai.orchestration.retrieval import LegQuery, keyword_leg, semantic_leg
 from tests.conftest import SwitchableEmbedder
 from tests.live_server import live_server
 
@@ -79,11 +80,32 @@ def test_add_then_recent_oldest_first(contract: Contract) -> None:
 def test_scope_is_the_project_or_the_lone_session(contract: Contract) -> None:
     project = contract.new_project("home")
     a, b = contract.new_session(project), contract.new_session(project)
+    assert contract.client.scope(a) == Scope([a, b], every_session=True)
     lone = contract.new_session(None)
-    assert contract.client.scope_session_ids(a) == [a, b]
-    assert contract.client.scope_session_ids(lone) == [lone]
+    assert contract.client.scope(a) == Scope([a, b], every_session=False)
+    assert contract.client.scope(lone) == Scope([lone], every_session=False)
     with pytest.raises(NotFound, match="session 999"):
-        contract.client.scope_session_ids(999)
+        contract.client.scope(999)
+
+
+def test_a_scope_of_every_session_finds_what_a_filtered_one_finds(contract: Contract) -> None:
+    """The legs search a scope of every session without a filter: the same rows, and a
+    session another project made after the scope was read stays out."""
+    project = contract.new_project("all")
+    a, b = contract.new_session(project), contract.new_session(project)
+    add(contract, a, "the kayak trip on the river", "a recipe for lentil soup")
+    add(contract, b, "we went kayaking again in May")
+    scope = contract.client.scope(a)
+    assert scope.every_session
+    later = contract.new_session(contract.new_project("elsewhere"))
+    add(contract, later, "a kayak of somebody else's")
+    vector = contract.embed("a kayak")
+    unfiltered = LegQuery(contract.client, "kayak", vector, scope.session_ids, [], 10, 0, True)
+    filtered = replace(unfiltered, every_session=False)
+    for leg in (semantic_leg, keyword_leg):
+        found = leg(unfiltered)
+        assert [e.id for e in found] == [e.id for e in leg(filtered)]
+        assert {e.session_id for e in found} == {a, b}
 
 
 def test_vector_leg_finds_by_meaning_in_scope_and_excludes(contract: Contract) -> None:
@@ -146,10 +168,10 @@ def test_a_session_is_resolved_by_title_and_project_name(contract: Contract) -> 
     assert contract.client.resolve_session("team", "alice") == first
     other = contract.client.resolve_session("team", "bob")
     assert other != first
-    assert contract.client.scope_session_ids(first) == [first, other]  # one project
+    assert contract.client.scope(first).session_ids == [first, other]  # one project
     loose = contract.client.resolve_session(None, "alice")
     assert loose not in (first, other)
-    assert contract.client.scope_session_ids(loose) == [loose]
+    assert contract.client.scope(loose).session_ids == [loose]
 
 
 def test_session_project(contract: Contract) -> None:

@@ -216,9 +216,9 @@ def test_a_project_keys_session_check_and_the_scope_are_one_request(
     try:
         paths.clear()
         assert client.session_project(sid) == project
-        assert client.scope_session_ids(sid) == [sid]
+        assert client.scope(sid).session_ids == [sid]
         assert paths == [f"/sessions/{sid}/scope"]
-        assert client.scope_session_ids(sid) == [sid]  # not kept past its turn
+        assert client.scope(sid).session_ids == [sid]  # not kept past its turn
         assert paths == [f"/sessions/{sid}/scope"] * 2
     finally:
         client.close()

@@ -49,6 +49,16 @@ class Session:
 
 
 @dataclass(frozen=True)
+class Scope:
+    """The sessions a search from a session sees, and whether they are every session the
+    store holds (one project with all of a user's sessions): a filter on them would then
+    keep every row, so the legs search without one."""
+
+    session_ids: list[int]
+    every_session: bool = False
+
+
+@dataclass(frozen=True)
 class NewEpisode:
     speaker: str
     content: str

@@ -129,6 +129,11 @@ class EntityOut(CamelModel):
 class ScopeOut(CamelModel):
     session_ids: list[int]
     project_id: int | None = Field(default=None, description="The session's project")
+    every_session: bool = Field(
+        default=False,
+        description="Whether these are every session in the store: a search then needs no"
+        " filter on them",
+    )
 
 
 class EpisodeBatchOut(CamelModel):

@@ -356,8 +356,12 @@ def list_episodes(
 def session_scope(memory: MemoryHandle, tenancy: TenancyHandle, session_id: PathId) -> ScopeOut:
     """The sessions a search from this session sees: its project's, or just itself."""
     session = tenancy.session(session_id)
-    scope = memory.store.scope_session_ids(session_id)
-    return ScopeOut(session_ids=scope, project_id=session.project_id)
+    scope = memory.store.scope(session_id)
+    return ScopeOut(
+        session_ids=scope.session_ids,
+        project_id=session.project_id,
+        every_session=scope.every_session,
+    )
 
 
 @router.get("/sessions/{session_id}/recent", tags=["retrieval"], responses=errors(404, 422))
@@ -461,7 +465,7 @@ def list_entities(
     if q is not None and prefix is not None:
         raise InvalidInput("give q (search by meaning) or prefix (by name), not both")
     tenancy.session(session_id)
-    scope = memory.scope_session_ids(session_id)
+    scope = memory.store.scope_session_ids(session_id)
     if q:
         found = memory.search_entities(memory.embedder.embed_query(q), scope, limit)
     else:

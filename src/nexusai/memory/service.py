@@ -29,7 +29,7 @@ from nexusai.memory.store import EpisodeStore, ImportedSession
 from nexusai.memory.vector_state import VectorState
 from nexusai.memory.vectors import VectorIndex, claim_embedded_indexes, open_vector_index
 from nexusai.memory.vectors.owner import OwnerLock
-from nexusai.models import Entity, Episode, NewEpisode
+from nexusai.models import Entity, Episode, NewEpisode, Scope
 
 log = logging.getLogger("nexusai.memory")
 
@@ -330,8 +330,8 @@ class Memory:
 
     # -- reads (what orchestration's MemoryClient asks for) -------------------------------
 
-    def scope_session_ids(self, session_id: int) -> list[int]:
-        return self.store.scope_session_ids(session_id)
+    def scope(self, session_id: int) -> Scope:
+        return self.store.scope(session_id)
 
     def session_project(self, session_id: int) -> int | None:
         return self.store.get_session(session_id).project_id

@@ -32,7 +32,15 @@ from nexusai.memory import vector_state
 from nexusai.memory.dbapi import Connection, inserted_id
 from nexusai.memory.texts import compose_context_text, compose_search_text
 from nexusai.memory.vector_state import VectorState
-from nexusai.models import Episode, NewEpisode, Project, Session, now_text, to_utc_text
+from nexusai.models import (
+    Episode,
+    NewEpisode,
+    Project,
+    Scope,
+    Session,
+    now_text,
+    to_utc_text,
+)
 
 
 class ImportedEpisode(Protocol):
@@ -280,10 +288,20 @@ class EpisodeStore(ABC):
 
     def scope_session_ids(self, session_id: int) -> list[int]:
         """The sessions a search from this session may see: its project's, or just itself."""
+        return self.scope(session_id).session_ids
+
+    def scope(self, session_id: int) -> Scope:
+        """`scope_session_ids`, and whether they are every session in the store (read in
+        one statement, so from one snapshot)."""
         session = self.get_session(session_id)
         if session.project_id is None:
-            return [session.id]
-        return self.project_session_ids(session.project_id)
+            return Scope([session.id], self._rows("SELECT count(*) FROM sessions")[0][0] == 1)
+        rows = self._rows(
+            "SELECT id, (SELECT count(*) FROM sessions) FROM sessions WHERE project_id = ?"
+            " ORDER BY id",
+            [session.project_id],
+        )
+        return Scope(_ids(rows), bool(rows) and len(rows) == rows[0][1])
 
     def project_session_ids(self, project_id: int) -> list[int]:
         """Every session of the project, oldest first."""

@@ -64,7 +64,7 @@ def assemble_context(
     with `explain` each memory says which features moved it most."""
     learned = _learned_ranker(settings, ranker)
     # The scope and the recent turns are fetched while the message is embedded.
-    scope_call = POOL.submit(memory.scope_session_ids, session_id)
+    scope_call = POOL.submit(memory.scope, session_id)
     recent_call = (
         POOL.submit(memory.recent_episodes, session_id, settings.recent_limit)
         if settings.recent_limit
@@ -94,7 +94,16 @@ def assemble_context(
     recent = recent_call.result() if recent_call else []
     recent_ids = [episode.id for episode in recent]
     depth = learned.depth if learned else settings.semantic_limit
-    asked = LegQuery(memory, message, vector, scope, recent_ids, depth, settings.keyword_budget)
+    asked = LegQuery(
+        memory,
+        message,
+        vector,
+        scope.session_ids,
+        recent_ids,
+        depth,
+        settings.keyword_budget,
+        scope.every_session,
+    )
     found = get_legs(asked, settings, legs or learned is not None, timings)
     with stopwatch(timings, "fuse"):
         if learned:
@@ -104,7 +113,9 @@ def assemble_context(
             memories = fuse_legs(found, settings)
     with stopwatch(timings, "entities"):
         entities = (
-            memory.search_entities(vector, scope, settings.entity_limit) if wants_entities else []
+            memory.search_entities(vector, scope.session_ids, settings.entity_limit)
+            if wants_entities
+            else []
         )
     kept = found if legs else None
     return Context(session_id, message, recent, memories, entities, warnings, kept, timings)

@@ -19,7 +19,8 @@ import httpx
 
 from nexusai.client import Call, Client, Endpoints, NexusAPIError, NotFoundError, UnavailableError
 from nexusai.errors import InvalidInput, NexusError, NotFound
-from nexusai.models import Entity, Episode, NewEpisode, finds_nothing
+from nexusai.models import Entity, Episode, NewEpisode, Scope, finds_nothing
+from nexusai.schemas import ScopeOut
 
 T = TypeVar("T")
 
@@ -42,7 +43,7 @@ class HttpMemoryClient:
     ) -> None:
         self.url = base_url.rstrip("/")
         self._rebuilding, self._rebuilding_at = 0, float("-inf")
-        self._scopes: dict[int, tuple[float, list[int]]] = {}  # session -> (when, scope)
+        self._scopes: dict[int, tuple[float, Scope]] = {}  # session -> (when, scope)
         self._scopes_lock = threading.Lock()
         # No retries: a turn waits on these calls, and a slow memory service should be
         # a prompt 503, not three time-outs in a row.
@@ -81,13 +82,13 @@ class HttpMemoryClient:
         """Raises MemoryUnavailable unless the memory service answers its health check."""
         self._send(Endpoints.health())
 
-    def scope_session_ids(self, session_id: int) -> list[int]:
+    def scope(self, session_id: int) -> Scope:
         """The scope a project key's check fetched a moment ago for this turn, else asked."""
         with self._scopes_lock:
             kept = self._scopes.pop(session_id, None)
         if kept is not None and time.monotonic() - kept[0] < SCOPE_REUSE_SECONDS:
             return kept[1]
-        return self._send(Endpoints.scope(session_id)).session_ids
+        return _scope(self._send(Endpoints.scope(session_id)))
 
     def vectors_rebuilding(self) -> int:
         """From memory's /health, asked at most every two seconds: every turn wants it."""
@@ -99,12 +100,12 @@ class HttpMemoryClient:
 
     def session_project(self, session_id: int) -> int | None:
         """A project key's turn checks its session's project first, then wants the scope:
-        one call answers both (kept for the turn's next `scope_session_ids`)."""
+        one call answers both (kept for the turn's next `scope`)."""
         scope = self._send(Endpoints.scope(session_id))
         with self._scopes_lock:
             if len(self._scopes) > 1024:  # turns that never asked for theirs
                 self._scopes.clear()
-            self._scopes[session_id] = (time.monotonic(), scope.session_ids)
+            self._scopes[session_id] = (time.monotonic(), _scope(scope))
         return scope.project_id
 
     def resolve_session(self, project: str | None, title: str) -> int:
@@ -151,3 +152,7 @@ class HttpMemoryClient:
             for e in episodes
         ]
         return [e.to_episode() for e in self._send(Endpoints.add_episodes(session_id, batch))]
+
+
+def _scope(found: ScopeOut) -> Scope:
+    return Scope(found.session_ids, found.every_session)

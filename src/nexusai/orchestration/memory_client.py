@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from nexusai.models import Entity, Episode, NewEpisode
+from nexusai.models import Entity, Episode, NewEpisode, Scope
 
 
 class MemoryClient(Protocol):
-    def scope_session_ids(self, session_id: int) -> list[int]:
-        """The session's project's sessions, or just the session."""
+    def scope(self, session_id: int) -> Scope:
+        """The session's project's sessions, or just the session; and whether that is
+        every session in the store."""
         ...
 
     def vectors_rebuilding(self) -> int:

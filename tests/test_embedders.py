@@ -66,6 +66,25 @@ def test_onnx_vectors_match_sentence_transformers_on_real_turns(
         assert top(ours, probe) == top(reference, probe)
 
 
+@pytest.mark.model
+@pytest.mark.slow
+def test_mpnet_vectors_match_sentence_transformers_on_real_turns(
+    dev_data: Path, tmp_path: Path
+) -> None:
+    """all-mpnet-base-v2 from its PyPI parts, through our graph (relative attention
+    buckets, positions from 2), against sentence-transformers reading the same folder."""
+    from sentence_transformers import SentenceTransformer
+
+    from nexusai.embedders.mpnet import MPNetEmbedder, unpacked
+
+    texts = [*locomo_turns(dev_data, 40), "x", "a very long turn " * 120]
+    ours = MPNetEmbedder(tmp_path).embed(texts)
+    model = SentenceTransformer(str(unpacked(tmp_path)), device="cpu")
+    reference = model.encode(texts, normalize_embeddings=True).tolist()
+    assert len(ours[0]) == 768
+    assert min(cosine(a, b) for a, b in zip(ours, reference, strict=True)) > 0.9999
+
+
 def test_long_text_is_truncated_not_rejected(minilm: LocalEmbedder) -> None:
     [vector] = minilm.embed(["word " * 5000])
     assert len(vector) == 384
@@ -143,7 +162,7 @@ def test_openai_embedder_does_not_retry_a_refusal() -> None:
 
 
 def test_unknown_embedder_and_missing_url_fail_loudly() -> None:
-    with pytest.raises(ConfigError, match="local, openai"):
+    with pytest.raises(ConfigError, match="local, mpnet, openai"):
         create_embedder(Config.from_env({"NEXUS_EMBEDDER": "word2vec"}))
     with pytest.raises(ConfigError, match="NEXUS_EMBEDDER_BASE_URL"):
         create_embedder(Config.from_env({"NEXUS_EMBEDDER": "openai"}))

@@ -43,8 +43,9 @@ class Config:
     embedder: str = setting(
         "local",
         "`local` (all-MiniLM-L6-v2, shipped), `e5-int8` or `e5` (multilingual-e5-small,"
-        " extra `e5`), `sentence-transformers` (MiniLM through torch, extra `reference`), or"
-        " `openai` (any `/v1/embeddings` endpoint)",
+        " extra `e5`), `mpnet` (all-mpnet-base-v2, extra `mpnet`), `sentence-transformers`"
+        " (MiniLM through torch, extra `reference`), or `openai` (any `/v1/embeddings`"
+        " endpoint)",
     )
     embedder_base_url: str | None = setting(None, "for `openai`: the endpoint's base URL")
     embedder_model: str | None = setting(None, "for `openai`: the model's name")

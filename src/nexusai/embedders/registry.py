@@ -39,6 +39,12 @@ def _e5(int8: bool) -> Callable[[Config], Embedder]:
     return make
 
 
+def _mpnet(config: Config) -> Embedder:
+    from nexusai.embedders.mpnet import MPNetEmbedder
+
+    return MPNetEmbedder(config.model_cache_dir)
+
+
 def _reference(config: Config) -> Embedder:
     from nexusai.embedders.reference import SentenceTransformersEmbedder
 
@@ -55,6 +61,7 @@ EMBEDDERS: dict[str, Callable[[Config], Embedder]] = {
     "sentence-transformers": _reference,
     "e5": _e5(int8=False),
     "e5-int8": _e5(int8=True),
+    "mpnet": _mpnet,
     "openai": _openai,
 }
 

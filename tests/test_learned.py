@@ -137,6 +137,32 @@ def test_a_trained_ranker_puts_what_it_learned_first(
         assert all(f["feature"] in FEATURES for f in first["features"])
 
 
+def test_a_ranker_trained_on_other_vectors_says_so_in_the_turn(
+    trained: Path, config: Config, embedder: Embedder
+) -> None:
+    """Its cosine features came from another embedder: the turn still ranks, and warns."""
+    model = json.loads(trained.read_text())
+    assert model["trainedOn"]["embedder"] == embedder.name
+    model["trainedOn"]["embedder"] = "local:all-mpnet-base-v2"
+    other = trained.with_name("other.json")
+    other.write_text(json.dumps(model))
+    warned = "trained on local:all-mpnet-base-v2's vectors and this service embeds with"
+    for ranker, warns in ((trained, False), (other, True)):
+        app = create_app(
+            Config.from_env({}, data_dir=config.data_dir, extractor="none", ranker=ranker),
+            embedder,
+        )
+        with TestClient(app) as client:
+            session = one_chat(client)
+            settings = {"fusion": "learned", "recentLimit": 0}
+            body = {"sessionId": session, "message": FACTS[0][2], "settings": settings}
+            answer = client.post("/context", json=body).json()
+            assert any(warned in w for w in answer["warnings"]) is warns
+            assert answer["memories"]
+            body["settings"] = {"fusion": "rrf", "recentLimit": 0}
+            assert not client.post("/context", json=body).json()["warnings"]
+
+
 def test_fusion_is_a_setting_validated_like_the_others(client: TestClient) -> None:
     assert client.get("/settings").json()["fusion"] == "rrf"
     refused = client.patch("/settings", json={"fusion": "neural", "semanticLimit": 5})

@@ -14,7 +14,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from nexusai.config import Config
-from nexusai.embedders import create_embedder
+from nexusai.embedders import Embedder, create_embedder
 from nexusai.evaluation.datasets import EvalSet
 from nexusai.evaluation.harness import SWEEP, imported
 from nexusai.evaluation.learned import (
@@ -43,10 +43,12 @@ class Collected:
 
 def train(sets: Sequence[EvalSet], out: Path, depth: int = DEPTH) -> Ranker:
     console = Console(width=max(Console().width, 110))
-    collected = _collect(console, sets, depth)
+    embedder = create_embedder(Config.from_env())
+    collected = _collect(console, sets, depth, embedder)
     everything = [p for c in collected for p in c.pools]
     table = _cross_validated_table(console, collected, depth)
     trained_on = {
+        "embedder": embedder.name,  # its cosines are features: a turn says when they differ
         "datasets": {c.name: _counts(c.pools) for c in collected},
         "trainedAt": datetime.date.today().isoformat(),
         "params": PARAMS,
@@ -66,9 +68,9 @@ def _counts(pools: Sequence[Pool]) -> dict[str, int]:
     return {"conversations": len({p.fold for p in pools}), "questions": len(pools)}
 
 
-def _collect(console: Console, sets: Sequence[EvalSet], depth: int) -> list[Collected]:
-    config = Config.from_env()
-    embedder = create_embedder(config)
+def _collect(
+    console: Console, sets: Sequence[EvalSet], depth: int, embedder: Embedder
+) -> list[Collected]:
     collected = []
     with Progress(console=console) as bar:
         for evalset in sets:

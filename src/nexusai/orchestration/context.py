@@ -73,6 +73,12 @@ def assemble_context(
     wants_entities = settings.entity_limit > 0
     vector = None
     warnings = []
+    if learned and (trained := learned.trained_on.get("embedder", embedder.name)) != embedder.name:
+        warnings.append(
+            f"the learned ranker was trained on {trained}'s vectors and this service embeds"
+            f" with {embedder.name}, so its order is not what was measured: train one for"
+            " this embedder (nexus ranker train) and point NEXUS_RANKER at it"
+        )
     if settings.semantic_weight == 0 and settings.keyword_weight == 0 and not learned:
         # Within the spec's ranges, so allowed; but a turn with no memories should say why.
         warnings.append(

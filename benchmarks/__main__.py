@@ -13,6 +13,7 @@ BENCHMARKS = {
     "entities": "benchmarks.bench_entities",
     "load": "benchmarks.bench_load",
     "entity-precision": "benchmarks.bench_entity_precision",
+    "embedders": "benchmarks.bench_embedders",
     "import-long": "benchmarks.bench_import_long",
     "import-short": "benchmarks.bench_import_short",
     "http": "benchmarks.bench_http",

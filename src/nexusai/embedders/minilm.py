@@ -16,7 +16,7 @@ import logging
 import os
 import struct
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,23 +82,32 @@ def hf_name(name: str) -> str:
     return f"encoder.layer.{part[1:]}.{_LAYER_PARTS[piece]}.{suffix}"
 
 
-class MiniLMWeights:
-    """The shipped weights under `bert_onnx`'s names, as float32."""
+class SafetensorsWeights:
+    """A safetensors file's weights under `bert_onnx`'s names (`names` maps one to the
+    file's), as float32."""
 
-    header = HEADER
-
-    def __init__(self, path: Path = WEIGHTS) -> None:
+    def __init__(self, path: Path, header: Header, names: Callable[[str], str]) -> None:
+        self.header = header
         self.tensors = read_safetensors(path)
+        self._name = names
 
     def floats(self, name: str) -> np.ndarray:
-        return self.tensors[hf_name(name)].astype(np.float32).reshape(-1)
+        return self.tensors[self._name(name)].astype(np.float32).reshape(-1)
 
     def matrix(self, name: str, rows: int) -> np.ndarray:
-        return self.tensors[hf_name(name)].astype(np.float32).reshape(rows, -1)
+        return self.tensors[self._name(name)].astype(np.float32).reshape(rows, -1)
 
     def word_table(self) -> np.ndarray:
-        """[vocab, hidden], kept at float16: rows are cast as a batch looks them up."""
-        return self.tensors[hf_name("emb.word")]
+        """[vocab, hidden], kept as stored (MiniLM's float16): rows are cast as a batch
+        looks them up."""
+        return self.tensors[self._name("emb.word")]
+
+
+class MiniLMWeights(SafetensorsWeights):
+    """The shipped weights."""
+
+    def __init__(self, path: Path = WEIGHTS) -> None:
+        super().__init__(path, HEADER, hf_name)
 
 
 def default_cache_dir() -> Path:

@@ -22,11 +22,9 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
-import numpy as np
-
 from nexusai.embedders.base import Embedder, Vector
 from nexusai.embedders.bert_onnx import Encoder, Header, build_graph
-from nexusai.embedders.minilm import default_cache_dir, read_safetensors
+from nexusai.embedders.minilm import SafetensorsWeights, default_cache_dir
 from nexusai.errors import ConfigError
 
 log = logging.getLogger("nexusai.mpnet")
@@ -69,24 +67,6 @@ def hf_name(name: str) -> str:
     if part == "emb":
         return f"embeddings.{_EMBEDDING_PARTS[piece]}.{suffix}"
     return f"encoder.layer.{part[1:]}.{_LAYER_PARTS[piece]}.{suffix}"
-
-
-class MPNetWeights:
-    """The unpacked safetensors under `bert_onnx`'s names, as float32."""
-
-    header = HEADER
-
-    def __init__(self, path: Path) -> None:
-        self.tensors = read_safetensors(path)
-
-    def floats(self, name: str) -> np.ndarray:
-        return self.tensors[hf_name(name)].astype(np.float32).reshape(-1)
-
-    def matrix(self, name: str, rows: int) -> np.ndarray:
-        return self.tensors[hf_name(name)].astype(np.float32).reshape(rows, -1)
-
-    def word_table(self) -> np.ndarray:
-        return self.tensors[hf_name("emb.word")]
 
 
 def pieces() -> list[Path]:
@@ -133,7 +113,7 @@ def mpnet_session(cache_dir: Path | None = None) -> Encoder:
     from tokenizers import Tokenizer
 
     folder = unpacked(cache_dir or default_cache_dir())
-    model = MPNetWeights(folder / "model.safetensors")
+    model = SafetensorsWeights(folder / "model.safetensors", HEADER, hf_name)
     graph = folder / f"graph-g{GRAPH_VERSION}.onnx"
     if not graph.exists():
         import onnx

@@ -17,12 +17,17 @@ Names: `emb.pos`, `emb.type`, `emb.ln.{w,b}`; per layer i, `l{i}.{q,k,v,ao,fi,fo
 
 from __future__ import annotations
 
+import logging
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
+log = logging.getLogger("nexusai.embedders")
 
 Node = Callable[..., str]  # adds an ONNX node, returns its output's name
 Const = Callable[[str, np.ndarray], str]  # adds an initializer, returns its name
@@ -90,6 +95,21 @@ def build_graph(model: BertWeights, name: str) -> Any:
     )
     # IR 9 (onnx 1.15): old enough for every onnxruntime this project pins.
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def saved_graph(path: Path, model: BertWeights, name: str) -> Path:
+    """`build_graph`'s export at `path`, built the first time only. It is staged beside
+    `path` and moved in whole: another process may build it too, and either copy is good."""
+    if not path.exists():
+        import onnx
+
+        log.info("building %s's ONNX graph (once) at %s", name, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+            staged = Path(tmp) / path.name
+            onnx.save_model(build_graph(model, name), str(staged))
+            os.replace(staged, path)
+    return path
 
 
 def _embeddings(model: BertWeights, node: Node, const: Const) -> str:

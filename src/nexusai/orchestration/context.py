@@ -109,6 +109,9 @@ def assemble_context(
         depth,
         settings.keyword_budget,
         scope.every_session,
+        # The ranker reads each leg's first `depth` rows only; RRF's formula reads the
+        # whole list, and the inspector re-fuses the legs a turn returns.
+        len(recent_ids) if learned and not legs else None,
     )
     found = get_legs(asked, settings, legs or learned is not None, timings)
     with stopwatch(timings, "fuse"):

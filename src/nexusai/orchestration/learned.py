@@ -36,9 +36,8 @@ def rank_learned(
     pool = candidates(query, semantic, keyword)
     if not pool.episodes or limit <= 0:
         return []
-    scores = ranker.scores(pool.matrix).tolist()
-    learned = sorted(range(len(pool.episodes)), key=lambda i: _order(pool, scores[i], i))
-    chosen = _interleaved(learned, _rrf_order(pool), limit)
+    scores = ranker.scores(pool.matrix)
+    chosen = _interleaved(_best_first(pool, scores), _rrf_order(pool), limit)
     moved = ranker.contributions(pool.matrix[chosen]) if explain else None
     return [
         FusedEpisode(
@@ -56,8 +55,7 @@ def rank_learned(
 def _rrf_order(pool: Candidates) -> list[int]:
     """The pool's indexes in RRF (1, 1)'s order: its feature column is `fuse_ranked`'s score
     at (1, 1) to the bit (the same sum in the same order), and ties go the same way."""
-    rrf = pool.matrix[:, FEATURES.index("rrf")].tolist()
-    return sorted(range(len(pool.episodes)), key=lambda i: _order(pool, rrf[i], i))
+    return _best_first(pool, pool.matrix[:, FEATURES.index("rrf")])
 
 
 def _interleaved(learned: list[int], rrf: list[int], limit: int) -> list[int]:
@@ -79,9 +77,15 @@ def _rrfs_place(place: int) -> bool:
     return (place + 1) % RRF_EVERY == 0
 
 
-def _order(pool: Candidates, score: float, i: int) -> tuple[float, int, int]:
-    ranks = [r for r in (pool.semantic_ranks[i], pool.keyword_ranks[i]) if r is not None]
-    return (-score, min(ranks), pool.episodes[i].id)
+def _best_first(pool: Candidates, scores: Matrix) -> list[int]:
+    """The pool's indexes by score, then the better single rank, then the lower id."""
+    ranks = [
+        min(r for r in (semantic, keyword) if r is not None)
+        for semantic, keyword in zip(pool.semantic_ranks, pool.keyword_ranks, strict=True)
+    ]
+    ids = [episode.id for episode in pool.episodes]
+    order: list[int] = np.lexsort((np.array(ids), np.array(ranks), -scores)).tolist()
+    return order
 
 
 def _most_moved(values: Matrix, effects: Matrix) -> tuple[Moved, ...]:

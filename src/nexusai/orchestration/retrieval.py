@@ -26,6 +26,13 @@ class LegQuery:
     limit: int
     keyword_budget: int = 0  # the `keywordBudget` setting: 0, every term
     every_session: bool = False  # `session_ids` are every session in the store
+    # Rows the keyword leg asks for past `limit`, for the recent turns it drops: the spec's
+    # `limit` again when None. A caller that keeps only the first `limit` rows needs no more
+    # than the recent turns' count, and reads the same first `limit`.
+    headroom: int | None = None
+
+    def keyword_rows(self) -> int:
+        return self.limit + (self.limit if self.headroom is None else self.headroom)
 
     def filter_ids(self) -> Sequence[int] | None:
         """The sessions a leg filters on; None, no filter, when that would keep every row:
@@ -55,10 +62,11 @@ def semantic_leg(asked: LegQuery) -> list[Episode]:
 
 
 def keyword_leg(asked: LegQuery) -> list[Episode]:
-    """Asks for twice `limit` so that dropping recent turns still leaves enough."""
+    """Asks for more than `limit` (`keyword_rows`) so that dropping recent turns still
+    leaves enough."""
     with timed(RETRIEVAL_SECONDS, leg="keyword"):
         rows = asked.memory.search_keyword(
-            asked.query, asked.limit * 2, asked.filter_ids(), asked.keyword_budget
+            asked.query, asked.keyword_rows(), asked.filter_ids(), asked.keyword_budget
         )
     recent = set(asked.recent_ids)
     return [episode for episode in asked.within(rows) if episode.id not in recent]

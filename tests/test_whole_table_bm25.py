@@ -117,3 +117,28 @@ def test_the_store_uses_it_for_a_whole_table_scope(
         connection.set_trace_callback(None)
     assert not [sql for sql in ranked if "episodes_fts MATCH" in sql]
     assert found == {query: by_fts5(store, query, 20) for query in queries}
+
+
+def test_past_its_cap_it_drops_the_stems_used_longest_ago(
+    conversation: tuple[SqliteStore, list[str]],
+) -> None:
+    store, _ = conversation
+    conn = store.connection()
+    stem = {word: fts.stems(conn, [word])[0][0] for word in WORDS}
+    sizes = {word: len(fts.postings(conn, stem[word])) for word in WORDS}
+    assert sizes["caroline"] > sizes["melanie"] >= sizes["painting"] > 0
+    bm25 = WholeTableBM25(
+        store.connection, min_rows=0, max_entries=sizes["caroline"] + sizes["melanie"]
+    )
+    try:
+        for word in ("caroline", "melanie", "caroline", "painting"):  # caroline used again
+            assert answered(bm25, word, 5) == by_fts5(store, word, 5)
+        assert bm25._copy is not None
+        assert set(bm25._copy.postings) == {stem["caroline"], stem["painting"]}  # not melanie
+        assert bm25._copy.entries == sizes["caroline"] + sizes["painting"]
+        assert answered(bm25, "melanie painting", 5) == by_fts5(store, "melanie painting", 5)
+    finally:
+        bm25.close()
+
+
+WORDS = ("caroline", "melanie", "painting")

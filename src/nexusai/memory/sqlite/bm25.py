@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -31,16 +32,20 @@ from nexusai.memory.sqlite import fts
 log = logging.getLogger(__name__)
 
 K1, B = 1.2, 0.75  # bm25()'s constants in FTS5
-# Kept postings past this many entries (16 bytes each: about 96 MB) are dropped and read
-# again.
-MAX_ENTRIES = 6_000_000
+# Kept postings, 8 bytes an entry: at most this many entries a row of the table, and never
+# fewer than MIN_ENTRIES (48 MB). The stems asked longest ago go first and are read again
+# when asked. 140 realistic questions want about 23 entries a row, so a cap that does not
+# grow with the table dropped every stem over and over at 1,000,000 rows.
+ENTRIES_PER_ROW = 32
+MIN_ENTRIES = 6_000_000
 MAX_TERMS = 200_000  # query terms whose tokens are kept
 # Below this many rows FTS5 ranks a whole-table query in about a millisecond, less than the
 # copy's own bookkeeping (measured at 10,000: 1.3 ms against 1.7).
 MIN_ROWS = 20_000
 
-Ids = npt.NDArray[np.int64]
+Ids = npt.NDArray[np.int64] | npt.NDArray[np.int32]
 Floats = npt.NDArray[np.float64]
+Counts = npt.NDArray[np.float32]  # weighted counts: multiples of a half, exact in float32
 
 
 @dataclass
@@ -50,8 +55,21 @@ class _Copy:
 
     state: fts.IndexState
     sizes: Floats
-    postings: dict[str, tuple[Ids, Floats]] = field(default_factory=dict)
+    postings: dict[str, tuple[Ids, Counts]] = field(default_factory=dict)  # oldest use first
     entries: int = 0
+
+    def used(self, stems: Sequence[str]) -> list[tuple[Ids, Counts]]:
+        """The stems' postings, marked used now (the last to be dropped)."""
+        return [self.postings.setdefault(stem, self.postings.pop(stem)) for stem in stems]
+
+    def keep(self, read: dict[str, tuple[Ids, Counts]], cap: int) -> None:
+        """Adds postings just read, dropping the stems used longest ago past `cap` entries."""
+        for stem, arrays in read.items():
+            self.entries += len(arrays[0]) - len(self.postings.pop(stem, ((),))[0])
+            self.postings[stem] = arrays
+        while self.entries > cap and len(self.postings) > len(read):
+            oldest = next(iter(self.postings))
+            self.entries -= len(self.postings.pop(oldest)[0])
 
 
 class WholeTableBM25:
@@ -59,9 +77,16 @@ class WholeTableBM25:
     must ask FTS5: while the copy is built or a word's postings are read (both behind the
     turn, in a thread), or when a word is more than one token."""
 
-    def __init__(self, connect: Callable[[], sqlite3.Connection], min_rows: int = MIN_ROWS) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        min_rows: int = MIN_ROWS,
+        max_entries: int | None = None,
+    ) -> None:
+        """`max_entries`: the kept postings' cap; by default it grows with the table."""
         self._connect = connect
         self._min_rows = min_rows
+        self._max_entries = max_entries
         self._lock = threading.Lock()
         self._copy: _Copy | None = None
         self._worker: threading.Thread | None = None
@@ -84,7 +109,7 @@ class WholeTableBM25:
                 self._wanted.update(missing)
                 self._start(self._read_wanted)
                 return None
-            asked = [copy.postings[stem] for stem in made]
+            asked = copy.used(made)
         return _best(copy, asked, limit)
 
     def _stems(self, conn: sqlite3.Connection, terms: Sequence[str]) -> list[str] | None:
@@ -135,18 +160,14 @@ class WholeTableBM25:
                 copy = self._current(conn)
             if copy is None:
                 return
-            read = {stem: _arrays(fts.postings(conn, stem)) for stem in stems}
             state = copy.state
+            read = {stem: _arrays(fts.postings(conn, stem), state.last_id) for stem in stems}
         with self._lock:
             copy = self._copy
             if copy is None or copy.state != state:
                 return  # the next turn that needs them asks again
-            if copy.entries > MAX_ENTRIES:
-                copy.postings.clear()
-                copy.entries = 0
-            for stem, arrays in read.items():
-                copy.entries += len(arrays[0])
-                copy.postings[stem] = arrays
+            cap = self._max_entries
+            copy.keep(read, max(MIN_ENTRIES, ENTRIES_PER_ROW * state.rows) if cap is None else cap)
 
     def close(self) -> None:
         """The store is closing: the work behind the turns is stopped and waited for (its
@@ -200,7 +221,7 @@ def _grown(conn: sqlite3.Connection, copy: _Copy, state: fts.IndexState) -> _Cop
         for stem, new in fts.new_postings(conn, copy.state.last_id).items():
             if stem in grown.postings:
                 ids, weights = grown.postings[stem]
-                more = _arrays(new)
+                more = _arrays(new, state.last_id)
                 grown.postings[stem] = (
                     np.concatenate([ids, more[0]]),
                     np.concatenate([weights, more[1]]),
@@ -209,14 +230,15 @@ def _grown(conn: sqlite3.Connection, copy: _Copy, state: fts.IndexState) -> _Cop
     return grown
 
 
-def _best(copy: _Copy, asked: Sequence[tuple[Ids, Floats]], limit: int) -> list[tuple[int, float]]:
+def _best(copy: _Copy, asked: Sequence[tuple[Ids, Counts]], limit: int) -> list[tuple[int, float]]:
     rows = float(copy.state.rows)
     average = float(copy.state.tokens) / rows if rows else 0.0
     scores = np.zeros(len(copy.sizes))
     found = np.zeros(len(copy.sizes), dtype=bool)
-    for ids, weights in asked:  # the query's order, as bm25() adds its phrases
+    for ids, counts in asked:  # the query's order, as bm25() adds its phrases
         if not len(ids):
             continue
+        weights = counts.astype(np.float64)  # bm25() computes in doubles
         idf = math.log((rows - len(ids) + 0.5) / (len(ids) + 0.5))
         if idf <= 0.0:
             idf = 1e-6
@@ -235,16 +257,18 @@ def _best(copy: _Copy, asked: Sequence[tuple[Ids, Floats]], limit: int) -> list[
     return [(int(i), float(s)) for i, s in zip(ids[order], best[order], strict=True)]
 
 
-def _arrays(postings: Sequence[tuple[int, float]]) -> tuple[Ids, Floats]:
-    """(id, value) pairs as an id array and a value array."""
-    ids = np.fromiter((row for row, _ in postings), dtype=np.int64, count=len(postings))
-    weights = np.fromiter((w for _, w in postings), dtype=np.float64, count=len(postings))
-    return ids, weights
+def _arrays(postings: Sequence[tuple[int, float]], last_id: int) -> tuple[Ids, Counts]:
+    """(id, value) pairs as an id array (32 bits while every id up to `last_id` fits) and
+    a float32 value array (counts: exact)."""
+    kind = np.int32 if last_id <= np.iinfo(np.int32).max else np.int64
+    ids = cast(Ids, np.fromiter((row for row, _ in postings), dtype=kind, count=len(postings)))
+    counts = np.fromiter((w for _, w in postings), dtype=np.float32, count=len(postings))
+    return ids, counts
 
 
 def _sizes(sizes: Sequence[tuple[int, int]], last_id: int) -> Floats:
     lengths = np.zeros(last_id + 1)
-    ids, counts = _arrays(sizes)
+    ids, counts = _arrays(sizes, last_id)
     lengths[ids] = counts
     return lengths
 

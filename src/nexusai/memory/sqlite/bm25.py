@@ -234,20 +234,14 @@ def _best(copy: _Copy, asked: Sequence[tuple[Ids, Counts]], limit: int) -> list[
     rows = float(copy.state.rows)
     average = float(copy.state.tokens) / rows if rows else 0.0
     scores = np.zeros(len(copy.sizes))
-    found = np.zeros(len(copy.sizes), dtype=bool)
     for ids, counts in asked:  # the query's order, as bm25() adds its phrases
         if not len(ids):
             continue
-        weights = counts.astype(np.float64)  # bm25() computes in doubles
         idf = math.log((rows - len(ids) + 0.5) / (len(ids) + 0.5))
         if idf <= 0.0:
             idf = 1e-6
-        length = copy.sizes[ids]
-        scores[ids] += idf * (
-            (weights * (K1 + 1.0)) / (weights + K1 * (1 - B + B * length / average))
-        )
-        found[ids] = True
-    ids = np.flatnonzero(found)
+        scores[ids] += _weighed(copy.sizes[ids], counts, idf, average)
+    ids = _contenders(scores, asked, limit)
     best = scores[ids]
     if len(ids) > limit > 0:
         cut = np.partition(-best, limit - 1)[limit - 1]
@@ -255,6 +249,35 @@ def _best(copy: _Copy, asked: Sequence[tuple[Ids, Counts]], limit: int) -> list[
         ids, best = ids[kept], best[kept]
     order = np.lexsort((ids, -best))[:limit]
     return [(int(i), float(s)) for i, s in zip(ids[order], best[order], strict=True)]
+
+
+def _weighed(length: Floats, counts: Counts, idf: float, average: float) -> Floats:
+    """idf * (f * (k1 + 1)) / (f + k1 * (1 - b + b * length / average)) for each row, as
+    bm25() computes it: the same operations in the same order (a sum or product with its
+    operands swapped is the same double), in place, since at 1,000,000 rows a common word's
+    temporaries cost more than its arithmetic. `length` is the caller's to spend."""
+    length *= B
+    length /= average
+    length += 1 - B
+    length *= K1
+    weighed = counts.astype(np.float64)
+    length += weighed
+    weighed *= K1 + 1.0
+    weighed /= length
+    weighed *= idf
+    return weighed
+
+
+def _contenders(scores: Floats, asked: Sequence[tuple[Ids, Counts]], limit: int) -> Ids:
+    """Every row that could be among the best `limit`, by id: those scoring at least the
+    `limit`-th best of the rows of one word (no more than the true cut, so none is lost),
+    the word with the fewest rows, which is quick to rank; every row found (a found row
+    scores above 0) when no word has `limit` rows."""
+    rarest = min((ids for ids, _ in asked if len(ids) >= limit > 0), key=len, default=None)
+    if rarest is None:
+        return np.flatnonzero(scores)
+    floor = np.partition(scores[rarest], len(rarest) - limit)[len(rarest) - limit]
+    return np.flatnonzero(scores >= floor)
 
 
 def _arrays(postings: Sequence[tuple[int, float]], last_id: int) -> tuple[Ids, Counts]:

@@ -65,8 +65,10 @@ class _Copy:
     def keep(self, read: dict[str, tuple[Ids, Counts]], cap: int) -> None:
         """Adds postings just read, dropping the stems used longest ago past `cap` entries."""
         for stem, arrays in read.items():
-            self.entries += len(arrays[0]) - len(self.postings.pop(stem, ((),))[0])
+            if stem in self.postings:  # read again by a turn that came meanwhile
+                self.entries -= len(self.postings.pop(stem)[0])
             self.postings[stem] = arrays
+            self.entries += len(arrays[0])
         while self.entries > cap and len(self.postings) > len(read):
             oldest = next(iter(self.postings))
             self.entries -= len(self.postings.pop(oldest)[0])

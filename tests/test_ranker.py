@@ -134,7 +134,7 @@ def test_rrfs_places_follow_fuse_ranked_exactly() -> None:
 
     from nexusai.models import Episode
     from nexusai.orchestration.fusion import fuse_ranked
-    from nexusai.orchestration.learned import _rrf_order
+    from nexusai.orchestration.learned import _rrf_order, _ties
     from nexusai.ranking.features import candidates
 
     rng = random.Random(5)
@@ -145,4 +145,6 @@ def test_rrfs_places_follow_fuse_ranked_exactly() -> None:
         keyword = [found[i] for i in rng.sample(ids, 50)]
         pool = candidates("turn", semantic, keyword)
         fused = fuse_ranked(semantic, keyword, 1.0, 1.0, len(pool.episodes))
-        assert [pool.episodes[i].id for i in _rrf_order(pool)] == [f.episode.id for f in fused]
+        assert [pool.episodes[i].id for i in _rrf_order(pool, _ties(pool))] == [
+            f.episode.id for f in fused
+        ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode, Moved
@@ -37,7 +38,8 @@ def rank_learned(
     if not pool.episodes or limit <= 0:
         return []
     scores = ranker.scores(pool.matrix)
-    chosen = _interleaved(_best_first(pool, scores), _rrf_order(pool), limit)
+    ties = _ties(pool)
+    chosen = _interleaved(_best_first(scores, ties), _rrf_order(pool, ties), limit)
     moved = ranker.contributions(pool.matrix[chosen]) if explain else None
     return [
         FusedEpisode(
@@ -52,10 +54,10 @@ def rank_learned(
     ]
 
 
-def _rrf_order(pool: Candidates) -> list[int]:
+def _rrf_order(pool: Candidates, ties: Ties) -> list[int]:
     """The pool's indexes in RRF (1, 1)'s order: its feature column is `fuse_ranked`'s score
     at (1, 1) to the bit (the same sum in the same order), and ties go the same way."""
-    return _best_first(pool, pool.matrix[:, FEATURES.index("rrf")])
+    return _best_first(pool.matrix[:, FEATURES.index("rrf")], ties)
 
 
 def _interleaved(learned: list[int], rrf: list[int], limit: int) -> list[int]:
@@ -77,14 +79,23 @@ def _rrfs_place(place: int) -> bool:
     return (place + 1) % RRF_EVERY == 0
 
 
-def _best_first(pool: Candidates, scores: Matrix) -> list[int]:
-    """The pool's indexes by score, then the better single rank, then the lower id."""
+Ties = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]  # (ids, better single ranks)
+
+
+def _ties(pool: Candidates) -> Ties:
+    """What breaks a tie in either order, as in RRF: the better single rank, then the
+    lower id."""
     ranks = [
         min(r for r in (semantic, keyword) if r is not None)
         for semantic, keyword in zip(pool.semantic_ranks, pool.keyword_ranks, strict=True)
     ]
-    ids = [episode.id for episode in pool.episodes]
-    order: list[int] = np.lexsort((np.array(ids), np.array(ranks), -scores)).tolist()
+    return np.array([episode.id for episode in pool.episodes]), np.array(ranks)
+
+
+def _best_first(scores: Matrix, ties: Ties) -> list[int]:
+    """The pool's indexes by score, ties broken by `ties`."""
+    ids, ranks = ties
+    order: list[int] = np.lexsort((ids, ranks, -scores)).tolist()
     return order
 
 

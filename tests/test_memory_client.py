@@ -120,6 +120,20 @@ def test_vector_leg_finds_by_meaning_in_scope_and_excludes(contract: Contract) -
     assert contract.client.vector_episodes(vector, [], [], 5) == []
 
 
+def test_vector_leg_lists_equal_cosines_by_id(contract: Contract) -> None:
+    """The same words said again after the same turn have the same vector: their order must
+    not depend on how the index happened to be built (a ranker trained on the lists would
+    change with it)."""
+    session = contract.new_session(None)
+    texts = ["Got it, thanks!", "The invoice is overdue", "My puppy Rex chews shoes"] * 6
+    added = add(contract, session, *texts)
+    vector = contract.embed("got it, thank you")
+    found = contract.client.vector_episodes(vector, [session], [], len(added))
+    listed = [(-(e.score or 0.0), e.id) for e in found]
+    assert len({score for score, _ in listed}) < len(listed) - 6  # the repeats tie
+    assert listed == sorted(listed)
+
+
 def test_keyword_leg_searches_words_never_syntax(contract: Contract) -> None:
     a, b = contract.new_session(None), contract.new_session(None)
     [hit] = add(contract, a, 'the "quarterly" report OR NEAR(budget) -draft*')

@@ -326,7 +326,11 @@ class Memory:
         exclude_ids: Sequence[int],
         limit: int,
     ) -> list[tuple[int, float]]:
-        return self.vectors.search(vector, session_ids, exclude_ids, limit)
+        """Best first; equal scores by id. The index returns tied points (the same words
+        said twice have the same vector) in an order that changes from one build to the
+        next, and a ranker trained on those lists would change with it."""
+        hits = self.vectors.search(vector, session_ids, exclude_ids, limit)
+        return sorted(hits, key=lambda hit: (-hit[1], hit[0]))
 
     # -- reads (what orchestration's MemoryClient asks for) -------------------------------
 

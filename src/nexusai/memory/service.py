@@ -14,7 +14,6 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from nexusai.config import Config
@@ -354,8 +353,7 @@ class Memory:
         limit: int,
     ) -> list[Episode]:
         hits = dict(self.search_vectors(vector, session_ids, exclude_ids, limit))
-        found = self.store.get_episodes(list(hits))
-        return [replace(episode, score=hits[episode.id]) for episode in found]
+        return self.store.get_episodes(list(hits), hits)
 
     def search_keyword(
         self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int = 0

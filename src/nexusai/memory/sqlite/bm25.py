@@ -47,6 +47,61 @@ MIN_ROWS = 20_000
 Ids = npt.NDArray[np.int64] | npt.NDArray[np.int32]
 Floats = npt.NDArray[np.float64]
 Counts = npt.NDArray[np.float32]  # weighted counts: multiples of a half, exact in float32
+Codes = npt.NDArray[np.int32]  # a posting's (row length, count) pair, by its index in _Pairs
+Postings = tuple[Ids, Codes]
+# A stem's (row length, count) pairs, each once, and which of them each posting has.
+Distinct = tuple[npt.NDArray[np.complex128], npt.NDArray[np.intp]]
+
+
+class _Pairs:
+    """Every (row length, weighted count) pair a kept posting has, each once. A word's
+    weight in a row depends on the pair, the table's average length and the word's idf
+    only, so a turn weighs the pairs (thousands) once and looks each posting's weight up,
+    instead of weighing millions of postings one by one."""
+
+    def __init__(self) -> None:
+        self._index: dict[tuple[float, float], int] = {}
+        # Replaced, never changed in place: a turn reads them outside the lock.
+        self._arrays: tuple[Floats, Counts] = (np.zeros(0), np.zeros(0, dtype=np.float32))
+        self._table: tuple[float, Floats] | None = None
+
+    def coded(self, distinct: Distinct) -> Codes:
+        """Each posting's pair, adding the pairs not seen before (under the copy's lock)."""
+        found, inverse = distinct
+        codes = np.empty(len(found), dtype=np.int32)
+        added: list[tuple[float, float]] = []
+        for n, pair in enumerate(found.tolist()):
+            key = (pair.real, pair.imag)
+            code = self._index.get(key)
+            if code is None:
+                code = self._index[key] = len(self._index)
+                added.append(key)
+            codes[n] = code
+        if added:
+            sizes, counts = self._arrays
+            new = np.array(added, dtype=np.float64).reshape(-1, 2)
+            more = new[:, 1].astype(np.float32)
+            self._arrays = (np.concatenate([sizes, new[:, 0]]), np.concatenate([counts, more]))
+        coded: Codes = codes[inverse]
+        return coded
+
+    def table(self, average: float) -> Floats:
+        """Each pair's weight before idf: (f * (k1 + 1)) / (f + k1 * (...)), as bm25()
+        computes it. Kept while the average length stays what it is."""
+        sizes, counts = self._arrays
+        kept = self._table
+        if kept is not None and kept[0] == average and len(kept[1]) == len(sizes):
+            return kept[1]
+        table = _weighed(sizes.copy(), counts, 1.0, average)  # * 1.0 leaves a double as it is
+        self._table = (average, table)
+        return table
+
+
+def _distinct(lengths: Floats, counts: Counts) -> Distinct:
+    """The postings' pairs each once, and which each posting has: worked out before the
+    lock is taken (a common word's take tens of milliseconds at 1,000,000 rows)."""
+    found, inverse = np.unique(lengths + 1j * counts, return_inverse=True)
+    return found, inverse.ravel()
 
 
 @dataclass
@@ -56,10 +111,11 @@ class _Copy:
 
     state: fts.IndexState
     sizes: Floats
-    postings: dict[str, tuple[Ids, Counts]] = field(default_factory=dict)  # oldest use first
+    pairs: _Pairs = field(default_factory=_Pairs)  # shared by the copies grown from this one
+    postings: dict[str, Postings] = field(default_factory=dict)  # oldest use first
     entries: int = 0
 
-    def used(self, stems: Sequence[str]) -> list[tuple[Ids, Counts]]:
+    def used(self, stems: Sequence[str]) -> list[Postings]:
         """The stems' postings, moved to the end of the order: the last to be dropped."""
         found = []
         for stem in stems:
@@ -67,13 +123,13 @@ class _Copy:
             self.postings[stem] = found[-1]
         return found
 
-    def keep(self, read: dict[str, tuple[Ids, Counts]], cap: int) -> None:
+    def keep(self, read: dict[str, tuple[Ids, Distinct]], cap: int) -> None:
         """Adds postings just read, dropping the stems used longest ago past `cap` entries."""
-        for stem, arrays in read.items():
+        for stem, (ids, distinct) in read.items():
             if stem in self.postings:  # read again by a turn that came meanwhile
                 self.entries -= len(self.postings.pop(stem)[0])
-            self.postings[stem] = arrays
-            self.entries += len(arrays[0])
+            self.postings[stem] = (ids, self.pairs.coded(distinct))
+            self.entries += len(ids)
         while self.entries > cap and len(self.postings) > len(read):
             oldest = next(iter(self.postings))
             self.entries -= len(self.postings.pop(oldest)[0])
@@ -174,7 +230,10 @@ class WholeTableBM25:
             if copy is None:
                 return
             state = copy.state
-            read = {stem: _arrays(fts.postings(conn, stem), state.last_id) for stem in stems}
+            read = {}
+            for stem in stems:
+                ids, counts = _arrays(fts.postings(conn, stem), state.last_id)
+                read[stem] = (ids, _distinct(np.take(copy.sizes, ids), counts))
         with self._lock:
             copy = self._copy
             if copy is None or copy.state != state:
@@ -228,33 +287,37 @@ def _grown(conn: sqlite3.Connection, copy: _Copy, state: fts.IndexState) -> _Cop
         return None  # a row came in under an old id, or the index changed otherwise
     sizes = _sizes(added, state.last_id)
     sizes[: len(copy.sizes)] = copy.sizes  # every added id is past the copy's last
-    grown = _Copy(state, sizes, dict(copy.postings), copy.entries)
+    grown = _Copy(state, sizes, copy.pairs, dict(copy.postings), copy.entries)
     if copy.postings:
         for stem, new in fts.new_postings(conn, copy.state.last_id).items():
             if stem in grown.postings:
-                ids, weights = grown.postings[stem]
-                more = _arrays(new, state.last_id)
+                ids, codes = grown.postings[stem]
+                more, counts = _arrays(new, state.last_id)
+                more_codes = grown.pairs.coded(_distinct(np.take(sizes, more), counts))
                 grown.postings[stem] = (
-                    np.concatenate([ids, more[0]]),
-                    np.concatenate([weights, more[1]]),
+                    np.concatenate([ids, more]),
+                    np.concatenate([codes, more_codes]),
                 )
                 grown.entries += len(new)
     return grown
 
 
-def _best(copy: _Copy, asked: Sequence[tuple[Ids, Counts]], limit: int) -> list[tuple[int, float]]:
+def _best(copy: _Copy, asked: Sequence[Postings], limit: int) -> list[tuple[int, float]]:
     rows = float(copy.state.rows)
     average = float(copy.state.tokens) / rows if rows else 0.0
+    table = copy.pairs.table(average)
     scores = np.zeros(len(copy.sizes))
-    for ids, counts in asked:  # the query's order, as bm25() adds its phrases
+    for ids, codes in asked:  # the query's order, as bm25() adds its phrases
         if not len(ids):
             continue
         idf = math.log((rows - len(ids) + 0.5) / (len(ids) + 0.5))
         if idf <= 0.0:
             idf = 1e-6
+        weights = np.take(table, codes)
+        weights *= idf
         # take and add.at, not fancy indexing: with 32-bit ids numpy converts the index
         # array on every use, which made a common word's scoring twice as slow.
-        np.add.at(scores, ids, _weighed(np.take(copy.sizes, ids), counts, idf, average))
+        np.add.at(scores, ids, weights)
     ids = _contenders(scores, asked, limit)
     best = scores[ids]
     if len(ids) > limit > 0:
@@ -282,7 +345,7 @@ def _weighed(length: Floats, counts: Counts, idf: float, average: float) -> Floa
     return weighed
 
 
-def _contenders(scores: Floats, asked: Sequence[tuple[Ids, Counts]], limit: int) -> Ids:
+def _contenders(scores: Floats, asked: Sequence[Postings], limit: int) -> Ids:
     """Every row that could be among the best `limit`, by id: those scoring at least the
     `limit`-th best of the rows of one word (no more than the true cut, so none is lost),
     the word with the fewest rows, which is quick to rank; every row found (a found row

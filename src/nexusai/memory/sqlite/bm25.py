@@ -97,11 +97,16 @@ class _Pairs:
         return table
 
 
-def _distinct(lengths: Floats, counts: Counts) -> Distinct:
-    """The postings' pairs each once, and which each posting has: worked out before the
-    lock is taken (a common word's take tens of milliseconds at 1,000,000 rows)."""
-    found, inverse = np.unique(lengths + 1j * counts, return_inverse=True)
-    return found, inverse.ravel()
+def _postings(
+    read: Sequence[tuple[int, float]], sizes: Floats, last_id: int
+) -> tuple[Ids, Distinct]:
+    """A stem's postings as read from the index: their ids, and their (row length, count)
+    pairs each once with which each posting has. Worked out before the lock is taken (a
+    common word's take tens of milliseconds at 1,000,000 rows); `_Pairs.coded` then
+    numbers the pairs under it."""
+    ids, counts = _arrays(read, last_id)
+    found, inverse = np.unique(np.take(sizes, ids) + 1j * counts, return_inverse=True)
+    return ids, (found, inverse.ravel())
 
 
 @dataclass
@@ -231,10 +236,10 @@ class WholeTableBM25:
             if copy is None:
                 return
             state = copy.state
-            read = {}
-            for stem in stems:
-                ids, counts = _arrays(fts.postings(conn, stem), state.last_id)
-                read[stem] = (ids, _distinct(np.take(copy.sizes, ids), counts))
+            read = {
+                stem: _postings(fts.postings(conn, stem), copy.sizes, state.last_id)
+                for stem in stems
+            }
         with self._lock:
             copy = self._copy
             if copy is None or copy.state != state:
@@ -293,8 +298,8 @@ def _grown(conn: sqlite3.Connection, copy: _Copy, state: fts.IndexState) -> _Cop
         for stem, new in fts.new_postings(conn, copy.state.last_id).items():
             if stem in grown.postings:
                 ids, codes = grown.postings[stem]
-                more, counts = _arrays(new, state.last_id)
-                more_codes = grown.pairs.coded(_distinct(np.take(sizes, more), counts))
+                more, distinct = _postings(new, sizes, state.last_id)
+                more_codes = grown.pairs.coded(distinct)
                 grown.postings[stem] = (
                     np.concatenate([ids, more]),
                     np.concatenate([codes, more_codes]),
@@ -317,9 +322,9 @@ class _Scratch:
     def lent(self, rows: int, longest: int) -> Iterator[tuple[Floats, Floats]]:
         """Zeroed scores for `rows` rows, and room for `longest` weights."""
         with self._lock:
-            scores, weights = self._free.pop() if self._free else (np.zeros(0), np.zeros(0))
+            scores, weights = self._free.pop() if self._free else (np.empty(0), np.empty(0))
         if len(scores) < rows:
-            scores = np.zeros(rows)
+            scores = np.empty(rows)
         if len(weights) < longest:
             weights = np.empty(longest)
         scores[:rows].fill(0.0)

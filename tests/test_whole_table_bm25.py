@@ -12,7 +12,7 @@ import pytest
 
 from nexusai.keywords import query_terms
 from nexusai.memory.sqlite import fts
-from nexusai.memory.sqlite.bm25 import WholeTableBM25
+from nexusai.memory.sqlite.bm25 import GROUPED, WholeTableBM25
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import NewEpisode
 
@@ -37,10 +37,14 @@ def conversation(tmp_path: Path, dev_data: Path) -> Iterator[tuple[SqliteStore, 
     store.close()  # its copy first: a worker reading behind is stopped before the connections
 
 
-@pytest.fixture
-def copy_of(conversation: tuple[SqliteStore, list[str]]) -> Iterator[WholeTableBM25]:
-    """A copy that answers however small the store, closed before the store is."""
-    bm25 = WholeTableBM25(conversation[0].connection, min_rows=0)
+@pytest.fixture(params=[GROUPED, 2], ids=["grouped-as-shipped", "grouped-from-2"])
+def copy_of(
+    conversation: tuple[SqliteStore, list[str]], request: pytest.FixtureRequest
+) -> Iterator[WholeTableBM25]:
+    """A copy that answers however small the store, closed before the store is. This
+    store's stems are held by too few rows for the shipped grouping of postings, so the
+    copy is also made with postings grouped from 2 on, both ways through every test."""
+    bm25 = WholeTableBM25(conversation[0].connection, min_rows=0, grouped=request.param)
     yield bm25
     bm25.close()
 
@@ -74,6 +78,9 @@ def test_it_answers_as_fts5_does(
 ) -> None:
     store, queries = conversation
     assert same_answers(store, copy_of, queries) > 60
+    assert copy_of._copy is not None
+    grouped = sum(len(ids) for p in copy_of._copy.postings.values() for _, ids in p.groups)
+    assert (grouped > 50) == (copy_of._grouped == 2), grouped  # both ways were taken
 
 
 def test_it_keeps_step_with_every_write(
@@ -83,8 +90,11 @@ def test_it_keeps_step_with_every_write(
     bm25 = copy_of
     same_answers(store, bm25, queries)
     session = store.create_session().id
-    store.add_episodes(session, [NewEpisode("Caroline", q) for q in queries[:10]])
-    assert same_answers(store, bm25, queries) > 60  # appended: the copy grows
+    # Said twice, and twice again: the rows added share (length, count) pairs, so with
+    # postings grouped from 2 the first append makes new groups and the second joins them.
+    for _ in range(2):
+        store.add_episodes(session, [NewEpisode("Caroline", q) for q in queries[:10] * 2])
+        assert same_answers(store, bm25, queries) > 60  # appended: the copy grows
     store.update_episode(3, content="Caroline painted a lake at the support group")
     assert same_answers(store, bm25, queries) > 60  # edited: made again
     store.delete_episode(7)

@@ -152,3 +152,28 @@ def test_past_its_cap_it_drops_the_stems_used_longest_ago(
 
 
 WORDS = ("caroline", "melanie", "painting")
+
+
+def test_a_budget_counts_each_words_rows_from_it_as_fts5_does(
+    conversation: tuple[SqliteStore, list[str]], copy_of: WholeTableBM25
+) -> None:
+    """A `keywordBudget` leaves out the words most rows hold: the copy counts those rows
+    as FTS5's index does, so a budgeted search keeps the same words and finds the same."""
+    store, queries = conversation
+    conn = store.connection()
+    checked = 0
+    for query in queries:
+        terms = query_terms(query)
+        if not terms or any(len(pieces) != 1 for pieces in fts.stems(conn, terms)):
+            continue
+        deadline = time.monotonic() + 30
+        while (held := copy_of.held(terms)) is None:  # its words are read behind
+            assert time.monotonic() < deadline, "the copy never counted"
+            time.sleep(0.01)
+        assert held == fts.term_counts(conn, terms), query
+        for budget in (10, 60):
+            with_copy = fts.search(store.connection, query, 40, None, budget, copy_of)
+            assert with_copy == fts.search(store.connection, query, 40, None, budget), query
+        checked += 1
+    assert checked > 30
+    assert copy_of.held(["s1"]) is None  # the scope column's token: FTS5 counts it there

@@ -243,6 +243,24 @@ class WholeTableBM25:
             asked = copy.used(made)
         return _best(copy, asked, limit, self._scratch)
 
+    def held(self, terms: Sequence[str]) -> dict[str, int] | None:
+        """How many rows hold each term in a searched column, from the kept postings (what
+        `fts.term_counts` counts in the index, for a `keywordBudget`, without reading a
+        common word's entries: 80 ms a turn at 1,000,000 episodes of common words). None
+        when the copy does not hold every term's, and those it lacks are read behind."""
+        conn = self._connect()
+        with self._lock, _snapshot(conn):
+            copy = None if self._closed else self._current(conn)
+            made = None if copy is None else self._stems(conn, terms)
+            if copy is None or made is None or any(fts.is_scope_token(s) for s in made):
+                return None
+            missing = [stem for stem in made if stem not in copy.postings]
+            if missing:
+                self._wanted.update(missing)
+                self._start(self._read_wanted)
+                return None
+            return {term: len(copy.postings[stem]) for term, stem in zip(terms, made, strict=True)}
+
     def _cap(self, rows: int) -> int:
         """How many postings entries the copy of a table of `rows` keeps."""
         if self._max_entries is not None:

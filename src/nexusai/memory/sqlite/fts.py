@@ -8,6 +8,7 @@ for as words, never parsed as operators.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -128,6 +129,10 @@ class WholeTable(Protocol):
 
     def search(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]] | None: ...
 
+    def held(self, terms: Sequence[str]) -> dict[str, int] | None:
+        """`term_counts`, when it knows them."""
+        ...
+
 
 def search(
     connect: Callable[[], sqlite3.Connection],
@@ -150,7 +155,8 @@ def search(
         return []
     conn = connect()
     if budget > 0:
-        terms = within_budget(terms, term_counts(conn, terms), budget)
+        held = whole_table.held(terms) if whole_table is not None else None
+        terms = within_budget(terms, term_counts(conn, terms) if held is None else held, budget)
     words = f"{{search_text context_text search_cjk}} : ({_match(terms)})"
     if session_ids is not None and len(session_ids) > MATCH_SCOPE_LIMIT:
         if not _every_session(conn, session_ids):
@@ -195,7 +201,8 @@ _COUNTING = (
 
 def term_counts(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
     """How many episodes hold each term (a term the tokenizer splits counts as its
-    commonest piece)."""
+    commonest piece). Counted over every column, the scope's too: for any term but a
+    scope token (`is_scope_token`), the rows that hold it in a searched column."""
     counts = dict.fromkeys(terms, 0)
     for term, pieces in zip(terms, stems(conn, terms), strict=True):
         for stem in pieces:
@@ -205,6 +212,12 @@ def term_counts(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int
     return counts
 
 
+def is_scope_token(stem: str) -> bool:
+    """Whether the scope column may hold `stem` ("s42")."""
+    return _SCOPE_TOKEN.fullmatch(stem) is not None
+
+
+_SCOPE_TOKEN = re.compile(r"s\d+")
 # Up to this many sessions, the scope is part of the MATCH, so FTS5 ranks only the rows in
 # scope; a larger one is filtered after ranking (the same rows in the same order).
 MATCH_SCOPE_LIMIT = 500

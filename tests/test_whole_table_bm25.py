@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -16,6 +18,7 @@ from nexusai.memory.sqlite.bm25 import GROUPED, WholeTableBM25
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import NewEpisode
 
+T = TypeVar("T")
 ODD = [
     "running runs ran",  # two terms, one stem: bm25() counts that phrase twice
     "我们住在北京吗",  # CJK bigrams
@@ -49,14 +52,18 @@ def copy_of(
     bm25.close()
 
 
-def answered(bm25: WholeTableBM25, query: str, limit: int) -> list[tuple[int, float]]:
-    """The copy's answer, once it has what it needs (it reads behind the turns)."""
-    terms = query_terms(query)
+def eventually(ask: Callable[[], T | None]) -> T:
+    """What `ask` gives once the copy has what it needs (it reads behind the turns)."""
     deadline = time.monotonic() + 30
-    while (found := bm25.search(terms, limit)) is None:
+    while (found := ask()) is None:
         assert time.monotonic() < deadline, "the copy never answered"
         time.sleep(0.01)
     return found
+
+
+def answered(bm25: WholeTableBM25, query: str, limit: int) -> list[tuple[int, float]]:
+    terms = query_terms(query)
+    return eventually(lambda: bm25.search(terms, limit))
 
 
 def by_fts5(store: SqliteStore, query: str, limit: int) -> list[tuple[int, float]]:
@@ -166,11 +173,7 @@ def test_a_budget_counts_each_words_rows_from_it_as_fts5_does(
         terms = query_terms(query)
         if not terms or any(len(pieces) != 1 for pieces in fts.stems(conn, terms)):
             continue
-        deadline = time.monotonic() + 30
-        while (held := copy_of.held(terms)) is None:  # its words are read behind
-            assert time.monotonic() < deadline, "the copy never counted"
-            time.sleep(0.01)
-        assert held == fts.term_counts(conn, terms), query
+        assert eventually(partial(copy_of.held, terms)) == fts.term_counts(conn, terms), query
         for budget in (10, 60):
             with_copy = fts.search(store.connection, query, 40, None, budget, copy_of)
             assert with_copy == fts.search(store.connection, query, 40, None, budget), query

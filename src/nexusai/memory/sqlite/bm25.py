@@ -229,6 +229,27 @@ class WholeTableBM25:
     def search(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]] | None:
         """(id, score) of the best `limit` rows for the OR of `terms`, best first, ties by
         id, as `fts.search` with no scope finds them; None when FTS5 must answer."""
+        kept = self._kept(terms)
+        if kept is None:
+            return None
+        copy, _, postings = kept
+        return _best(copy, postings, limit, self._scratch)
+
+    def held(self, terms: Sequence[str]) -> dict[str, int] | None:
+        """How many rows hold each term in a searched column, from the kept postings (what
+        `fts.term_counts` counts in the index, for a `keywordBudget`, without reading a
+        common word's entries: 80 ms a turn at 1,000,000 episodes of common words). None
+        when the copy does not hold every term's, or a term is one FTS5 counts in the
+        scope column too."""
+        kept = self._kept(terms)
+        if kept is None or any(fts.is_scope_token(stem) for stem in kept[1]):
+            return None
+        return {term: len(found) for term, found in zip(terms, kept[2], strict=True)}
+
+    def _kept(self, terms: Sequence[str]) -> tuple[_Copy, list[str], list[_Postings]] | None:
+        """The copy, each term's stem and its postings, marked used; None when the copy
+        cannot answer, and the stems it lacks are read behind this turn, which FTS5
+        answers."""
         conn = self._connect()
         with self._lock, _snapshot(conn):
             copy = None if self._closed else self._current(conn)
@@ -236,30 +257,11 @@ class WholeTableBM25:
             if copy is None or made is None:
                 return None
             missing = [stem for stem in made if stem not in copy.postings]
-            if missing:  # read behind this turn, which FTS5 answers
-                self._wanted.update(missing)
-                self._start(self._read_wanted)
-                return None
-            asked = copy.used(made)
-        return _best(copy, asked, limit, self._scratch)
-
-    def held(self, terms: Sequence[str]) -> dict[str, int] | None:
-        """How many rows hold each term in a searched column, from the kept postings (what
-        `fts.term_counts` counts in the index, for a `keywordBudget`, without reading a
-        common word's entries: 80 ms a turn at 1,000,000 episodes of common words). None
-        when the copy does not hold every term's, and those it lacks are read behind."""
-        conn = self._connect()
-        with self._lock, _snapshot(conn):
-            copy = None if self._closed else self._current(conn)
-            made = None if copy is None else self._stems(conn, terms)
-            if copy is None or made is None or any(fts.is_scope_token(s) for s in made):
-                return None
-            missing = [stem for stem in made if stem not in copy.postings]
             if missing:
                 self._wanted.update(missing)
                 self._start(self._read_wanted)
                 return None
-            return {term: len(copy.postings[stem]) for term, stem in zip(terms, made, strict=True)}
+            return copy, made, copy.used(made)
 
     def _cap(self, rows: int) -> int:
         """How many postings entries the copy of a table of `rows` keeps."""

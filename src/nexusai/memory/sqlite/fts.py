@@ -167,7 +167,7 @@ def search(
         if scored is not None:
             return _rows_of(conn, scored)
     if session_ids is not None:
-        scope = " OR ".join(f'"s{int(s)}"' for s in session_ids)
+        scope = " OR ".join(f'"{scope_token(s)}"' for s in session_ids)
         words = f"fts_scope : ({scope}) AND {words}"
     return conn.execute(_SQL, [words, limit]).fetchall()
 
@@ -212,8 +212,13 @@ def term_counts(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int
     return counts
 
 
+def scope_token(session_id: int) -> str:
+    """A session as the scope column holds it (`'s' || session_id`, migration m010)."""
+    return f"s{int(session_id)}"
+
+
 def is_scope_token(stem: str) -> bool:
-    """Whether the scope column may hold `stem` ("s42")."""
+    """Whether the scope column may hold `stem`."""
     return _SCOPE_TOKEN.fullmatch(stem) is not None
 
 

@@ -87,8 +87,6 @@ SESSION_COLUMNS = (
     " WHERE episodes.session_id = sessions.id) AS started_at"
 )
 
-_EPISODE_FIELDS = frozenset(Episode.__dataclass_fields__)
-
 
 class EpisodeStore(ABC):
     """One store interface, two engines: each gives connections and transactions, its
@@ -429,7 +427,8 @@ class EpisodeStore(ABC):
             "SELECT * FROM episodes WHERE id IN (SELECT value FROM json_each(?))",
             [json.dumps([int(i) for i in ids])],
         )
-        by_id = {row["id"]: self._episode_from_row(row, scores) for row in rows}
+        scored = scores or {}
+        by_id = {row["id"]: self._episode_from_row(row, scored.get(row["id"])) for row in rows}
         return [by_id[i] for i in ids if i in by_id]
 
     def list_episodes(self, session_id: int, limit: int = 100, offset: int = 0) -> list[Episode]:
@@ -521,16 +520,24 @@ class EpisodeStore(ABC):
         return int(self._rows(sql, [project_id])[0][0])
 
     @staticmethod
-    def _episode_from_row(row: Any, scores: Mapping[int, float] | None = None) -> Episode:
-        # A turn builds a hundred of these: no copy of the row, no parse of the empty
-        # metadata most episodes carry, and the score set here rather than by a copy of
-        # the episode. keys(): a sqlite3.Row iterates its values.
-        values = {key: row[key] for key in row.keys() if key in _EPISODE_FIELDS}  # noqa: SIM118
-        raw = values["metadata"]
-        values["metadata"] = {} if raw == "{}" else json.loads(raw)
-        if scores is not None:
-            values["score"] = scores.get(values["id"])
-        return Episode(**values)
+    def _episode_from_row(row: Any, score: float | None = None) -> Episode:
+        # A turn builds a hundred of these (a learned turn's two 50-deep lists): each field
+        # read by name, no parse of the empty metadata most episodes carry, and the score
+        # set here rather than by a copy: half the time of a dict of the row's fields.
+        raw = row["metadata"]
+        return Episode(
+            row["id"],
+            row["session_id"],
+            row["speaker"],
+            row["content"],
+            row["occurred_at"],
+            row["created_at"],
+            {} if raw == "{}" else json.loads(raw),
+            row["image_caption"],
+            row["search_text"],
+            row["context_text"],
+            score,
+        )
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ import secrets
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -199,9 +198,7 @@ class PgStore(EpisodeStore):
             return []  # without borrowing a connection
         with self._raw() as raw:
             hits = dict(pg_fts.scored_search(raw, query, limit, session_ids, budget=budget))
-        return [
-            replace(episode, score=hits[episode.id]) for episode in self.get_episodes(list(hits))
-        ]
+        return self.get_episodes(list(hits), hits)
 
 
 class _Row:

@@ -156,7 +156,7 @@ class SqliteStore(EpisodeStore):
         self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int
     ) -> list[Episode]:
         rows = fts.search(self.connection, query, limit, session_ids, budget, self._bm25)
-        return [self._episode_from_row(row) for row in rows]
+        return [self._episode_from_row(row, row["score"]) for row in rows]
 
 
 def _read_or_make(path: Path) -> bytes:

@@ -84,12 +84,14 @@ Ties = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]  # (ids, better singl
 
 def _ties(pool: Candidates) -> Ties:
     """What breaks a tie in either order, as in RRF: the better single rank, then the
-    lower id."""
-    ranks = [
-        min(r for r in (semantic, keyword) if r is not None)
-        for semantic, keyword in zip(pool.semantic_ranks, pool.keyword_ranks, strict=True)
-    ]
-    return np.array([episode.id for episode in pool.episodes]), np.array(ranks)
+    lower id. A leg that did not find a candidate ranks it past its list's end, so the
+    smaller of the two rank columns is the better rank of the legs that found it."""
+    ranks = np.minimum(pool.matrix[:, _SEMANTIC_RANK], pool.matrix[:, _KEYWORD_RANK])
+    return np.array([episode.id for episode in pool.episodes]), ranks.astype(np.int64)
+
+
+_SEMANTIC_RANK = FEATURES.index("semantic_rank")
+_KEYWORD_RANK = FEATURES.index("keyword_rank")
 
 
 def _best_first(scores: Matrix, ties: Ties) -> list[int]:

@@ -75,15 +75,15 @@ def candidates(query: str, semantic: Sequence[Episode], keyword: Sequence[Episod
     so a turn of a hundred candidates costs well under a millisecond."""
     sem_rank, kw_rank = _ranks(semantic), _ranks(keyword)
     pool = list({e.id: e for e in [*semantic, *keyword]}.values())
+    sem_ranks = [sem_rank.get(e.id) for e in pool]
+    kw_ranks = [kw_rank.get(e.id) for e in pool]
     columns = {
-        **_leg_columns(pool, semantic, keyword, sem_rank, kw_rank),
+        **_leg_columns(pool, semantic, keyword, sem_ranks, kw_ranks),
         **_speaker_columns(pool, query),
         **_text_columns(pool, query),
     }
     matrix = np.column_stack([columns[name] for name in FEATURES]) if pool else _EMPTY
-    return Candidates(
-        pool, [sem_rank.get(e.id) for e in pool], [kw_rank.get(e.id) for e in pool], matrix
-    )
+    return Candidates(pool, sem_ranks, kw_ranks, matrix)
 
 
 _EMPTY = np.zeros((0, len(FEATURES)))
@@ -101,12 +101,12 @@ def _leg_columns(
     pool: list[Episode],
     semantic: Sequence[Episode],
     keyword: Sequence[Episode],
-    sem_rank: dict[int, int],
-    kw_rank: dict[int, int],
+    sem_ranks: list[int | None],
+    kw_ranks: list[int | None],
 ) -> Columns:
     depth = max(len(semantic), len(keyword))
-    sem = np.array([sem_rank.get(e.id, 0) for e in pool], dtype=np.float64)
-    kw = np.array([kw_rank.get(e.id, 0) for e in pool], dtype=np.float64)
+    sem = np.array([rank or 0 for rank in sem_ranks], dtype=np.float64)
+    kw = np.array([rank or 0 for rank in kw_ranks], dtype=np.float64)
     cosines = {e.id: e.score or 0.0 for e in semantic}
     lowest = min(cosines.values(), default=0.0)
     cosine = np.array([cosines.get(e.id, lowest) for e in pool], dtype=np.float64)
@@ -161,11 +161,14 @@ def _text_columns(pool: list[Episode], query: str) -> Columns:
         "asks_about_me": each(bool(set(words) & _FIRST)),
         "query_words": each(len(words)),
         "candidate_length": np.log1p(np.array([len(e.content) for e in pool], dtype=np.float64)),
-        "candidate_asks": np.array(
-            [e.content.rstrip().endswith("?") for e in pool], dtype=np.float64
-        ),
+        "candidate_asks": np.array([_asks(e.content) for e in pool], dtype=np.float64),
         "age_in_pool": np.array([age[e.occurred_at] for e in pool], dtype=np.float64),
     }
+
+
+def _asks(content: str) -> bool:
+    # Most texts end without trailing space: no copy of them to find out.
+    return content.endswith("?") or content.rstrip().endswith("?")
 
 
 def _first_name(speaker: str) -> str:

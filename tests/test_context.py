@@ -1,12 +1,14 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient
 
 from nexusai.config import Config
+from nexusai.embedders import Embedder, Vector
 from nexusai.memory.service import Memory
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import NewEpisode
@@ -48,6 +50,35 @@ def test_keyword_weight_zero_makes_no_fts_call(
     assert seen == []
     assemble_context(memory, embedder, NO_RECENT, sid, "zebra")
     assert len(seen) == 1
+
+
+class KeywordFirst(SwitchableEmbedder):
+    """The real model, which first waits (five seconds at most) for a keyword query."""
+
+    def __init__(self, inner: Embedder, seen: list[str]) -> None:
+        super().__init__(inner)
+        self.seen = seen
+        self.saw: list[str] = []
+
+    def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
+        deadline = time.monotonic() + 5
+        while not self.seen and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self.saw = list(self.seen)
+        return super().embed_batch(texts)
+
+
+def test_the_keyword_leg_is_searched_while_the_message_is_embedded(
+    fts_queries: tuple[Memory, list[str]], embedder: SwitchableEmbedder
+) -> None:
+    memory, seen = fts_queries
+    sid = memory.store.create_session().id
+    write(memory, sid, "the zebra crossing", "a heron on the canal", "lunch at noon")
+    waiting = KeywordFirst(embedder.inner, seen)
+    turn = assemble_context(memory, waiting, BOTH, sid, "zebra")
+    assert len(waiting.saw) == 1  # the keyword query ran before the message was embedded
+    # and the recent turns (the last two) are still left out of what it found.
+    assert [m.episode.content for m in turn.memories] == ["the zebra crossing"]
 
 
 def test_semantic_weight_zero_skips_embedding_and_vectors(

@@ -7,12 +7,20 @@ import logging
 from dataclasses import dataclass, field
 
 from nexusai.embedders import Embedder, Vector
-from nexusai.models import Entity, Episode
+from nexusai.models import Entity, Episode, Scope
 from nexusai.observability import EMBED_SECONDS, stopwatch, timed
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.learned import rank_learned
 from nexusai.orchestration.memory_client import MemoryClient
-from nexusai.orchestration.retrieval import POOL, LegQuery, Legs, fuse_legs, get_legs
+from nexusai.orchestration.retrieval import (
+    POOL,
+    LegQuery,
+    Legs,
+    fuse_legs,
+    get_legs,
+    start_keyword,
+    wants_keyword,
+)
 from nexusai.orchestration.settings import RuntimeSettings
 from nexusai.ranking.model import Ranker, shipped
 
@@ -48,6 +56,54 @@ def _learned_ranker(settings: RuntimeSettings, ranker: Ranker | None) -> Ranker 
     return ranker or shipped()
 
 
+@dataclass(frozen=True)
+class _Asking:
+    """What both legs of a turn are asked, before its scope, vector and recent turns are
+    known."""
+
+    memory: MemoryClient
+    message: str
+    depth: int
+    budget: int
+    # The ranker reads each leg's first `depth` rows only, so the keyword leg needs past
+    # them no more than the recent turns it drops; RRF's formula reads the whole list, and
+    # the inspector re-fuses the legs a turn returns (None: the spec's headroom).
+    headroom: int | None
+
+    def query(
+        self, scope: Scope, vector: Vector | None = None, recent: list[int] | None = None
+    ) -> LegQuery:
+        return LegQuery(
+            self.memory,
+            self.message,
+            vector,
+            scope.session_ids,
+            recent or [],
+            self.depth,
+            self.budget,
+            scope.every_session,
+            self.headroom,
+        )
+
+
+def _warnings(settings: RuntimeSettings, learned: Ranker | None, embedder: Embedder) -> list[str]:
+    """What a turn says of its settings before it searches."""
+    warnings = []
+    if learned and (trained := learned.trained_on.get("embedder", embedder.name)) != embedder.name:
+        warnings.append(
+            f"the learned ranker was trained on {trained}'s vectors and this service embeds"
+            f" with {embedder.name}, so its order is not what was measured: train one for"
+            " this embedder (nexus ranker train) and point NEXUS_RANKER at it"
+        )
+    if settings.semantic_weight == 0 and settings.keyword_weight == 0 and not learned:
+        # Within the spec's ranges, so allowed; but a turn with no memories should say why.
+        warnings.append(
+            "semanticWeight and keywordWeight are both 0, so no memories are retrieved:"
+            " set one above 0 (PATCH /settings)"
+        )
+    return warnings
+
+
 def assemble_context(
     memory: MemoryClient,
     embedder: Embedder,
@@ -63,30 +119,29 @@ def assemble_context(
     "learned" both legs are asked `ranker.depth` deep and `ranker` orders what they find;
     with `explain` each memory says which features moved it most."""
     learned = _learned_ranker(settings, ranker)
-    # The scope and the recent turns are fetched while the message is embedded.
+    both = legs or learned is not None
+    depth = learned.depth if learned else settings.semantic_limit
+    headroom = settings.recent_limit if learned and not legs else None
+    asking = _Asking(memory, message, depth, settings.keyword_budget, headroom)
+    timings: dict[str, float] = {}
+    # The scope and the recent turns are fetched, and the keyword leg searched, while the
+    # message is embedded. The keyword leg waits in the pool for the scope, which was
+    # submitted first, so already has a thread.
     scope_call = POOL.submit(memory.scope, session_id)
     recent_call = (
         POOL.submit(memory.recent_episodes, session_id, settings.recent_limit)
         if settings.recent_limit
         else None
     )
+    keyword = (
+        start_keyword(lambda: asking.query(scope_call.result()), timings)
+        if wants_keyword(settings, both)
+        else None
+    )
     wants_entities = settings.entity_limit > 0
+    warnings = _warnings(settings, learned, embedder)
     vector = None
-    warnings = []
-    if learned and (trained := learned.trained_on.get("embedder", embedder.name)) != embedder.name:
-        warnings.append(
-            f"the learned ranker was trained on {trained}'s vectors and this service embeds"
-            f" with {embedder.name}, so its order is not what was measured: train one for"
-            " this embedder (nexus ranker train) and point NEXUS_RANKER at it"
-        )
-    if settings.semantic_weight == 0 and settings.keyword_weight == 0 and not learned:
-        # Within the spec's ranges, so allowed; but a turn with no memories should say why.
-        warnings.append(
-            "semanticWeight and keywordWeight are both 0, so no memories are retrieved:"
-            " set one above 0 (PATCH /settings)"
-        )
-    timings: dict[str, float] = {}
-    if settings.semantic_weight > 0 or wants_entities or legs or learned:
+    if settings.semantic_weight > 0 or wants_entities or both:
         with stopwatch(timings, "embed"):
             vector = embed_query(embedder, message)
         if vector is None:
@@ -98,22 +153,8 @@ def assemble_context(
             " only until it ends"
         )
     recent = recent_call.result() if recent_call else []
-    recent_ids = [episode.id for episode in recent]
-    depth = learned.depth if learned else settings.semantic_limit
-    asked = LegQuery(
-        memory,
-        message,
-        vector,
-        scope.session_ids,
-        recent_ids,
-        depth,
-        settings.keyword_budget,
-        scope.every_session,
-        # The ranker reads each leg's first `depth` rows only; RRF's formula reads the
-        # whole list, and the inspector re-fuses the legs a turn returns.
-        len(recent_ids) if learned and not legs else None,
-    )
-    found = get_legs(asked, settings, legs or learned is not None, timings)
+    asked = asking.query(scope, vector, [episode.id for episode in recent])
+    found = get_legs(asked, settings, both, timings, keyword)
     with stopwatch(timings, "fuse"):
         if learned:
             limit = settings.semantic_limit

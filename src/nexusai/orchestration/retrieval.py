@@ -80,22 +80,43 @@ class Legs:
     keyword: list[Episode]
 
 
+def wants_keyword(settings: RuntimeSettings, legs: bool) -> bool:
+    """Whether a turn asks the keyword leg: not at weight 0 (the spec's skipped call),
+    unless both legs are wanted whatever their weights."""
+    return legs or settings.keyword_weight > 0
+
+
+def start_keyword(query: Callable[[], LegQuery], timings: dict[str, float]) -> KeywordCall:
+    """The keyword leg in the pool, for a query made there. A turn starts it before it
+    has its vector or its recent turns, so that the search runs while the message is
+    embedded; `get_legs` then leaves the recent turns out of its rows."""
+    return POOL.submit(lambda: _clocked(timings, "keyword", keyword_leg, query()))
+
+
+KeywordCall = Future[list[Episode]]
+
+
 def get_legs(
     asked: LegQuery,
     settings: RuntimeSettings,
     legs: bool = False,
     timings: dict[str, float] | None = None,
+    keyword: KeywordCall | None = None,
 ) -> Legs:
     """Both legs, at the same time. A leg whose weight is 0 is not even asked, unless
     `legs` (a client that re-fuses at other weights needs both). Each leg's own duration
-    goes into `timings` (ms) when given."""
+    goes into `timings` (ms) when given. `keyword` is the keyword leg when the turn
+    started it already (`start_keyword`)."""
     spent = timings if timings is not None else {}
-    keyword: Future[list[Episode]] | None = None
-    if legs or settings.keyword_weight > 0:
-        keyword = POOL.submit(_clocked, spent, "keyword", keyword_leg, asked)
+    if keyword is None and wants_keyword(settings, legs):
+        keyword = start_keyword(lambda: asked, spent)
     wanted = legs or settings.semantic_weight > 0
     semantic = _clocked(spent, "semantic", semantic_leg, asked) if wanted else []
-    return Legs(semantic, keyword.result() if keyword else [])
+    # A keyword leg started ahead did not know the recent turns (and one started here has
+    # left them out already: a second pass finds nothing to drop).
+    recent = set(asked.recent_ids)
+    found = keyword.result() if keyword else []
+    return Legs(semantic, [episode for episode in found if episode.id not in recent])
 
 
 def _clocked(

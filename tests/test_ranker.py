@@ -14,7 +14,8 @@ import pytest
 from nexusai.errors import InvalidInput
 from nexusai.evaluation.learned import ranker_from_booster
 from nexusai.ranking.features import FEATURES
-from nexusai.ranking.model import load, save, shipped
+from nexusai.ranking.model import Ranker, from_trees, load, save, shipped
+from nexusai.ranking.onnx_trees import Tree
 
 
 def booster(rows: int = 3000, seed: int = 3) -> tuple[lightgbm.Booster, np.ndarray]:
@@ -36,6 +37,60 @@ def test_scores_from_the_file_are_lightgbms_own(tmp_path: Path) -> None:
     expected = fitted.predict(matrix, raw_score=True)
     assert np.allclose(ranker.scores(matrix), expected, rtol=0, atol=1e-9)
     assert not np.allclose(expected, expected[0])  # the trees do split
+
+
+def walked(ranker: Ranker, row: np.ndarray) -> float:
+    """A row's score as the model file says, in plain Python: down each tree in turn (left
+    when the value is at most the split), its leaves' values added in the trees' order."""
+    total = 0.0
+    for tree in ranker.trees:
+        node = 0
+        while tree["feature"][node] >= 0:
+            goes_left = row[int(tree["feature"][node])] <= tree["threshold"][node]
+            node = int(tree["left"][node] if goes_left else tree["right"][node])
+        total += tree["value"][node]
+    return total
+
+
+def test_scores_are_the_trees_walked_one_at_a_time_to_the_bit() -> None:
+    fitted, matrix = booster()
+    ranker = ranker_from_booster(fitted.dump_model(), 50, {})
+    rows = matrix[:300].copy()
+    rng = np.random.default_rng(5)
+    splits = [(int(f), t) for tree in ranker.trees for f, t in zip(*_splits(tree), strict=True)]
+    for row in rows[:100]:  # values that sit on a split, where `<=` and `<` differ
+        for feature, threshold in (splits[i] for i in rng.choice(len(splits), 8)):
+            row[feature] = threshold
+    rows[100:110, rng.integers(0, len(FEATURES), 10)] = np.nan
+    assert ranker.scores(rows).tolist() == [walked(ranker, row) for row in rows]
+    real = shipped()  # and the shipped trees, on the same rows
+    assert real.scores(rows).tolist() == [walked(real, row) for row in rows]
+
+
+def _splits(tree: Tree) -> tuple[list[float], list[float]]:
+    inner = [n for n, f in enumerate(tree["feature"]) if f >= 0]
+    return [tree["feature"][n] for n in inner], [tree["threshold"][n] for n in inner]
+
+
+def test_a_tree_of_one_leaf_adds_its_value() -> None:
+    one_leaf: Tree = {
+        "feature": [-1],
+        "threshold": [0.0],
+        "left": [0],
+        "right": [0],
+        "value": [0.25],
+    }
+    split: Tree = {
+        "feature": [2, -1, -1],
+        "threshold": [0.5, 0.0, 0.0],
+        "left": [1, 0, 0],
+        "right": [2, 0, 0],
+        "value": [0.0, -1.0, 1.0],
+    }
+    ranker = from_trees([one_leaf, split, one_leaf], 50, {})
+    rows = np.zeros((2, len(FEATURES)))
+    rows[1, 2] = 0.75
+    assert ranker.scores(rows).tolist() == [-0.5, 1.5]
 
 
 def test_contributions_add_up_to_the_score() -> None:

@@ -1,5 +1,6 @@
-"""A ranker model file and its scoring, in numpy: a sum of small regression trees over the
-features of `nexusai.ranking.features`, higher is better.
+"""A ranker model file and its scoring: a sum of small regression trees over the features
+of `nexusai.ranking.features`, higher is better. onnxruntime scores a turn
+(`nexusai.ranking.onnx_trees`); numpy walks the trees again for what `explain` shows.
 
 The file is JSON, written by `nexus ranker train`:
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,15 +29,14 @@ import numpy as np
 import numpy.typing as npt
 
 from nexusai.errors import InvalidInput
+from nexusai.ranking import onnx_trees
 from nexusai.ranking.features import FEATURES, Matrix
+from nexusai.ranking.onnx_trees import Tree
 
 FORMAT = "nexusai-ranker/1"
 SHIPPED = Path(__file__).parent / "weights" / "ranker.json"
 ARRAYS = ("feature", "threshold", "left", "right", "value")
 Ints = npt.NDArray[np.int64]
-
-
-Tree = Mapping[str, Sequence[float]]  # one tree as the file holds it
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,19 @@ class Ranker:
         return float(self.value[self.roots].sum())
 
     def scores(self, matrix: Matrix) -> Matrix:
-        """One score per row of `matrix` (features in `FEATURES` order)."""
-        scores: Matrix = self.value[self._walk(matrix, None)].sum(axis=1)
+        """One score per row of `matrix` (features in `FEATURES` order): the leaf each
+        tree sends the row to, their values added one tree at a time in the file's order.
+        onnxruntime walks the trees (`onnx_trees`)."""
+        if not len(matrix):
+            return np.zeros(0)
+        rows = np.ascontiguousarray(matrix, dtype=np.float64)
+        [summed] = self._session.run(None, {"X": rows})
+        scores: Matrix = summed[:, 0]
         return scores
+
+    @functools.cached_property
+    def _session(self) -> Any:
+        return onnx_trees.session(self.trees)
 
     def contributions(self, matrix: Matrix) -> Matrix:
         """Per row and feature, how much the feature moved the row's score: each step down
@@ -164,7 +174,9 @@ def load(path: Path) -> Ranker:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidInput(f"ranker model {path} is not a readable JSON file: {exc}") from None
     try:
-        return _parse(data)
+        ranker = _parse(data)
+        ranker.scores(np.zeros((1, len(FEATURES))))  # builds its session: not in a turn
+        return ranker
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise InvalidInput(f"ranker model {path} is not a nexusai ranker: {exc}") from None
 

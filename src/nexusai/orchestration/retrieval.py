@@ -86,14 +86,14 @@ def wants_keyword(settings: RuntimeSettings, legs: bool) -> bool:
     return legs or settings.keyword_weight > 0
 
 
+KeywordCall = Future[list[Episode]]
+
+
 def start_keyword(query: Callable[[], LegQuery], timings: dict[str, float]) -> KeywordCall:
     """The keyword leg in the pool, for a query made there. A turn starts it before it
     has its vector or its recent turns, so that the search runs while the message is
     embedded; `get_legs` then leaves the recent turns out of its rows."""
     return POOL.submit(lambda: _clocked(timings, "keyword", keyword_leg, query()))
-
-
-KeywordCall = Future[list[Episode]]
 
 
 def get_legs(

@@ -42,8 +42,9 @@ Ints = npt.NDArray[np.int64]
 @dataclass(frozen=True)
 class Ranker:
     """Every tree's nodes in flat arrays, so that all rows walk down all trees at once, a
-    level a step. A leaf points at itself and never goes left or right of anything, so a
-    row that reached one stays there."""
+    level a step, for what `explain` shows (`scores` are onnxruntime's). A leaf points at
+    itself and never goes left or right of anything, so a row that reached one stays
+    there."""
 
     trees: tuple[Tree, ...]  # as the file holds them
     feature: Ints  # (all nodes,)

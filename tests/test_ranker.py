@@ -1,6 +1,6 @@
 """The learned ranker's model file: trees fitted by LightGBM, written, read back and scored
-in numpy, give LightGBM's own scores; what explain shows adds up to them; a bad file is
-refused with what is wrong with it."""
+by onnxruntime, give LightGBM's own scores, and to the bit the trees' own sums; what
+explain shows adds up to them; a bad file is refused with what is wrong with it."""
 
 from __future__ import annotations
 

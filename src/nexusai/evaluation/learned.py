@@ -4,7 +4,7 @@ leave-one-conversation-out cross-validation, so that no conversation is ever sco
 ranker that saw it.
 
 Fitting needs LightGBM (`pip install 'nexusai[train]'`); scoring never does: the fitted
-trees are written to the model file and scored in numpy (`nexusai.ranking.model`).
+trees are written to the model file and scored by onnxruntime (`nexusai.ranking.model`).
 """
 
 from __future__ import annotations

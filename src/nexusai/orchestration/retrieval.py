@@ -1,5 +1,6 @@
-"""The two retrieval legs and their fusion. Both legs return full episode rows, already
-filtered against the turns the prompt holds (`recent_ids`)."""
+"""The two retrieval legs and their fusion. Both legs give full episode rows; `get_legs`
+gives them without the turns the prompt holds (`recent_ids`): the semantic leg leaves
+them out inside its query, the keyword leg's rows lose them after."""
 
 from __future__ import annotations
 
@@ -63,13 +64,13 @@ def semantic_leg(asked: LegQuery) -> list[Episode]:
 
 def keyword_leg(asked: LegQuery) -> list[Episode]:
     """Asks for more than `limit` (`keyword_rows`) so that dropping recent turns still
-    leaves enough."""
+    leaves enough: `get_legs` drops them, since a turn starts this leg before it knows
+    them."""
     with timed(RETRIEVAL_SECONDS, leg="keyword"):
         rows = asked.memory.search_keyword(
             asked.query, asked.keyword_rows(), asked.filter_ids(), asked.keyword_budget
         )
-    recent = set(asked.recent_ids)
-    return [episode for episode in asked.within(rows) if episode.id not in recent]
+    return asked.within(rows)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ KeywordCall = Future[list[Episode]]
 def start_keyword(query: Callable[[], LegQuery], timings: dict[str, float]) -> KeywordCall:
     """The keyword leg in the pool, for a query made there. A turn starts it before it
     has its vector or its recent turns, so that the search runs while the message is
-    embedded; `get_legs` then leaves the recent turns out of its rows."""
+    embedded."""
     return POOL.submit(lambda: _clocked(timings, "keyword", keyword_leg, query()))
 
 
@@ -112,8 +113,6 @@ def get_legs(
         keyword = start_keyword(lambda: asked, spent)
     wanted = legs or settings.semantic_weight > 0
     semantic = _clocked(spent, "semantic", semantic_leg, asked) if wanted else []
-    # A keyword leg started ahead did not know the recent turns (and one started here has
-    # left them out already: a second pass finds nothing to drop).
     recent = set(asked.recent_ids)
     found = keyword.result() if keyword else []
     return Legs(semantic, [episode for episode in found if episode.id not in recent])

@@ -63,9 +63,26 @@ async def exercise(session: ClientSession) -> None:
     assert "session 999 does not exist" in getattr(missing.content[0], "text", "")
     wrong = await session.call_tool("remember", {"messages": "not a list", **where})
     assert wrong.is_error
+    await a_refused_remember_makes_nothing(session)
     await reading_writes_nothing(session)
     await arguments_are_strict(session)
     await answers_are_compact(session)
+
+
+async def a_refused_remember_makes_nothing(session: ClientSession) -> None:
+    huge = [{"content": "x" * (1 << 20) + "0123456789"}]  # over NEXUS_MAX_CONTENT_BYTES
+    where = {"session": "s-fail", "project": "p-fail"}
+    refused = await session.call_tool("remember", {"messages": huge, **where})
+    assert refused.is_error
+    assert "limit" in refused.content[0].text  # type: ignore[union-attr]
+    projects = await session.call_tool("sessions", {"project": "p-fail"})
+    assert projects.is_error  # no such project was made
+    said = {"messages": [{"content": "I keep a diary"}], "session": "sat", "project": "p-once"}
+    first = payload(await session.call_tool("remember", said))
+    again = payload(await session.call_tool("remember", said))  # a retried call
+    assert again == first
+    made = payload(await session.call_tool("sessions", {"project": "p-once"}))
+    assert [s["title"] for s in made] == ["sat"]
 
 
 async def reading_writes_nothing(session: ClientSession) -> None:

@@ -162,7 +162,14 @@ def test_the_clients_own_retries_store_the_message_once(served: Served) -> None:
     ai.chat.completions.create(
         model="nexusai", user="retry", messages=[{"role": "user", "content": "remember me"}]
     )
-    assert user_episodes(served, "retry") == ["remember me", "remember me"]  # said again
+    assert user_episodes(served, "retry") == ["remember me"]  # the same request: replayed
+    said_again = [
+        {"role": "user", "content": "remember me"},
+        {"role": "assistant", "content": served.llm.reply},
+        {"role": "user", "content": "remember me"},
+    ]
+    ai.chat.completions.create(model="nexusai", user="retry", messages=said_again)
+    assert user_episodes(served, "retry") == ["remember me", "remember me"]  # a new turn
 
 
 def test_sampling_fields_go_to_the_llm_and_usage_comes_back(served: Served) -> None:

@@ -19,6 +19,7 @@ from nexusai.embedders import Embedder, create_embedder
 from nexusai.errors import ConfigError, InvalidInput
 from nexusai.guard import Guard
 from nexusai.http import errors, install_error_handlers, install_offline_docs, known_query_keys
+from nexusai.idempotency import Replays
 from nexusai.inspector import install_inspector
 from nexusai.llm import OpenAIChat, create_llm
 from nexusai.memory import api as memory_api
@@ -80,6 +81,7 @@ def create_app(
         dependencies=[Depends(known_query_keys)],
     )
     app.state.config = config
+    app.state.replays = Replays()  # the answers of writes a client may send again
     app.add_middleware(
         Guard,
         api_keys=config.api_keys,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Concatenate, Generic, ParamSpec, TypeVar
@@ -116,14 +117,22 @@ class Call(Generic[T]):
     json: Any = None
     params: dict[str, Any] = field(default_factory=dict)
     safe: bool = False  # changes nothing: may be retried
+    # A write the service answers once however often it is sent (`Idempotency-Key`, or a
+    # chat turn's own digest): may be retried too.
+    once: bool = False
+    key: str | None = None  # sent as Idempotency-Key
 
     def tries(self, retries: int) -> int:
-        """How many times it may be sent when no answer comes: once, unless safe."""
-        return retries + 1 if self.safe else 1
+        """How many times it may be sent when no answer comes: once, unless it is safe to
+        send again."""
+        return retries + 1 if self.safe or self.once else 1
 
     def request(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         params = {k: v for k, v in self.params.items() if v is not None}
-        return client.build_request(self.method, self.path, json=self.json, params=params)
+        headers = {"Idempotency-Key": self.key} if self.key else None
+        return client.build_request(
+            self.method, self.path, json=self.json, params=params, headers=headers
+        )
 
 
 def _model(kind: type[Any]) -> Callable[[Any], Any]:
@@ -197,13 +206,33 @@ class Endpoints:
 
     @staticmethod
     def add_episodes(
-        session_id: int, episodes: Sequence[dict[str, Any] | BaseModel]
+        session_id: int,
+        episodes: Sequence[dict[str, Any] | BaseModel],
+        idempotency_key: str | None = None,
     ) -> Call[list[EpisodeOut]]:
         """A batch, all or nothing: each `{"speaker", "content", "occurredAt"?,
-        "imageCaption"?, "metadata"?}`."""
+        "imageCaption"?, "metadata"?}`. Stored once however often it is sent with the same
+        `idempotency_key` (one is made for each call when none is given)."""
         body = {"episodes": [_body(e) for e in episodes]}
         parse = _model(EpisodeBatchOut)
-        return Call("POST", f"/sessions/{session_id}/episodes", lambda j: parse(j).episodes, body)
+        path = f"/sessions/{session_id}/episodes"
+        key = idempotency_key or uuid.uuid4().hex
+        return Call("POST", path, lambda j: parse(j).episodes, body, once=True, key=key)
+
+    @staticmethod
+    def add_episodes_named(
+        project: str | None,
+        title: str,
+        episodes: Sequence[dict[str, Any] | BaseModel],
+        idempotency_key: str | None = None,
+    ) -> Call[list[EpisodeOut]]:
+        """`add_episodes` into the session `resolve_session` names; a batch that is refused
+        makes no project or session."""
+        body = {"project": project, "title": title, "episodes": [_body(e) for e in episodes]}
+        parse = _model(EpisodeBatchOut)
+        key = idempotency_key or uuid.uuid4().hex
+        path = "/sessions/resolve/episodes"
+        return Call("POST", path, lambda j: parse(j).episodes, body, once=True, key=key)
 
     @staticmethod
     def list_episodes(session_id: int, limit: int = 100, offset: int = 0) -> Call[list[EpisodeOut]]:
@@ -258,9 +287,12 @@ class Endpoints:
         return Call(turn.method, turn.path, lambda j: turn.parse(j).memories, turn.json, safe=True)
 
     @staticmethod
-    def chat(session_id: int, message: str) -> Call[ChatOut]:
+    def chat(session_id: int, message: str, idempotency_key: str | None = None) -> Call[ChatOut]:
+        """One turn. The service answers the same message to the same session within two
+        minutes once (a retry waits for the turn it repeats); an `idempotency_key` says
+        which calls are the same turn instead."""
         body = {"sessionId": session_id, "message": message}
-        return Call("POST", "/chat", _model(ChatOut), body)
+        return Call("POST", "/chat", _model(ChatOut), body, once=True, key=idempotency_key)
 
     @staticmethod
     def get_settings() -> Call[Settings]:
@@ -408,7 +440,18 @@ def _counted(stream: IO[bytes], progress: Callable[[int], None] | None) -> Itera
 
 
 def _unreachable(url: str, exc: Exception) -> UnavailableError:
-    error = UnavailableError(0, f"no nexusai service answers at {url} ({type(exc).__name__})")
+    reason = type(exc).__name__
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        detail = f"no nexusai service answers at {url} ({reason})"
+    elif isinstance(exc, httpx.TimeoutException):
+        detail = (
+            f"the request to {url} timed out ({reason}): the service may have applied it."
+            " Chat turns and episode batches are answered once, so sending the same call"
+            " again is safe; raise the client's timeout for long LLM answers"
+        )
+    else:
+        detail = f"the connection to {url} failed ({reason}): the request may have been applied"
+    error = UnavailableError(0, detail)
     error.timed_out = isinstance(exc, httpx.TimeoutException)
     error.reason = type(exc).__name__
     return error
@@ -537,6 +580,7 @@ class Client:
     resolve_session = _blocking(Endpoints.resolve_session)
     delete_session = _blocking(Endpoints.delete_session)
     add_episodes = _blocking(Endpoints.add_episodes)
+    add_episodes_named = _blocking(Endpoints.add_episodes_named)
     list_episodes = _blocking(Endpoints.list_episodes)
     get_episode = _blocking(Endpoints.get_episode)
     update_episode = _blocking(Endpoints.update_episode)
@@ -630,6 +674,7 @@ class AsyncClient:
     resolve_session = _awaiting(Endpoints.resolve_session)
     delete_session = _awaiting(Endpoints.delete_session)
     add_episodes = _awaiting(Endpoints.add_episodes)
+    add_episodes_named = _awaiting(Endpoints.add_episodes_named)
     list_episodes = _awaiting(Endpoints.list_episodes)
     get_episode = _awaiting(Endpoints.get_episode)
     update_episode = _awaiting(Endpoints.update_episode)

@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException
 
 from nexusai.access import ADMIN, Principal, refusal
 from nexusai.errors import NexusError
+from nexusai.http import error_body
 from nexusai.types import ASGIApp, Message, Receive, Scope, Send
 
 # Liveness, readiness, the API's own description and the inspector's static page hold no
@@ -66,11 +67,11 @@ class Guard:
                 "the request body must be JSON: send it with Content-Type: application/json"
                 " (curl: -H 'Content-Type: application/json', or --json)"
             )
-            await _reply(send, 415, detail)
+            await _reply(scope, send, 415, detail)
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_body_bytes:
-            await _reply(send, 413, self._too_large())
+            await _reply(scope, send, 413, self._too_large())
             return
         await self._limited(scope, receive, send)
 
@@ -80,18 +81,18 @@ class Guard:
         try:
             principal = await self._principal(_bearer(scope))
         except NexusError as exc:  # the store could not be asked (503): say so
-            await _reply(send, exc.status_code, str(exc))
+            await _reply(scope, send, exc.status_code, str(exc))
             return False
         if principal is None:
             self.on_refused("unauthorized", scope["path"])
             detail = "missing or wrong API key: send Authorization: Bearer <key>"
-            await _reply(send, 401, detail, [(b"www-authenticate", b"Bearer")])
+            await _reply(scope, send, 401, detail, [(b"www-authenticate", b"Bearer")])
             return False
         scope.setdefault("state", {})["principal"] = principal
         reason = refusal(principal, scope["method"], scope["path"])
         if reason is not None:
             self.on_refused("forbidden", scope["path"])
-            await _reply(send, 403, reason)
+            await _reply(scope, send, 403, reason)
             return False
         return True
 
@@ -137,7 +138,7 @@ class Guard:
             await self.app(scope, counting_receive, tracking_send)
         except BodyTooLarge:
             if not started:
-                await _reply(send, 413, self._too_large())
+                await _reply(scope, send, 413, self._too_large())
 
     def _too_large(self) -> str:
         return (
@@ -178,9 +179,13 @@ def _content_length(scope: Scope) -> int | None:
 
 
 async def _reply(
-    send: Send, status: int, detail: str, headers: list[tuple[bytes, bytes]] | None = None
+    scope: Scope,
+    send: Send,
+    status: int,
+    detail: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    body = json.dumps({"detail": detail}).encode()
+    body = json.dumps(error_body(scope["path"], status, detail)).encode()
     await send(
         {
             "type": "http.response.start",

@@ -38,6 +38,38 @@ _ERRORS: dict[int, str] = {
 }
 
 
+# OpenAI's clients read `{"error": {...}}` with a string code: every answer under this
+# prefix is shaped so, the door's and the validator's refusals included.
+OPENAI_PREFIX = "/v1/"
+OPENAI_CODES = {
+    400: "unsupported_parameter",
+    401: "invalid_api_key",
+    403: "insufficient_permissions",
+    404: "not_found",
+    409: "conflict",
+    413: "request_too_large",
+    415: "invalid_content_type",
+    422: "invalid_value",
+    502: "upstream_error",
+    503: "service_unavailable",
+    507: "storage_full",
+}
+
+
+def openai_error(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    """OpenAI's error object: a string code, and the field at fault when there is one."""
+    kind = "invalid_request_error" if status < 500 else "api_error"
+    code = OPENAI_CODES.get(status, "error")
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def error_body(path: str, status: int, detail: str, param: str | None = None) -> dict[str, Any]:
+    """An error's JSON in the shape the route's clients read."""
+    if path.startswith(OPENAI_PREFIX):
+        return openai_error(status, detail, param)
+    return {"detail": detail}
+
+
 def errors(*codes: int, open_route: bool = False) -> dict[int | str, dict[str, Any]]:
     """The error answers one operation can give, for its OpenAPI entry: the codes named,
     and 401 and 403 (keys) unless the route is open."""
@@ -88,30 +120,39 @@ def _describe(error: Any) -> dict[str, str]:
     return {"field": field_path(error["loc"]), "message": error["msg"]}
 
 
-async def _domain_error(_: Request, exc: Exception) -> JSONResponse:
+def _answer(
+    request: Request, status: int, detail: str, param: str | None = None, **extra: Any
+) -> JSONResponse:
+    body = error_body(request.url.path, status, detail, param)
+    if "detail" in body:
+        body.update(extra)
+    return JSONResponse(body, status_code=status)
+
+
+async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, NexusError)
-    return JSONResponse({"detail": str(exc)}, status_code=exc.status_code)
+    return _answer(request, exc.status_code, str(exc), getattr(exc, "param", None))
 
 
-async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = [_describe(e) for e in exc.errors()]
     detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
-    return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
+    return _answer(request, 422, detail, errors=errors)
 
 
-async def _number_too_large(_: Request, exc: Exception) -> JSONResponse:
+async def _number_too_large(request: Request, exc: Exception) -> JSONResponse:
     # SQLite integers are 64-bit; a larger id or number cannot name anything stored.
     detail = "a number in the request is too large: ids and counts stop at 2**63 - 1"
-    return JSONResponse({"detail": detail}, status_code=422)
+    return _answer(request, 422, detail)
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         log.error("disk full on %s %s", request.method, request.url.path)
-        return JSONResponse({"detail": DISK_FULL}, 507)
+        return _answer(request, 507, DISK_FULL)
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return JSONResponse({"detail": "internal error; the server log has the details"}, 500)
+    return _answer(request, 500, "internal error; the server log has the details")
 
 
 def known_query_keys(request: Request) -> None:

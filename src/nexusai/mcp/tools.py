@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nexusai import __version__
 from nexusai.client import AsyncClient, Call, Endpoints, NexusAPIError
+from nexusai.idempotency import digest
 from nexusai.schemas import MAX_ID
 
 INSTRUCTIONS = (
@@ -129,14 +130,18 @@ class Tools:
         project: ProjectName = None,
         session_id: SessionId = None,
     ) -> CallToolResult:
-        if session_id is None:
-            if not session:
-                raise ToolError("say which conversation: session (a name), or session_id")
-            made = await self._send(ctx, Endpoints.resolve_session(project, session))
-            session_id = int(made.id)
         body = [m.model_dump(exclude_none=True) for m in messages]
-        stored = await self._send(ctx, Endpoints.add_episodes(session_id, body))
-        return compact({"sessionId": session_id, "episodeIds": [e.id for e in stored]})
+        # A client that calls again after a lost answer sends the same arguments: stored
+        # once. The same words remembered again within a day are the same memory.
+        key = digest("remember", session_id, session, project, body)
+        if session_id is not None:
+            call = Endpoints.add_episodes(session_id, body, idempotency_key=key)
+        elif session:  # the session is made in the episodes' transaction, or not at all
+            call = Endpoints.add_episodes_named(project, session, body, idempotency_key=key)
+        else:
+            raise ToolError("say which conversation: session (a name), or session_id")
+        stored = await self._send(ctx, call)
+        return compact({"sessionId": stored[0].session_id, "episodeIds": [e.id for e in stored]})
 
     async def recall(
         self,

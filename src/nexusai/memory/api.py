@@ -16,6 +16,7 @@ from nexusai.access import principal_of
 from nexusai.errors import InvalidInput, NotFound, TooLarge
 from nexusai.guard import is_open
 from nexusai.http import PathId, errors, parse_id_list
+from nexusai.idempotency import answered_once
 from nexusai.memory.importing import import_stream
 from nexusai.memory.service import Memory
 from nexusai.memory.store import UNSET
@@ -244,6 +245,43 @@ def resolve_session(
     return SessionOut.model_validate(session)
 
 
+class NamedEpisodesIn(SessionResolveIn):
+    episodes: list[EpisodeIn] = Field(min_length=1)
+
+
+@router.post(
+    "/sessions/resolve/episodes",
+    status_code=201,
+    tags=["episodes"],
+    responses=errors(409, 413, 415, 422, 507),
+)
+def add_episodes_named(
+    request: Request,
+    response: Response,
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
+    body: NamedEpisodesIn,
+) -> EpisodeBatchOut:
+    """A batch into the session with this title in the project of this name (or in no
+    project), made with the project when missing, in the batch's own transaction: a batch
+    that is refused makes nothing. `Idempotency-Key` as for a session's episodes."""
+    project = tenancy.project_name(body.project)
+    _check_batch_size(request, body.episodes)
+
+    def store() -> EpisodeBatchOut:
+        new = [i.to_new() for i in body.episodes]
+        stored = memory.add_episodes_named(project, body.title, new)
+        return EpisodeBatchOut(episodes=[EpisodeOut.model_validate(e) for e in stored])
+
+    return answered_once(request, response, body.model_dump(mode="json"), False, store)
+
+
+def _check_batch_size(request: Request, items: list[EpisodeIn]) -> None:
+    limit = request.app.state.config.max_batch_size
+    if len(items) > limit:
+        raise TooLarge(f"a batch holds at most {limit} episodes (NEXUS_MAX_BATCH_SIZE)")
+
+
 @router.get("/sessions", tags=["sessions"], responses=errors(404, 422), openapi_extra=PAGED)
 def list_sessions(
     request: Request,
@@ -297,23 +335,28 @@ def delete_session(memory: MemoryHandle, tenancy: TenancyHandle, session_id: Pat
     "/sessions/{session_id}/episodes",
     status_code=201,
     tags=["episodes"],
-    responses=errors(404, 413, 415, 422, 507),
+    responses=errors(404, 409, 413, 415, 422, 507),
 )
 def add_episodes(
     request: Request,
+    response: Response,
     memory: MemoryHandle,
     tenancy: TenancyHandle,
     session_id: PathId,
     body: EpisodesBody,
 ) -> EpisodeOut | EpisodeBatchOut:
+    """One episode, or a batch stored all or nothing. With an `Idempotency-Key` header, the
+    same request sent again within a day is stored once and answered as the first was."""
     tenancy.session(session_id)
     items = body.episodes if isinstance(body, EpisodeBatchIn) else [body]
-    limit = request.app.state.config.max_batch_size
-    if len(items) > limit:
-        raise TooLarge(f"a batch holds at most {limit} episodes (NEXUS_MAX_BATCH_SIZE)")
-    stored = memory.add_episodes(session_id, [i.to_new() for i in items])
-    out = [EpisodeOut.model_validate(e) for e in stored]
-    return EpisodeBatchOut(episodes=out) if isinstance(body, EpisodeBatchIn) else out[0]
+    _check_batch_size(request, items)
+
+    def store() -> EpisodeOut | EpisodeBatchOut:
+        stored = memory.add_episodes(session_id, [i.to_new() for i in items])
+        out = [EpisodeOut.model_validate(e) for e in stored]
+        return EpisodeBatchOut(episodes=out) if isinstance(body, EpisodeBatchIn) else out[0]
+
+    return answered_once(request, response, body.model_dump(mode="json"), False, store)
 
 
 @router.get(

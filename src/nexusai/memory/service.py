@@ -200,7 +200,17 @@ class Memory:
     # -- writes -----------------------------------------------------------------------
 
     def add_episodes(self, session_id: int, episodes: Sequence[NewEpisode]) -> list[Episode]:
-        stored = self.store.add_episodes(session_id, episodes)
+        return self._derive(self.store.add_episodes(session_id, episodes))
+
+    def add_episodes_named(
+        self, project: str | None, title: str, episodes: Sequence[NewEpisode]
+    ) -> list[Episode]:
+        """Into the session of this title in the project of this name, both made when
+        missing, in the episodes' own transaction."""
+        return self._derive(self.store.add_episodes_named(project, title, episodes))
+
+    def _derive(self, stored: list[Episode]) -> list[Episode]:
+        """The vectors and entities of episodes just stored."""
         if self.index(stored):
             self.sync_pending(max_batches=1)
         self.entities.extract(stored)

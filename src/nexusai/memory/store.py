@@ -318,6 +318,17 @@ class EpisodeStore(ABC):
             ids = [self._insert(conn, session_id, row) for row in rows]
         return self.get_episodes(ids)
 
+    def add_episodes_named(
+        self, project: str | None, title: str, episodes: Sequence[NewEpisode]
+    ) -> list[Episode]:
+        """`add_episodes` into the session `resolve_session` names, in one transaction: a
+        batch that is refused leaves no project or session behind."""
+        rows = self._validated(episodes)
+        with self.atomic() as conn:
+            session_id = self.resolve_session(project, title).id
+            ids = [self._insert(conn, session_id, row) for row in rows]
+        return self.get_episodes(ids)
+
     def import_sessions(
         self, sessions: Sequence[ImportedSession], project_id: int | None
     ) -> tuple[int, list[int], int]:

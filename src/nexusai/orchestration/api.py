@@ -15,6 +15,7 @@ from nexusai.access import check_project, principal_of
 from nexusai.config import RETRIEVAL
 from nexusai.errors import InvalidInput
 from nexusai.http import errors
+from nexusai.idempotency import answered_once
 from nexusai.keywords import query_terms
 from nexusai.orchestration.chat import ChatFailed, chat_events, chat_turn, require_llm
 from nexusai.orchestration.context import Context
@@ -188,27 +189,35 @@ TIMED_STEPS = ("embed", "semantic", "keyword", "fuse", "entities", "shape", "tot
     tags=["chat"],
     response_model=ChatOut,
     response_model_exclude_unset=True,
-    responses=errors(404, 415, 422, 502, 503),
+    responses=errors(404, 409, 415, 422, 502, 503),
 )
-def post_chat(request: Request, body: ChatIn) -> Any:
+def post_chat(request: Request, response: Response, body: ChatIn) -> Any:
     """One chat turn: the context, the LLM's answer, both turns stored. Without an LLM it is
-    a 503 and nothing is stored (`POST /context` serves that case)."""
+    a 503 and nothing is stored (`POST /context` serves that case). A turn sent again (an
+    `Idempotency-Key` sent before, or the same body within two minutes) is answered once:
+    a retry of a turn still running waits for it and gets its answer."""
     orchestration = orchestration_of(request)
-    context = orchestration.context(body.session_id, body.checked_message(request))
-    llm = require_llm(orchestration.llm)  # after the input's own 4xx, before any write
+    message = body.checked_message(request)
     if body.stream:
+        context = orchestration.context(body.session_id, message)
+        llm = require_llm(orchestration.llm)  # after the input's own 4xx, before any write
         events = chat_events(orchestration.memory, llm, context)
         return StreamingResponse(_sse(context, events), media_type="text/event-stream")
+
+    def turn() -> ChatOut:
+        context = orchestration.context(body.session_id, message)
+        result = chat_turn(orchestration.memory, require_llm(orchestration.llm), context)
+        return ChatOut(
+            reply=result.reply,
+            user_episode_id=result.user_episode.id,
+            assistant_episode_id=result.assistant_episode.id if result.assistant_episode else None,
+            context=context_out(context, explain=False),
+        )
+
     try:
-        result = chat_turn(orchestration.memory, llm, context)
+        return answered_once(request, response, body.model_dump(mode="json"), True, turn)
     except ChatFailed as exc:
         return JSONResponse({"detail": str(exc), "userEpisodeId": exc.user_episode_id}, 502)
-    return ChatOut(
-        reply=result.reply,
-        user_episode_id=result.user_episode.id,
-        assistant_episode_id=result.assistant_episode.id if result.assistant_episode else None,
-        context=context_out(context, explain=False),
-    )
 
 
 def _sse(context: Context, events: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[str]:

@@ -18,13 +18,14 @@ import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Request
+from fastapi import APIRouter, Body, Header, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nexusai.access import principal_of
 from nexusai.errors import InvalidInput, NexusError, NotFound
-from nexusai.http import errors, field_path
+from nexusai.http import field_path, openai_error
+from nexusai.idempotency import answered_once
 from nexusai.llm import SAMPLING, Completion, Message, OpenAIChat, Usage
 from nexusai.orchestration.api import visible_session
 from nexusai.orchestration.chat import (
@@ -101,16 +102,6 @@ class Unsupported(NexusError):
         self.param = param
 
 
-@router.get("/models", responses=errors())  # only the door can refuse it
-def list_models(request: Request) -> dict[str, Any]:
-    llm: OpenAIChat | None = request.app.state.orchestration.llm
-    names = [OUR_MODEL, *([llm.model] if llm else [])]
-    return {
-        "object": "list",
-        "data": [{"id": n, "object": "model", "created": 0, "owned_by": "nexusai"} for n in names],
-    }
-
-
 class OpenAIError(BaseModel):
     message: str
     type: str
@@ -125,38 +116,67 @@ class OpenAIErrorOut(BaseModel):
 
 
 def _openai_errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    shaped: dict[int | str, dict[str, Any]] = {
+    """The door's refusals (401, 403, 413, 415) come in OpenAI's shape too."""
+    return {
         code: {"model": OpenAIErrorOut, "description": "An error, in OpenAI's shape"}
-        for code in codes
+        for code in sorted({*codes, 401, 403, 413, 415})
     }
-    return {**errors(415), **shaped}  # 401 and 415 come from the door, in ours
 
 
-@router.post("/chat/completions", responses=_openai_errors(404, 422, 502, 503))
+@router.get("/models", responses=_openai_errors())  # only the door can refuse it
+def list_models(request: Request) -> dict[str, Any]:
+    llm: OpenAIChat | None = request.app.state.orchestration.llm
+    names = [OUR_MODEL, *([llm.model] if llm else [])]
+    return {
+        "object": "list",
+        "data": [{"id": n, "object": "model", "created": 0, "owned_by": "nexusai"} for n in names],
+    }
+
+
+@router.post("/chat/completions", responses=_openai_errors(404, 409, 422, 502, 503))
 def chat_completions(
     request: Request,
+    response: Response,
     body: Annotated[dict[str, Any], Body(description="OpenAI's chat completion request")],
     session_header: Annotated[str | None, Header(alias="X-Nexus-Session")] = None,
     project_header: Annotated[str | None, Header(alias="X-Nexus-Project")] = None,
 ) -> Any:
+    """A request sent again (an `Idempotency-Key` sent before, or the same body and headers
+    within two minutes) is answered once: its retry waits for the first and gets its answer."""
     orchestration: Orchestration = request.app.state.orchestration
     try:
         asked = _validated(body)
         project = _project(request, project_header)
-        session_id = _session(orchestration, session_header, project, asked.user)
-        visible_session(request, session_id)
-        llm = require_llm(orchestration.llm)  # before anything is stored
-        context = orchestration.context(session_id, _last_user_message(asked))
-        messages = _with_memories(context, asked.messages)
-        model = None if asked.model == OUR_MODEL else asked.model
-        # A retry of a turn whose answer failed finds its message stored, and reuses it.
-        store_user_message(orchestration.memory, context)
-        if asked.stream:
-            pieces = _stream(orchestration, llm, context, messages, model, asked)
-            return StreamingResponse(pieces, media_type="text/event-stream")
-        answer = llm.completion(messages, model, asked.options())
+        if asked.stream:  # a stream is answered as it is made, so it is never replayed
+            return _turn(request, orchestration, asked, project, session_header)
+
+        def turn() -> Any:
+            return _turn(request, orchestration, asked, project, session_header)
+
+        return answered_once(request, response, body, True, turn)
     except NexusError as exc:
         return _error(exc)
+
+
+def _turn(
+    request: Request,
+    orchestration: Orchestration,
+    asked: ChatCompletionIn,
+    project: str | None,
+    session_header: str | None,
+) -> Any:
+    session_id = _session(orchestration, session_header, project, asked.user)
+    visible_session(request, session_id)
+    llm = require_llm(orchestration.llm)  # before anything is stored
+    context = orchestration.context(session_id, _last_user_message(asked))
+    messages = _with_memories(context, asked.messages)
+    model = None if asked.model == OUR_MODEL else asked.model
+    # A retry of a turn whose answer failed finds its message stored, and reuses it.
+    store_user_message(orchestration.memory, context)
+    if asked.stream:
+        pieces = _stream(orchestration, llm, context, messages, model, asked)
+        return StreamingResponse(pieces, media_type="text/event-stream")
+    answer = llm.completion(messages, model, asked.options())
     store_reply(orchestration.memory, context, answer.text)
     return _completion(model or llm.model, answer)
 
@@ -292,24 +312,11 @@ def _event(data: dict[str, Any]) -> str:
     return f"data: {json.dumps(data)}\n\n"
 
 
-CODES = {
-    400: "unsupported_parameter",
-    401: "invalid_api_key",
-    403: "insufficient_permissions",
-    404: "not_found",
-    413: "request_too_large",
-    422: "invalid_value",
-    502: "upstream_error",
-    503: "service_unavailable",
-}
-
-
 def _error_body(exc: NexusError) -> dict[str, Any]:
-    """OpenAI's error object: a string code, and the field at fault when there is one."""
-    kind = "invalid_request_error" if exc.status_code < 500 else "api_error"
+    """OpenAI's error object; the field at fault when there is one."""
     param = getattr(exc, "param", None) or _param_of(str(exc))
-    code = CODES.get(exc.status_code, "error")
-    return {"message": str(exc), "type": kind, "param": param, "code": code}
+    shaped: dict[str, Any] = openai_error(exc.status_code, str(exc), param)["error"]
+    return shaped
 
 
 def _param_of(message: str) -> str | None:

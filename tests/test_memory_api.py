@@ -155,6 +155,11 @@ def test_bad_requests_get_clear_4xx(
             413,
             "episodes[1]: content is 1048577 bytes",
         ),
+        (
+            {"speaker": "u", "content": "ok", "metadata": {"blob": "x" * 65536}},
+            413,
+            "metadata is 65548 bytes as JSON; the limit is 65536 bytes (NEXUS_MAX_METADATA_BYTES)",
+        ),
         ({"speaker": "u"}, 422, "content"),
         ({"speaker": "u", "content": "ok", "colour": "red"}, 422, "colour"),
         ({"speaker": "u", "content": "ok", "occurredAt": "yesterday"}, 422, "occurredAt"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import openai
 import pytest
@@ -163,7 +164,7 @@ def test_the_clients_own_retries_store_the_message_once(served: Served) -> None:
         model="nexusai", user="retry", messages=[{"role": "user", "content": "remember me"}]
     )
     assert user_episodes(served, "retry") == ["remember me"]  # the same request: replayed
-    said_again = [
+    said_again: Any = [
         {"role": "user", "content": "remember me"},
         {"role": "assistant", "content": served.llm.reply},
         {"role": "user", "content": "remember me"},

@@ -82,9 +82,11 @@ def test_our_client_says_a_timeout_may_have_applied_and_a_second_call_waits(
     served: Served,
 ) -> None:
     sid = new_session(served)
-    with Client(served.url, timeout=0.5, retries=0) as hasty:
-        with pytest.raises(UnavailableError) as timed_out:
-            hasty.chat(sid, "Where did I go in May?")
+    with (
+        Client(served.url, timeout=0.5, retries=0) as hasty,
+        pytest.raises(UnavailableError) as timed_out,
+    ):
+        hasty.chat(sid, "Where did I go in May?")
     assert timed_out.value.timed_out
     assert "timed out" in timed_out.value.detail
     assert "may have applied it" in timed_out.value.detail

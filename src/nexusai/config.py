@@ -38,6 +38,9 @@ class Config:
     host: str = setting("127.0.0.1", "where `nexus serve` listens")
     port: int = setting(4000, "the port `nexus serve` listens on")
     max_content_bytes: int = setting(1024 * 1024, "largest episode content, in bytes")
+    max_metadata_bytes: int = setting(
+        64 * 1024, "largest episode metadata, in bytes of its JSON (413 over it)"
+    )
     max_batch_size: int = setting(1000, "most episodes in one batch write")
     max_query_chars: int = setting(10_000, "longest search text or chat message")
     embedder: str = setting(
@@ -133,6 +136,7 @@ class Config:
     def validate(self) -> None:
         _check_range("NEXUS_PORT", self.port, 1, 65535)
         _check_range("NEXUS_MAX_CONTENT_BYTES", self.max_content_bytes, 1, 16 * 1024 * 1024)
+        _check_range("NEXUS_MAX_METADATA_BYTES", self.max_metadata_bytes, 2, 16 * 1024 * 1024)
         _check_range("NEXUS_MAX_BODY_BYTES", self.max_body_bytes, 1024, 1024 * 1024 * 1024)
         _check_range("NEXUS_MAX_BATCH_SIZE", self.max_batch_size, 1, 100_000)
         _check_range("NEXUS_MAX_QUERY_CHARS", self.max_query_chars, 1, 1_000_000)
@@ -181,6 +185,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "ranker": Path,
     "port": _number(int, "NEXUS_PORT"),
     "max_content_bytes": _number(int, "NEXUS_MAX_CONTENT_BYTES"),
+    "max_metadata_bytes": _number(int, "NEXUS_MAX_METADATA_BYTES"),
     "max_batch_size": _number(int, "NEXUS_MAX_BATCH_SIZE"),
     "max_body_bytes": _number(int, "NEXUS_MAX_BODY_BYTES"),
     "max_query_chars": _number(int, "NEXUS_MAX_QUERY_CHARS"),

@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from nexusai.errors import DISK_FULL, InvalidInput, NexusError
-from nexusai.schemas import MAX_ID, ErrorOut
+from nexusai.schemas import MAX_ID, ErrorOut, unstorable
 
 log = logging.getLogger("nexusai.http")
 
@@ -117,6 +117,8 @@ def _describe(error: Any) -> dict[str, str]:
         reason = error.get("ctx", {}).get("error", "")
         where = error["loc"][-1]
         return {"field": "body", "message": f"not valid JSON: {reason} (character {where})"}
+    if error["type"] == "string_unicode":  # JSON text with a lone surrogate: say which
+        return {"field": field_path(error["loc"]), "message": unstorable("\ud800") or ""}
     return {"field": field_path(error["loc"]), "message": error["msg"]}
 
 

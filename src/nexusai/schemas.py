@@ -6,6 +6,7 @@ client, so this module imports neither service: only the domain rows in `models`
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -27,31 +28,48 @@ class CamelModel(BaseModel):
 
 class StrictCamelModel(CamelModel):
     """A request body: unknown keys are an error, and types are strict (a boolean is not an
-    id, a string is not a number); a time field opts back into ISO 8601 text. No text holds
-    the NUL character: PostgreSQL cannot store it, and no chat message means it."""
+    id, a string is not a number); a time field opts back into ISO 8601 text. Every text in
+    it can be stored (`unstorable`)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     @model_validator(mode="after")
-    def _no_nul(self) -> Self:
-        for name in type(self).model_fields:
-            if _holds_nul(getattr(self, name)):
-                raise ValueError(
-                    f"{to_camel(name)}: text may not contain the NUL character (\\u0000)"
-                )
+    def _storable(self) -> Self:
+        check_storable(self)
         return self
 
 
-def _holds_nul(value: Any) -> bool:
+def check_storable(model: BaseModel) -> None:
+    """Raises ValueError naming the first field whose text no store can hold."""
+    for name in type(model).model_fields:
+        fault = unstorable(getattr(model, name))
+        if fault is not None:
+            raise ValueError(f"{to_camel(name)}: {fault}")
+
+
+def unstorable(value: Any) -> str | None:
+    """Why some text in this value (a string, or one inside a list, dict or model, keys
+    too) cannot be stored, or None. The NUL character: PostgreSQL cannot store it, and no
+    chat message means it. A lone UTF-16 surrogate (what a JavaScript string cut in half
+    holds): it is no character, so it has no UTF-8 form to store."""
     if isinstance(value, str):
-        return "\x00" in value
+        if "\x00" in value:
+            return "text may not contain the NUL character (\\u0000)"
+        if _SURROGATE.search(value):
+            return "text may not contain a lone UTF-16 surrogate (\\ud800 to \\udfff)"
+        return None
     if isinstance(value, dict):
-        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return any(_holds_nul(v) for v in value)
-    if isinstance(value, BaseModel):
-        return any(_holds_nul(getattr(value, f)) for f in type(value).model_fields)
-    return False
+        items: list[Any] = [*value.keys(), *value.values()]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    elif isinstance(value, BaseModel):
+        items = [getattr(value, f) for f in type(value).model_fields]
+    else:
+        return None
+    return next((fault for item in items if (fault := unstorable(item)) is not None), None)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class FieldError(BaseModel):

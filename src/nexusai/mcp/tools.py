@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nexusai import __version__
 from nexusai.client import AsyncClient, Call, Endpoints, NexusAPIError
 from nexusai.idempotency import digest
-from nexusai.schemas import MAX_ID
+from nexusai.schemas import MAX_ID, check_storable
 
 INSTRUCTIONS = (
     "Long-term memory of earlier conversations. Store what the user says worth keeping with "
@@ -51,6 +51,11 @@ class MessageIn(BaseModel):
     occurredAt: str | None = Field(
         default=None, description="When it was said (ISO 8601); now if left out"
     )
+
+    @model_validator(mode="after")
+    def _storable(self) -> Self:
+        check_storable(self)
+        return self
 
 
 ClientFor = Callable[[Context | None], AsyncClient]

@@ -397,6 +397,10 @@ def _index(
 
 def open_store(config: Config) -> EpisodeStore:
     """PostgreSQL when NEXUS_DATABASE_URL is set, else SQLite in the data directory."""
+    limits = {
+        "max_content_bytes": config.max_content_bytes,
+        "max_metadata_bytes": config.max_metadata_bytes,
+    }
     if config.database_url:
         try:
             from nexusai.memory.postgres.store import PgStore
@@ -404,8 +408,8 @@ def open_store(config: Config) -> EpisodeStore:
             raise ConfigError(
                 "NEXUS_DATABASE_URL needs the PostgreSQL driver: pip install 'nexusai[postgresql]'"
             ) from None
-        return PgStore(config.database_url, max_content_bytes=config.max_content_bytes)
-    return SqliteStore(config.db_path, max_content_bytes=config.max_content_bytes)
+        return PgStore(config.database_url, **limits)
+    return SqliteStore(config.db_path, **limits)
 
 
 def _yield_the_cpu() -> None:

@@ -41,6 +41,7 @@ from nexusai.models import (
     now_text,
     to_utc_text,
 )
+from nexusai.schemas import unstorable
 
 
 class ImportedEpisode(Protocol):
@@ -93,6 +94,7 @@ class EpisodeStore(ABC):
     keyword index and its secrets; the SQL over them is here, once."""
 
     max_content_bytes: int
+    max_metadata_bytes: int
     migrations_applied: list[str]
 
     @abstractmethod
@@ -409,6 +411,9 @@ class EpisodeStore(ABC):
         return episode_id
 
     def _row(self, episode: NewEpisode) -> _Row:
+        for name, value in _texts(episode):
+            if (fault := unstorable(value)) is not None:
+                raise InvalidInput(f"{name}: {fault}")
         content = _required_text("content", episode.content, None)
         size = len(episode.content.encode("utf-8"))
         if size > self.max_content_bytes:
@@ -416,10 +421,17 @@ class EpisodeStore(ABC):
                 f"content is {size} bytes; the limit is {self.max_content_bytes} bytes"
                 " (NEXUS_MAX_CONTENT_BYTES)"
             )
+        metadata = dict(episode.metadata or {})
+        held = len(json.dumps(metadata, ensure_ascii=False).encode("utf-8"))
+        if held > self.max_metadata_bytes:
+            raise TooLarge(
+                f"metadata is {held} bytes as JSON; the limit is {self.max_metadata_bytes} bytes"
+                " (NEXUS_MAX_METADATA_BYTES)"
+            )
         occurred = to_utc_text(episode.occurred_at) if episode.occurred_at else now_text()
         speaker = _required_text("speaker", episode.speaker, 200)
         caption = _optional_text("imageCaption", episode.image_caption, 2000)
-        return _Row(speaker, content, occurred, dict(episode.metadata or {}), caption)
+        return _Row(speaker, content, occurred, metadata, caption)
 
     def get_episode(self, episode_id: int) -> Episode:
         rows = self._rows("SELECT * FROM episodes WHERE id = ?", [episode_id])
@@ -653,6 +665,15 @@ def _refresh_context_after(
     if context != row[2]:
         conn.execute("UPDATE episodes SET context_text = ? WHERE id = ?", (context, row[0]))
         vector_state.set_vectors(conn, [row[0]], VectorState.PENDING)
+
+
+def _texts(episode: NewEpisode) -> list[tuple[str, Any]]:
+    return [
+        ("speaker", episode.speaker),
+        ("content", episode.content),
+        ("imageCaption", episode.image_caption),
+        ("metadata", episode.metadata),
+    ]
 
 
 def _required_text(name: str, value: str, max_chars: int | None) -> str:

@@ -16,11 +16,11 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from fastapi import APIRouter, Body, Header, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from nexusai.access import principal_of
 from nexusai.errors import InvalidInput, NexusError, NotFound
@@ -37,7 +37,7 @@ from nexusai.orchestration.chat import (
 )
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.service import Orchestration
-from nexusai.schemas import MAX_ID, CamelModel
+from nexusai.schemas import MAX_ID, CamelModel, check_storable
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
 
@@ -69,6 +69,11 @@ class ChatCompletionIn(BaseModel):
     stream: bool = False
     user: str | None = None
     n: int = 1
+
+    @model_validator(mode="after")
+    def _storable(self) -> Self:
+        check_storable(self)  # the turn is stored: its text must be storable
+        return self
 
     def options(self) -> dict[str, Any]:
         return {k: v for k, v in (self.model_extra or {}).items() if k in SAMPLING}

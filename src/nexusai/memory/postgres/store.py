@@ -66,11 +66,13 @@ class PgStore(EpisodeStore):
         url: str,
         *,
         max_content_bytes: int = 1024 * 1024,
+        max_metadata_bytes: int = 64 * 1024,
         pool_size: int = 16,
         connect_timeout: int = 10,
     ) -> None:
         self.url = url
         self.max_content_bytes = max_content_bytes
+        self.max_metadata_bytes = max_metadata_bytes
         try:  # one connection first: a bad URL is one clear line, not the pool's retries
             with psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout) as conn:
                 self.migrations_applied = apply_migrations(conn)

@@ -29,11 +29,13 @@ class SqliteStore(EpisodeStore):
         path: str | Path,
         *,
         max_content_bytes: int = 1024 * 1024,
+        max_metadata_bytes: int = 64 * 1024,
         busy_timeout: float = 30.0,
     ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.max_content_bytes = max_content_bytes
+        self.max_metadata_bytes = max_metadata_bytes
         self._busy_timeout = busy_timeout
         self._local = threading.local()
         # Each thread's connection, by thread: a pool thread that ends (AnyIO retires idle

@@ -1,0 +1,99 @@
+"""Text no store can hold (a lone UTF-16 surrogate, the NUL character) is a 422 naming its
+field, on every route that stores or searches text, and changes nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from nexusai.app import create_app
+from nexusai.config import Config
+from nexusai.llm import OpenAIChat
+from tests.conftest import SwitchableEmbedder
+from tests.openai_stub import openai_stub
+
+pytestmark = pytest.mark.model
+ON_BOTH_STORES = True
+
+EPISODE = {
+    "speaker": "user",
+    "content": "I live in Lisbon",
+    "imageCaption": "a tram",
+    "metadata": {"topic": "travel", "tags": ["a", {"k": "v"}]},
+}
+# Each route that takes text, with a body it would accept: every string in it is tried
+# with the bad text in turn (a dict's keys too).
+WRITES: list[tuple[str, str, dict[str, Any]]] = [
+    ("POST", "/projects", {"name": "home"}),
+    ("POST", "/sessions", {"title": "monday"}),
+    ("PATCH", "/sessions/{sid}", {"title": "tuesday"}),
+    ("POST", "/sessions/resolve", {"project": "p", "title": "t"}),
+    ("POST", "/sessions/{sid}/episodes", EPISODE),
+    ("POST", "/sessions/{sid}/episodes", {"episodes": [EPISODE]}),
+    ("POST", "/sessions/resolve/episodes", {"project": "p", "title": "t", "episodes": [EPISODE]}),
+    ("PATCH", "/episodes/{eid}", EPISODE),
+    ("POST", "/context", {"message": "where do I live?"}),
+    ("POST", "/chat", {"message": "where do I live?"}),
+    (
+        "POST",
+        "/v1/chat/completions",
+        {"model": "nexusai", "messages": [{"role": "user", "content": "hello"}]},
+    ),
+]
+
+
+def variants(value: Any, bad: str, keys: bool = False) -> Iterator[Any]:
+    """The value with one of its strings made bad, each in turn; with `keys` (inside
+    metadata, whose keys are the user's own) each key too."""
+    if isinstance(value, str):
+        yield value + bad
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            for changed in variants(item, bad, keys):
+                yield [*value[:i], changed, *value[i + 1 :]]
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            for changed in variants(item, bad, keys or key == "metadata"):
+                yield {**value, key: changed}
+            if keys:
+                yield {**{k: v for k, v in value.items() if k != key}, key + bad: item}
+
+
+@pytest.fixture
+def chat_client(config: Config, embedder: SwitchableEmbedder) -> Iterator[TestClient]:
+    with openai_stub() as (llm_url, _):
+        with TestClient(create_app(config, embedder, OpenAIChat(llm_url, "m"))) as c:
+            yield c
+
+
+@pytest.mark.parametrize("bad", ["\ud800", "\udfff", "\x00"])
+def test_unstorable_text_is_a_422_naming_the_field_and_changes_nothing(
+    chat_client: TestClient, bad: str
+) -> None:
+    sid = chat_client.post("/sessions", json={"title": "seed"}).json()["id"]
+    eid = chat_client.post(f"/sessions/{sid}/episodes", json=EPISODE).json()["id"]
+    before = state(chat_client)
+    tried = 0
+    for method, path, body in WRITES:
+        route = path.format(sid=sid, eid=eid)
+        for changed in variants(body, bad):
+            sent = {**changed, "sessionId": sid} if route in ("/context", "/chat") else changed
+            raw = json.dumps(sent)  # \ud800 as JSON's own escape, as a browser sends it
+            answer = chat_client.request(
+                method, route, content=raw, headers={"Content-Type": "application/json"}
+            )
+            assert answer.status_code == 422, (method, route, sent, answer.text)
+            message = json.dumps(answer.json())
+            assert "surrogate" in message or "NUL" in message, message
+            tried += 1
+    assert tried > 30
+    assert state(chat_client) == before
+
+
+def state(client: TestClient) -> Any:
+    sessions = client.get("/sessions").json()
+    return sessions, [client.get(f"/sessions/{s['id']}/episodes").json() for s in sessions]

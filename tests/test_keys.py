@@ -166,8 +166,15 @@ def test_only_a_keyed_hash_is_stored(served: dict[str, Any], config: Config) -> 
 
 
 def test_keys_from_the_command_line(tmp_path: Path) -> None:
-    runner = CliRunner()
     data = ["--data-dir", str(tmp_path)]
+    alone = CliRunner(env={"NEXUS_API_KEY": None})
+    refused = alone.invoke(cli, ["keys", "create", "--project", "nope", *data])
+    assert refused.exit_code == 2
+    assert "NEXUS_API_KEY is not set" in refused.output
+    assert not (tmp_path / "nexus.db").exists()  # a command that refuses touches nothing
+    forced = alone.invoke(cli, ["keys", "create", "--project", "nope", "--force", *data])
+    assert "project 'nope' does not exist" in forced.output  # --force goes on
+    runner = CliRunner(env={"NEXUS_API_KEY": "admin-secret"})
     missing = runner.invoke(cli, ["keys", "create", "--project", "nope", *data])
     assert missing.exit_code == 1
     assert "project 'nope' does not exist" in missing.output

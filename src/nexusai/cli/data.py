@@ -273,21 +273,31 @@ def _key_store(data_dir: Path | None) -> Iterator[Any]:
 @click.option("--project", required=True, help="The project's name (it must exist)")
 @click.option("--read-only", is_flag=True, help="Reads only: no writes of any kind")
 @click.option("--name", "label", default=None, help="A label to know it by in `keys list`")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Make it without NEXUS_API_KEY set: then no key sees settings, metrics or other"
+    " projects",
+)
 @DATA_DIR
 @clean_errors
-def keys_create(project: str, read_only: bool, label: str | None, data_dir: Path | None) -> None:
-    """Make a key and print it, once: only its hash is stored."""
-    import os
+def keys_create(
+    project: str, read_only: bool, label: str | None, force: bool, data_dir: Path | None
+) -> None:
+    """Make a key and print it, once: only its hash is stored. From then on every request
+    needs a key, so an admin key (NEXUS_API_KEY) must be set first."""
+    from nexusai.config import Config
 
+    if not Config.from_env(data_dir=data_dir).api_keys and not force:
+        raise click.UsageError(
+            "NEXUS_API_KEY is not set: once a project key exists, every request needs a key,"
+            " and without an admin key nobody could change settings, read metrics or reach"
+            " other projects. Set NEXUS_API_KEY (for this command and the service), or pass"
+            " --force"
+        )
     with _key_store(data_dir) as store:
         key = store.create(project, read_only, label)
     click.echo(key)
-    if not os.environ.get("NEXUS_API_KEY"):
-        click.echo(
-            "note: with a project key in the store, every request needs a key; set"
-            " NEXUS_API_KEY for the admin's (settings, metrics, all projects)",
-            err=True,
-        )
 
 
 @keys.command(name="list")

@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from nexusai.cli import cli
+from nexusai.cli.common import require_extra
 from nexusai.config import Config
 from nexusai.llm import OpenAIChat
 from nexusai.memory.service import Memory
@@ -167,11 +168,13 @@ def test_eval_locomo_smoke_on_one_conversation(tmp_path: Path, dev_data: Path) -
     assert {r["dataset"] for r in report["results"]} == {"locomo"}
     pairs = {(r["semanticWeight"], r["keywordWeight"]): r for r in report["results"]}
     assert report["configured"] == {"fusion": "rrf", "semanticWeight": 0.5, "keywordWeight": 2.0}
-    assert report["recommended"] == {"fusion": "learned", "semanticWeight": 1, "keywordWeight": 1}
+    # No learned row (one conversation cannot be cross-validated): the pair is recommended.
+    assert "cross-validation needs two conversations" in result.output
+    assert report["recommended"] == {"fusion": "rrf", "semanticWeight": 1, "keywordWeight": 1}
+    assert "1*" in result.output  # the row recommended carries the star
     assert {(1.0, 0.0), (0.0, 1.0), (0.5, 2.0), (1.0, 1.0)} <= set(pairs)
     assert locomo["semanticLimit"] == "k"
     assert "0.5+" in result.output
-    assert "cross-validation needs two conversations" in result.output  # no learned row
     for row in pairs.values():
         assert 0.0 <= row["recall"]["5"] <= row["recall"]["10"] <= 1.0
         assert set(row["byCategory"]) == {
@@ -248,6 +251,10 @@ def test_eval_jsonl_and_the_worst_case_across_sets(tmp_path: Path) -> None:
     failed = CliRunner().invoke(cli, ["eval", "jsonl", str(bad)])
     assert failed.exit_code == 1
     assert "line 1: not a message or a question" in failed.output
+    for ks, said in (("abc", "'abc' is not"), ("", "at least one"), ("0", "'0' is not")):
+        refused = CliRunner().invoke(cli, ["eval", "jsonl", str(first), "--k", ks])
+        assert refused.exit_code == 2, refused.output
+        assert said in refused.output
 
 
 def test_configured_settings_are_the_defaults_without_a_store(tmp_path: Path) -> None:
@@ -393,3 +400,8 @@ def test_chat_exits_1_when_the_llm_fails(config: Config, embedder: SwitchableEmb
         )
     assert result.exit_code == 1
     assert "1 turns failed" in result.output
+
+
+def test_a_missing_extra_is_refused_before_any_work() -> None:
+    with pytest.raises(click.UsageError, match=r"--plot needs no_such_module_here: pip install"):
+        require_extra("no_such_module_here", "plot", "--plot")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,3 +37,9 @@ class StartError(click.ClickException):
     """A configuration or connection problem found at start: one line, exit status 2."""
 
     exit_code = 2
+
+
+def require_extra(module: str, extra: str, needed_by: str) -> None:
+    """Refuses at once, before any work, when an optional package is missing."""
+    if importlib.util.find_spec(module) is None:
+        raise click.UsageError(f"{needed_by} needs {module}: pip install 'nexusai[{extra}]'")

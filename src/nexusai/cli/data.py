@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from nexusai.cli.common import DATA_DIR, StartError, clean_errors
+from nexusai.cli.common import DATA_DIR, StartError, clean_errors, require_extra
 from nexusai.errors import ConfigError, InvalidInput, NexusError
 from nexusai.memory.importing import ImportSummary
 
@@ -217,6 +217,7 @@ def migrate(url: str, no_vectors: bool, data_dir: Path | None) -> None:
     Resumable: run it again after a stop. Stop the service first. Counts every table on
     both sides at the end.
     """
+    require_extra("psycopg", "postgresql", "nexus migrate --to")
     from rich.progress import Progress
 
     from nexusai.config import Config
@@ -276,8 +277,7 @@ def _key_store(data_dir: Path | None) -> Iterator[Any]:
 @click.option(
     "--force",
     is_flag=True,
-    help="Make it without NEXUS_API_KEY set: then no key sees settings, metrics or other"
-    " projects",
+    help="Make it without NEXUS_API_KEY set: then no key sees settings, metrics or other projects",
 )
 @DATA_DIR
 @clean_errors

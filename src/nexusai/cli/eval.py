@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from nexusai.cli.common import F, clean_errors
+from nexusai.cli.common import F, clean_errors, require_extra
 from nexusai.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -25,7 +25,12 @@ def eval_options(fn: F) -> F:
     for option in reversed(
         [
             click.option(
-                "--k", "ks", default="5,10,20", show_default=True, help="Cut-offs for recall/hit"
+                "--k",
+                "ks",
+                default="5,10,20",
+                show_default=True,
+                callback=_cutoffs,
+                help="Cut-offs for recall/hit: whole numbers from 1 to 1000, comma-separated",
             ),
             click.option(
                 "--json",
@@ -60,7 +65,7 @@ def eval_options(fn: F) -> F:
                 type=click.IntRange(1, 50),
                 default=1,
                 show_default=True,
-                help="SqliteStore every N messages as one episode (long episodes)",
+                help="Store every N messages as one episode (long episodes)",
             ),
         ]
     ):
@@ -68,8 +73,20 @@ def eval_options(fn: F) -> F:
     return clean_errors(fn)
 
 
+def _cutoffs(_: click.Context, param: click.Parameter, raw: str) -> list[int]:
+    parts = [part.strip() for part in raw.split(",") if part.strip()]
+    if not parts:
+        raise click.BadParameter("give at least one cut-off, such as 5,10,20", param=param)
+    bad = next(
+        (p for p in parts if not (p.isascii() and p.isdigit() and 1 <= int(p) <= 1000)), None
+    )
+    if bad is not None:
+        raise click.BadParameter(f"{bad!r} is not a whole number from 1 to 1000", param=param)
+    return sorted({int(part) for part in parts})
+
+
 def _options(
-    ks: str,
+    ks: list[int],
     json_out: Path | None,
     plot_out: Path | None,
     depth: int | None,
@@ -78,9 +95,10 @@ def _options(
 ) -> EvalOptions:
     from nexusai.evaluation.report import EvalOptions
 
-    cutoffs = sorted({int(k) for k in ks.split(",") if k.strip()})
+    if plot_out is not None:
+        require_extra("matplotlib", "plot", "--plot")
     return EvalOptions(
-        cutoffs, depth, turns_per_episode, json_out, plot_out, keyword_budget=keyword_budget
+        ks, depth, turns_per_episode, json_out, plot_out, keyword_budget=keyword_budget
     )
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from nexusai.cli.common import clean_errors
+from nexusai.cli.common import clean_errors, require_extra
 from nexusai.cli.eval import dataset_options, load_sets
 
 
@@ -46,6 +46,7 @@ def train_command(
     fitted to all the others, beside RRF's weight pairs on the same lists. The file
     written is then fitted to every conversation. Needs `pip install 'nexusai[train]'`.
     """
+    require_extra("lightgbm", "train", "nexus ranker train")
     from nexusai.evaluation.training import train
 
     train(load_sets(locomo, beam, jsonl_files), out, depth)

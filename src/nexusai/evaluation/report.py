@@ -86,9 +86,11 @@ def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
     config = Config.from_env()
     embedder = create_embedder(config)
     configured = configured_settings(config)
-    marks = {"recommended": RECOMMENDED_SETTINGS, "configured": configured}
     extra = [RECOMMENDED, (configured["semanticWeight"], configured["keywordWeight"])]
     learned = _learned(console, sets, embedder, options)
+    # Only what was scored is recommended: the learned mode when it has rows, else the pair.
+    recommended = RECOMMENDED_SETTINGS if learned else {**RECOMMENDED_SETTINGS, "fusion": "rrf"}
+    marks = {"recommended": recommended, "configured": configured}
     collect = learned.collect if learned else None
     results = [_with_progress(console, s, embedder, options, extra, collect) for s in sets]
     if learned:

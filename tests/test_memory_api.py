@@ -258,3 +258,17 @@ def test_search_says_the_terms_it_searched_for(client: TestClient) -> None:
 
     answer = client.get("/episodes/search?q=How do I configure the Qdrant collection?")
     assert unquote(answer.headers["X-Search-Terms"]) == "configure,qdrant,collection"
+
+
+def test_dates_keep_four_digit_years_and_round_trip(client: TestClient) -> None:
+    sid = new_session(client)
+    early = {"speaker": "u", "content": "ok", "occurredAt": "0001-01-01T00:00:00Z"}
+    stored = client.post(f"/sessions/{sid}/episodes", json=early).json()
+    assert stored["occurredAt"] == "0001-01-01T00:00:00.000000Z"
+    assert client.get(f"/sessions/{sid}").json()["startedAt"] == stored["occurredAt"]
+    again = client.patch(f"/episodes/{stored['id']}", json={"occurredAt": stored["occurredAt"]})
+    assert again.status_code == 200, again.text
+    before_year_one = {**early, "occurredAt": "0001-01-01T00:00:00+01:00"}
+    refused = client.post(f"/sessions/{sid}/episodes", json=before_year_one)
+    assert refused.status_code == 422
+    assert "outside 0001-01-01 to 9999-12-31" in refused.json()["detail"]

@@ -11,15 +11,25 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from nexusai.errors import InvalidInput
+
 # Fixed width and always UTC, so that text order is time order in SQL.
-_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+# The year is written with four digits by hand: strftime's %Y writes year 1 as "1" on
+# glibc, which neither sorts nor parses back.
+_TIME_FORMAT = "-%m-%dT%H:%M:%S.%fZ"
 
 
 def to_utc_text(moment: datetime) -> str:
     """A datetime as sortable UTC text; a naive datetime is taken to be UTC already."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime(_TIME_FORMAT)
+    try:
+        utc = moment.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is in year 0, which datetime lacks
+        raise InvalidInput(
+            f"{moment.isoformat()} is outside 0001-01-01 to 9999-12-31 in UTC"
+        ) from None
+    return f"{utc.year:04d}{utc.strftime(_TIME_FORMAT)}"
 
 
 def now_text() -> str:

@@ -156,3 +156,24 @@ def test_methods_show_their_real_signatures() -> None:
         assert shown.return_annotation == "ContextOut"
         assert client.context.__name__ == "context"
         assert "for this turn only" in (client.context.__doc__ or "")
+
+
+def test_the_shared_parameters_match_the_typescript_clients() -> None:
+    """`clients/signatures.json` holds the order both clients take; the TypeScript tests
+    check theirs against the same file."""
+    import inspect
+    import json
+    from pathlib import Path
+
+    from pydantic.alias_generators import to_snake
+
+    from nexusai.client import AsyncClient, Client
+
+    shared = json.loads((Path(__file__).parents[1] / "clients" / "signatures.json").read_text())
+    for name, params in shared["methods"].items():
+        for kind in (Client, AsyncClient):
+            signature = inspect.signature(getattr(kind, to_snake(name)))
+            taken = [p for p in signature.parameters.values() if p.name != "self"]
+            assert [p.name for p in taken][: len(params)] == [to_snake(p) for p in params]
+    resolve = inspect.signature(Client.resolve_session).parameters
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for n, p in resolve.items() if n != "self")

@@ -33,7 +33,7 @@ def nexus(served: str) -> Iterator[Client]:
 
 
 def _said(client: Client, project: str, title: str, texts: list[str]) -> int:
-    sid = client.resolve_session(project, title).id
+    sid = client.resolve_session(title=title, project=project).id
     if texts:
         client.add_episodes(sid, [{"speaker": "user", "content": t} for t in texts])
     return sid
@@ -72,7 +72,7 @@ def test_retriever_in_a_chain_gives_memories_with_their_ranks(nexus: Client) -> 
 
 
 def test_chat_history_round_trips_messages(nexus: Client) -> None:
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
     from nexusai.integrations.langchain import NexusChatMessageHistory
 
@@ -81,13 +81,25 @@ def test_chat_history_round_trips_messages(nexus: Client) -> None:
         [SystemMessage("be brief"), HumanMessage("hi, I am Ana"), AIMessage("Hello Ana!")]
     )
     history.add_user_message("and Bo says hi")
+    calling = AIMessage(
+        "", tool_calls=[{"name": "weather", "args": {"city": "Lisbon"}, "id": "c1"}]
+    )
+    history.add_messages([calling, ToolMessage("sunny, 24 C", tool_call_id="c1")])
     again = NexusChatMessageHistory(history.session_id, client=nexus).messages
     assert [(type(m).__name__, m.content) for m in again] == [
         ("SystemMessage", "be brief"),
         ("HumanMessage", "hi, I am Ana"),
         ("AIMessage", "Hello Ana!"),
         ("HumanMessage", "and Bo says hi"),
+        ("AIMessage", ""),
+        ("ToolMessage", "sunny, 24 C"),
     ]
+    assert again[4].tool_calls == calling.tool_calls  # type: ignore[attr-defined]
+    assert again[5].tool_call_id == "c1"  # type: ignore[attr-defined]
+    stored = nexus.list_episodes(history.session_id)
+    assert stored[4].content == 'calls weather({"city": "Lisbon"})'  # what search sees
+    with pytest.raises(ValueError, match="human message with no text"):
+        history.add_messages([HumanMessage("")])
     history.clear()
     assert history.messages == []
 

@@ -178,8 +178,10 @@ class Endpoints:
         return Call("POST", "/sessions", _model(SessionOut), body)
 
     @staticmethod
-    def resolve_session(project: str | None, title: str) -> Call[SessionOut]:
-        """The session titled so in the named project (or in none), created when missing."""
+    def resolve_session(*, title: str, project: str | None = None) -> Call[SessionOut]:
+        """The session titled so in the named project (or in none), created when missing.
+        Keyword arguments only: the TypeScript client takes them as (title, project), and a
+        call in the other order must not make the wrong project (`clients/signatures.json`)."""
         body = {"project": project, "title": title}
         return Call("POST", "/sessions/resolve", _model(SessionOut), body)
 

@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { after, before, test } from "node:test";
 
+import { NexusClient } from "../src/index.js";
 import { serve, type Served } from "./server.js";
 
 interface Field {
@@ -51,4 +52,18 @@ test("every interface matches its schema in /openapi.json", async () => {
     }
   }
   assert.ok(compared >= 14, `only ${compared} interfaces matched a schema`);
+});
+
+test("the shared parameters are in the order clients/signatures.json gives", () => {
+  // dist/test/ -> clients/signatures.json, read at run time (the Python tests read it too).
+  const file = resolve(import.meta.dirname, "..", "..", "..", "signatures.json");
+  const shared = JSON.parse(readFileSync(file, "utf8")) as { methods: Record<string, string[]> };
+  for (const [name, params] of Object.entries(shared.methods)) {
+    const method = (NexusClient.prototype as unknown as Record<string, (...args: unknown[]) => unknown>)[name];
+    assert.ok(method, `NexusClient has no ${name}`);
+    const source = method.toString();
+    const declared = source.slice(source.indexOf("(") + 1, source.indexOf(")")).split(",");
+    const names = declared.map((p) => p.split("=")[0]!.trim()).filter(Boolean);
+    assert.deepEqual(names.slice(0, params.length), params, name);
+  }
 });

@@ -3,13 +3,21 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.documents import Document
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    messages_from_dict,
+    messages_to_dict,
+)
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field
 
@@ -83,7 +91,7 @@ class NexusChatMessageHistory(BaseChatMessageHistory):
         if session_id is None:
             if not session:
                 raise ValueError("give session_id, or session (a title) and project")
-            session_id = self.client.resolve_session(project, session).id
+            session_id = self.client.resolve_session(title=session, project=project).id
         self.session_id = session_id
 
     @property
@@ -91,7 +99,11 @@ class NexusChatMessageHistory(BaseChatMessageHistory):
         return [_message(e) for e in all_episodes(self.client, self.session_id)]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        body = [{"speaker": _speaker(m), "content": _text(m)} for m in messages if _text(m)]
+        """Stores them in one batch. Each keeps what makes it a LangChain message (its type,
+        a tool message's `tool_call_id`, an AI message's `tool_calls`) in its metadata, so
+        it reads back as it was sent; a message with no text (an AI message that only calls
+        tools) is stored as the calls it makes."""
+        body = [_episode(m) for m in messages]
         if body:
             self.client.add_episodes(self.session_id, body)
 
@@ -104,7 +116,34 @@ class NexusChatMessageHistory(BaseChatMessageHistory):
             self.client.close()
 
 
+KEPT = "langchain"  # the metadata key that holds a message's own fields
+
+
+def _episode(message: BaseMessage) -> dict[str, Any]:
+    [sent] = messages_to_dict([message])
+    fields = {k: v for k, v in sent["data"].items() if v not in (None, "", [], {})}
+    text = _text(message) or _calls(message)
+    if not text:
+        raise ValueError(f"a {message.type} message with no text cannot be stored")
+    if text != message.content:
+        fields["content"] = message.content  # read back as sent, not as stored
+    else:
+        fields.pop("content", None)
+    metadata = {KEPT: {"type": sent["type"], "data": fields}}
+    return {"speaker": _speaker(message), "content": text, "metadata": metadata}
+
+
+def _calls(message: BaseMessage) -> str:
+    calls = getattr(message, "tool_calls", None) or []
+    return "; ".join(f"calls {c['name']}({json.dumps(c.get('args', {}))})" for c in calls)
+
+
 def _message(episode: EpisodeOut) -> BaseMessage:
+    kept = (episode.metadata or {}).get(KEPT)
+    if isinstance(kept, dict) and "type" in kept:
+        data = {"content": episode.content, **kept.get("data", {})}
+        [message] = messages_from_dict([{"type": kept["type"], "data": data}])
+        return message
     if episode.speaker == "assistant":
         return AIMessage(content=episode.content)
     if episode.speaker == "system":

@@ -82,7 +82,7 @@ class NexusStore(BaseStore):
     def _session(self, namespace: tuple[str, ...], make: bool) -> int | None:
         project, title = _place(namespace)
         if make:
-            return self.client.resolve_session(project, title).id
+            return self.client.resolve_session(title=title, project=project).id
         for session in self._sessions(project):
             if session.title == title:
                 return session.id

@@ -251,7 +251,7 @@ class Tools:
         if action == "create":
             if not title:
                 raise ToolError("a new session needs a title")
-            made = await self._send(ctx, Endpoints.resolve_session(project, title))
+            made = await self._send(ctx, Endpoints.resolve_session(title=title, project=project))
             return compact([_session(made)])
         project_id = await self._project_id(ctx, project) if project else None
         found = await self._send(ctx, Endpoints.list_sessions(project_id, limit=1000))

@@ -109,7 +109,7 @@ class HttpMemoryClient:
         return scope.project_id
 
     def resolve_session(self, project: str | None, title: str) -> int:
-        return self._send(Endpoints.resolve_session(project, title)).id
+        return self._send(Endpoints.resolve_session(title=title, project=project)).id
 
     def recent_episodes(self, session_id: int, limit: int) -> list[Episode]:
         return [e.to_episode() for e in self._send(Endpoints.recent(session_id, limit))]

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -261,3 +262,16 @@ def test_without_an_llm_no_session_is_made(config: Config, embedder: SwitchableE
         }
         assert httpx.post(f"{url}/v1/chat/completions", json=body).status_code == 503
         assert httpx.get(f"{url}/sessions").json() == []
+
+
+def test_a_non_ascii_project_name_passes_through_the_header(served: Served) -> None:
+    ai = client(served, project="caf%C3%A9")  # percent-encoded: the openai SDK sends no other
+    ai.chat.completions.create(
+        model="nexusai", user="s", messages=[{"role": "user", "content": "hello"}]
+    )
+    body = {"model": "nexusai", "user": "t", "messages": [{"role": "user", "content": "hi"}]}
+    raw = {b"X-Nexus-Project": "café".encode()}  # raw UTF-8, as curl sends it
+    answered = httpx.post(f"{served.url}/v1/chat/completions", json=body, headers=raw)
+    assert answered.status_code == 200, answered.text
+    names = [p["name"] for p in httpx.get(f"{served.url}/projects").json()]
+    assert names == ["café"]

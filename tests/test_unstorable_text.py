@@ -53,24 +53,25 @@ def variants(value: Any, bad: str, keys: bool = False) -> Iterator[Any]:
         yield value + bad
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            for changed in variants(item, bad, keys):
-                yield [*value[:i], changed, *value[i + 1 :]]
+            yield from ([*value[:i], c, *value[i + 1 :]] for c in variants(item, bad, keys))
     elif isinstance(value, dict):
         for key, item in value.items():
-            for changed in variants(item, bad, keys or key == "metadata"):
-                yield {**value, key: changed}
+            inner = keys or key == "metadata"
+            yield from ({**value, key: c} for c in variants(item, bad, inner))
             if keys:
                 yield {**{k: v for k, v in value.items() if k != key}, key + bad: item}
 
 
 @pytest.fixture
 def chat_client(config: Config, embedder: SwitchableEmbedder) -> Iterator[TestClient]:
-    with openai_stub() as (llm_url, _):
-        with TestClient(create_app(config, embedder, OpenAIChat(llm_url, "m"))) as c:
-            yield c
+    with (
+        openai_stub() as (llm_url, _),
+        TestClient(create_app(config, embedder, OpenAIChat(llm_url, "m"))) as c,
+    ):
+        yield c
 
 
-@pytest.mark.parametrize("bad", ["\ud800", "\udfff", "\x00"])
+@pytest.mark.parametrize("bad", [chr(0xD800), chr(0xDFFF), chr(0)], ids=["high", "low", "nul"])
 def test_unstorable_text_is_a_422_naming_the_field_and_changes_nothing(
     chat_client: TestClient, bad: str
 ) -> None:

@@ -59,7 +59,9 @@ class NexusSession:
         """The nexusai session's id (found or made on first use)."""
         if self._id is None:
             assert self._title is not None
-            self._id = (await self.client.resolve_session(title=self._title, project=self._project)).id
+            self._id = (
+                await self.client.resolve_session(title=self._title, project=self._project)
+            ).id
         return self._id
 
     async def get_items(self, limit: int | None = None) -> list[Any]:

@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any, Self
+from urllib.parse import unquote
 
 from fastapi import APIRouter, Body, Header, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -217,12 +218,31 @@ def _session(
     )
 
 
-def _project(request: Request, header: str | None) -> str | None:
+def _project(request: Request, raw: str | None) -> str | None:
     """The project named by X-Nexus-Project; a project key names its own, or none."""
+    header = None if raw is None else header_text(raw)
     principal = principal_of(request)
     if principal.admin or header is None or header == principal.project_name:
         return header if principal.admin else principal.project_name
     raise NotFound(f"project {header!r} does not exist")
+
+
+def header_text(raw: str) -> str:
+    """A header's text. HTTP headers are bytes that servers read as Latin-1, and clients
+    that refuse other characters (the openai SDK does) send them percent-encoded, as
+    JavaScript's `encodeURIComponent` does (RFC 8187): UTF-8 sent raw is read as UTF-8,
+    then `%XX` is decoded (a literal % is sent as %25)."""
+    try:
+        text = raw.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        text = raw
+    try:
+        return unquote(text, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidInput(
+            f"X-Nexus-Project: {raw!r} is not UTF-8 once percent-decoded; encode the name"
+            " with encodeURIComponent (Python: urllib.parse.quote)"
+        ) from None
 
 
 def _session_id(header: str) -> int:

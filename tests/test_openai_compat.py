@@ -275,3 +275,20 @@ def test_a_non_ascii_project_name_passes_through_the_header(served: Served) -> N
     assert answered.status_code == 200, answered.text
     names = [p["name"] for p in httpx.get(f"{served.url}/projects").json()]
     assert names == ["café"]
+
+
+def test_every_refusal_under_v1_comes_in_openais_shape(
+    config: Config, embedder: SwitchableEmbedder
+) -> None:
+    keyed = Config.from_env({"NEXUS_API_KEY": "admin"}, data_dir=config.data_dir, extractor="none")
+    with live_server(create_app(keyed, embedder)) as url:
+        post = f"{url}/v1/chat/completions"
+        admin = {"Authorization": "Bearer admin", "Content-Type": "application/json"}
+        malformed = httpx.post(post, content=b'{"messages": [', headers=admin)
+        unkeyed = httpx.post(post, json={"messages": []})
+        text = httpx.post(post, content=b"{}", headers={**admin, "Content-Type": "text/plain"})
+        listed = httpx.get(f"{url}/v1/models")
+    for answer, status in ((malformed, 422), (unkeyed, 401), (text, 415), (listed, 401)):
+        assert answer.status_code == status
+        error = answer.json()["error"]
+        assert error["message"] and error["code"] and error["type"] == "invalid_request_error"

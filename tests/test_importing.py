@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import codecs
 import io
 import json
 
@@ -61,18 +62,31 @@ def test_a_malformed_line_anywhere_stops_the_import_before_any_write(memory: Mem
     assert memory.store.find_project("never-made") is None
 
 
-def test_jsonl_keeps_unknown_keys_in_metadata_and_checks_types(memory: Memory) -> None:
-    data = jsonl(
-        {"session": 7, "speaker": "user", "content": "hi", "mood": "glad", "metadata": {"a": 1}}
-    )
+def test_jsonl_takes_its_keys_only_and_checks_types(memory: Memory) -> None:
+    data = jsonl({"session": 7, "speaker": "user", "content": "hi", "metadata": {"a": 1}})
     import_stream(memory, data, "jsonl")
-    [episode] = memory.store.list_episodes(memory.store.list_sessions()[0].id)
-    assert episode.metadata == {"mood": "glad", "a": 1}
-    wrong = jsonl({"session": "s", "speaker": "user", "content": 3})
-    with pytest.raises(
-        ImportFormatError, match=r"line 1: .*content must be a string, not a number"
+    [session] = memory.store.list_sessions()
+    assert session.title == "7"  # a session named by a number, as documented
+    [episode] = memory.store.list_episodes(session.id)
+    assert episode.metadata == {"a": 1}
+    ok = {"session": "s", "speaker": "user", "content": "fine"}
+    for wrong, said in (
+        ({"content": 3}, r"line 2: .*content must be a string, not a number"),
+        ({"extra": 1}, r"line 2: .*unknown key 'extra'.*put your own fields in metadata"),
+        ({"speaker": " "}, r"line 2: .*speaker must not be empty"),
+        ({"content": ""}, r"line 2: .*content must not be empty"),
     ):
-        import_stream(memory, wrong, "jsonl")
+        with pytest.raises(ImportFormatError, match=said):
+            import_stream(memory, jsonl(ok, {**ok, **wrong}), "jsonl")
+    assert len(memory.store.list_sessions()) == 1  # nothing of a refused file is written
+
+
+def test_jsonl_in_utf16_is_named_and_a_utf8_bom_is_read(memory: Memory) -> None:
+    line = json.dumps({"session": "s", "speaker": "user", "content": "olá"})
+    with pytest.raises(ImportFormatError, match="line 1: the file is UTF-16"):
+        import_stream(memory, io.BytesIO(line.encode("utf-16")), "jsonl")
+    marked = io.BytesIO(codecs.BOM_UTF8 + line.encode())
+    assert import_stream(memory, marked, "jsonl").episodes == 1
 
 
 def test_the_same_file_into_another_project_is_another_copy(memory: Memory) -> None:

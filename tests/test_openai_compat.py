@@ -291,4 +291,6 @@ def test_every_refusal_under_v1_comes_in_openais_shape(
     for answer, status in ((malformed, 422), (unkeyed, 401), (text, 415), (listed, 401)):
         assert answer.status_code == status
         error = answer.json()["error"]
-        assert error["message"] and error["code"] and error["type"] == "invalid_request_error"
+        assert error["message"]
+        assert error["code"]
+        assert error["type"] == "invalid_request_error"

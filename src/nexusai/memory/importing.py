@@ -10,6 +10,7 @@ again skips what is already there.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import re
@@ -159,11 +160,13 @@ def _last_leaf(mapping: dict[str, Any]) -> str | None:
 
 
 def read_jsonl(stream: IO[bytes]) -> Iterator[SourceConversation]:
-    """One episode per line: {session, speaker, content, occurredAt?, metadata?}. A run of
-    lines of one session is written together."""
+    """One episode per line: {session, speaker, content, occurredAt?, imageCaption?,
+    metadata?}, and no other key. A run of lines of one session is written together."""
     current: SourceConversation | None = None
     seen: Counter[str] = Counter()
     for number, raw in enumerate(stream, start=1):
+        if number == 1:
+            raw = _without_utf8_bom(raw)
         if not raw.strip():
             continue
         name, source = _jsonl_episode(raw, number, seen)
@@ -186,18 +189,22 @@ def _jsonl_episode(raw: bytes, number: int, seen: Counter[str]) -> tuple[str, So
         line = json.loads(raw)
         if not isinstance(line, dict):
             raise TypeError(f"a line must be a JSON object, not {_kind(line)}")
+        unknown = sorted(set(line) - JSONL_KEYS)
+        if unknown:
+            raise ValueError(
+                f"unknown key {unknown[0]!r}: a line takes {', '.join(sorted(JSONL_KEYS))};"
+                " put your own fields in metadata"
+            )
         name = _text(line, "session", allow_number=True)
         when = line.get("occurredAt")
         metadata = line.get("metadata") or {}
         if not isinstance(metadata, dict):
             raise TypeError(f"metadata must be an object, not {_kind(metadata)}")
-        # Keys of the source's own are kept, in metadata: an import loses nothing.
-        extra = {k: v for k, v in line.items() if k not in JSONL_KEYS}
         episode = NewEpisode(
             _text(line, "speaker"),
             _text(line, "content"),
             _when(when),
-            {**extra, **metadata},
+            metadata,
             _text(line, "imageCaption") if line.get("imageCaption") is not None else None,
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -212,12 +219,34 @@ def _jsonl_episode(raw: bytes, number: int, seen: Counter[str]) -> tuple[str, So
 
 
 def _text(line: dict[str, Any], key: str, allow_number: bool = False) -> str:
+    """A text field; a session may be named by a whole number, taken as its digits."""
     value = line[key]
     if isinstance(value, int) and not isinstance(value, bool) and allow_number:
         return str(value)
     if not isinstance(value, str):
         raise TypeError(f"{key} must be a string, not {_kind(value)}")
+    if not value.strip():
+        raise ValueError(f"{key} must not be empty or only whitespace")
     return value
+
+
+_BOMS = {
+    codecs.BOM_UTF32_LE: "UTF-32",
+    codecs.BOM_UTF32_BE: "UTF-32",
+    codecs.BOM_UTF16_LE: "UTF-16",
+    codecs.BOM_UTF16_BE: "UTF-16",
+}
+
+
+def _without_utf8_bom(first: bytes) -> bytes:
+    """The first line without UTF-8's byte order mark (some editors write one); a file in
+    UTF-16 or UTF-32 is refused by name, not as a stray byte."""
+    for bom, name in _BOMS.items():
+        if first.startswith(bom):
+            raise ImportFormatError(
+                f"line 1: the file is {name} (it starts with a byte order mark); save it as UTF-8"
+            )
+    return first.removeprefix(codecs.BOM_UTF8)
 
 
 def _when(value: Any) -> datetime | None:

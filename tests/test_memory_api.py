@@ -272,3 +272,9 @@ def test_dates_keep_four_digit_years_and_round_trip(client: TestClient) -> None:
     refused = client.post(f"/sessions/{sid}/episodes", json=before_year_one)
     assert refused.status_code == 422
     assert "outside 0001-01-01 to 9999-12-31" in refused.json()["detail"]
+
+
+def test_a_query_key_given_twice_is_refused(client: TestClient) -> None:
+    answer = client.get("/episodes/search", params=[("q", "lisbon"), ("q", "ana")])
+    assert answer.status_code == 422
+    assert "'q' is given more than once" in answer.json()["detail"]

@@ -37,6 +37,7 @@ def test_partial_patch(client: TestClient) -> None:
         ({"semanticWeight": -1}, "semanticWeight must be from 0 to 5"),
         ({"semanticLimit": 0}, "semanticLimit must be from 1 to 100"),
         ({"semanticLimit": 2.5}, "semanticLimit must be a whole number"),
+        ({"semanticLimit": 5.0}, "semanticLimit must be a whole number"),  # as ids are
         ({"keywordWeight": "high"}, "keywordWeight must be a number"),
         ({"keywordWeight": True}, "keywordWeight must be a number"),
         ({"rrfK": 10}, "'rrfK' is not a setting"),

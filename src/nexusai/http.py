@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import errno
 import logging
-from typing import Annotated, Any
+from typing import Annotated, Any, get_origin
 
 from fastapi import FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
@@ -163,19 +163,26 @@ def known_query_keys(request: Request) -> None:
     dependant = getattr(request.scope.get("route"), "dependant", None)
     if dependant is None:
         return
-    taken = _query_names(dependant)
-    unknown = sorted(set(request.query_params) - taken)
+    taken = _query_params(dependant)
+    unknown = sorted(set(request.query_params) - set(taken))
     if unknown:
         offer = f"it takes {', '.join(sorted(taken))}" if taken else "it takes none"
         raise InvalidInput(f"unknown query parameter {unknown[0]!r}: {offer}")
+    for name, repeatable in taken.items():
+        if not repeatable and len(request.query_params.getlist(name)) > 1:
+            raise InvalidInput(f"query parameter {name!r} is given more than once; give it once")
 
 
-def _query_names(dependant: Any) -> set[str]:
-    """The query parameters a route and its dependencies declare."""
-    names = {param.alias for param in dependant.query_params}
+def _query_params(dependant: Any) -> dict[str, bool]:
+    """The query parameters a route and its dependencies declare, and whether each may
+    be given more than once (a list)."""
+    params = {
+        param.alias: get_origin(param.field_info.annotation) in (list, tuple, set)
+        for param in dependant.query_params
+    }
     for inner in dependant.dependencies:
-        names |= _query_names(inner)
-    return names
+        params |= _query_params(inner)
+    return params
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -148,9 +148,9 @@ def validate(name: str, value: object) -> Value:
             raise InvalidInput(f"{name} must be {setting.allowed}, got {value!r}")
         return str(value)
     range_text = setting.allowed
-    wrong_type = isinstance(value, bool) or not isinstance(value, int | float)
-    if not wrong_type and setting.kind is int and not float(value).is_integer():  # type: ignore[arg-type]
-        wrong_type = True
+    # The rule of every body: a whole number is written as one (5, not 5.0), as an id is.
+    wanted = int if setting.kind is int else int | float
+    wrong_type = isinstance(value, bool) or not isinstance(value, wanted)
     if wrong_type:
         kind = "a whole number" if setting.kind is int else "a number"
         raise InvalidInput(f"{name} must be {kind} from {range_text}, got {value!r}")

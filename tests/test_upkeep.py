@@ -187,3 +187,24 @@ def test_sigkill_mid_import_and_mid_chat_leaves_whole_conversations(tmp_path: Pa
         restarted.terminate()
         restarted.wait(timeout=60)
     assert len(answered) == 20
+
+
+@pytest.mark.model
+def test_doctor_reports_lost_vectors_before_it_changes_anything(
+    tmp_path: Path, embedder: SwitchableEmbedder
+) -> None:
+    config = Config.from_env({}, data_dir=tmp_path, extractor="none")
+    memory = Memory.open(config, embedder)
+    sid = memory.store.create_session().id
+    memory.add_episodes(sid, [NewEpisode("u", t) for t in FACTS])
+    memory.close()
+    import shutil
+
+    shutil.rmtree(config.vectors_path / "episodes")  # the vectors deleted by hand
+    result = CliRunner().invoke(cli, ["doctor", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "episodes marked indexed but missing from the vector index: 3" in result.output
+    assert "episodes waiting for a vector: 0" in result.output
+    assert "in the background" not in result.output  # no service runs to rebuild them
+    repaired = CliRunner().invoke(cli, ["doctor", "--repair", "--data-dir", str(tmp_path)])
+    assert "repaired: healthy" in repaired.output, repaired.output

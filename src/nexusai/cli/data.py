@@ -157,7 +157,8 @@ def doctor(repair: bool, data_dir: Path | None) -> None:
     from nexusai.memory import upkeep
     from nexusai.memory.service import Memory
 
-    memory = Memory.open(_existing_store(Config.from_env(data_dir=data_dir)))
+    # Opened without reconciling: the report says what it found, before anything changes.
+    memory = Memory.open(_existing_store(Config.from_env(data_dir=data_dir)), reconcile=False)
     try:
         found = upkeep.check(memory)
         for line in found.lines():

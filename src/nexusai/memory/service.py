@@ -99,10 +99,12 @@ class Memory:
         *,
         check: bool = True,
         extractor: Extractor | None = None,
+        reconcile: bool = True,
     ) -> Memory:
         """Opens the store and its vector indexes; `check=False` skips the embedder identity
         check (for `nexus reindex`, which rebuilds the vectors anyway). The extractor comes
-        from NEXUS_EXTRACTOR unless one is given."""
+        from NEXUS_EXTRACTOR unless one is given. `reconcile=False` leaves vectors the index
+        lost marked as they are, for a command that reports or rebuilds them itself."""
         embedder = embedder or create_embedder(config)
         extractor = extractor or create_extractor(config)
         with contextlib.ExitStack() as opened:
@@ -122,7 +124,8 @@ class Memory:
             )
             opened.pop_all()
         memory = cls(store, embedder, vectors, extractor=extractor, entity_vectors=entity_vectors)
-        memory.reconcile_vectors()
+        if reconcile:
+            memory.reconcile_vectors()
         return memory
 
     def reconcile_vectors(self) -> int:

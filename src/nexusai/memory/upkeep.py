@@ -104,7 +104,7 @@ def restore(config: Config, source: Path, progress: Progress | None = None) -> i
     config.data_dir.mkdir(parents=True, exist_ok=True)
     _put_in_place(source, config.db_path)
     shutil.rmtree(config.vectors_path, ignore_errors=True)
-    memory = Memory.open(config, check=False)
+    memory = Memory.open(config, check=False, reconcile=False)  # rebuilt here, in front
     try:
         memory.reindex(progress)
         return memory.store.count_episodes()

@@ -49,7 +49,7 @@ lint: install-dev
 	$(BIN)/cog --check $(DOCS)
 
 # The CLI and configuration reference, generated from the code.
-DOCS := docs/cli.md docs/configuration.md
+DOCS := docs/cli.md docs/configuration.md docs/retrieval.md
 docs: install-dev
 	$(BIN)/cog -r $(DOCS)
 

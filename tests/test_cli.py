@@ -117,6 +117,15 @@ def test_settings_context_and_chat_against_a_running_service(
         assert result.exit_code == 0, result.output
         assert "puppy" in result.output
         assert "0.0328" in result.output  # 1/61 + 1/61
+        runner.invoke(cli, ["settings", "set", "fusion=learned", "--url", url])
+        learned = runner.invoke(
+            cli, ["context", "--session", str(sid), "--explain", "Biscuit?", "--url", url]
+        )
+        assert learned.exit_code == 0, learned.output
+        assert "placed by" in learned.output
+        assert "ranker" in learned.output
+        assert "%" in learned.output  # the score as a chance
+        runner.invoke(cli, ["settings", "set", "fusion=rrf", "--url", url])
         result = runner.invoke(cli, ["entities", "--session", str(sid), "--url", url])
         assert result.exit_code == 0, result.output
         assert "entities seen by session" in result.output

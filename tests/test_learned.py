@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from nexusai.cli import cli
 from nexusai.config import Config
 from nexusai.embedders import Embedder
 from nexusai.errors import ConfigError
-from nexusai.ranking.features import FEATURES
+from nexusai.ranking.features import FEATURES, MEANINGS
 
 # (what the user said, the assistant's echo of the question, the question): in every
 # conversation the user's own message holds the answer, and the assistant's reply repeats
@@ -135,6 +136,10 @@ def test_a_trained_ranker_puts_what_it_learned_first(
         effects = [abs(f["effect"]) for f in first["features"]]
         assert effects == sorted(effects, reverse=True)
         assert all(f["feature"] in FEATURES for f in first["features"])
+        assert all(f["meaning"] == MEANINGS[f["feature"]] for f in first["features"])
+        assert 0 < learned[1]["probability"] < first["probability"] < 1
+        assert first["probability"] == pytest.approx(1 / (1 + math.exp(-first["score"])))
+        assert "probability" not in rrf[0]
 
 
 def test_a_ranker_trained_on_other_vectors_says_so_in_the_turn(

@@ -194,14 +194,21 @@ class ImportOut(CamelModel):
 
 
 class MovedOut(CamelModel):
-    feature: str = Field(description="A feature of the learned ranker (docs/evaluation.md)")
+    feature: str = Field(description="A feature of the learned ranker (docs/retrieval.md)")
     value: float = Field(description="Its value for this memory")
-    effect: float = Field(description="How much it moved the ranker's score, up or down")
+    effect: float = Field(description="How much it moved the ranker's score (log-odds), up or down")
+    meaning: str = Field(default="", description="What the feature is, in one line")
 
 
 class MemoryOut(EpisodeOut):
     score: float | None = Field(
-        default=None, description="Fused RRF score, or the learned ranker's score (explain)"
+        default=None,
+        description="Fused RRF score, or the learned ranker's score, in log-odds (explain)",
+    )
+    probability: float | None = Field(
+        default=None,
+        description="At fusion learned, with explain: the ranker's estimate, from 0 to 1, that"
+        " this memory answers the message (its score as a probability)",
     )
     semantic_rank: int | None = Field(default=None, description="1-based; null: not found")
     keyword_rank: int | None = Field(default=None, description="1-based; null: not found")

@@ -138,28 +138,46 @@ def context(session_id: int, explain: bool, message: str, url: str, api_key: str
     """Show the memories a message would bring into the prompt."""
     with Service(url, api_key) as service:
         result = _json(service(Endpoints.context(session_id, message, explain)))
-    table = Table(title=f"memories for: {message}", title_justify="left")
-    for column in (
-        ["#", "score", "semantic", "keyword", "date", "text"] if explain else ["#", "date", "text"]
-    ):
-        table.add_column(column, overflow="fold")
-    learned = any(memory.get("features") for memory in result["memories"])
+    learned = any(memory.get("placedBy") for memory in result["memories"])
+    console.print(_memories_table(message, result["memories"], explain, learned))
     if learned:
-        table.add_column("moved most (learned)", overflow="fold")
-    for rank, memory in enumerate(result["memories"], start=1):
-        text = f"{memory['speaker']}: {memory['content']}"
-        cells = [str(rank), memory["occurredAt"][:10], text]
-        if explain:
-            ranks = [_rank(memory.get("semanticRank")), _rank(memory.get("keywordRank"))]
-            cells = [str(rank), f"{memory['score']:.4f}", *ranks, *cells[1:]]
-        if learned:
-            moved = memory.get("features") or []
-            cells.append(", ".join(f"{m['feature']} {m['effect']:+.2f}" for m in moved))
-        table.add_row(*cells)
-    console.print(table)
+        console.print(
+            "score: the learned ranker's chance that a memory answers the message; every"
+            " third place goes to RRF (1, 1)'s best ('placed by rrf'), so scores need not fall"
+        )
     console.print(f"{len(result['recent'])} recent turns, {len(result['entities'])} entities")
     for warning in result["warnings"]:
         console.print(f"[yellow]warning:[/] {warning}")
+
+
+def _memories_table(
+    message: str, memories: list[dict[str, Any]], explain: bool, learned: bool
+) -> Table:
+    table = Table(title=f"memories for: {message}", title_justify="left")
+    columns = (
+        ["#", "score", "semantic", "keyword", "date", "text"] if explain else ["#", "date", "text"]
+    )
+    columns += ["placed by", "moved most (effect in log-odds)"] if learned else []
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for rank, memory in enumerate(memories, start=1):
+        cells = [str(rank), memory["occurredAt"][:10], f"{memory['speaker']}: {memory['content']}"]
+        if explain:
+            ranks = [_rank(memory.get("semanticRank")), _rank(memory.get("keywordRank"))]
+            cells = [str(rank), _score(memory), *ranks, *cells[1:]]
+        if learned:
+            moved = memory.get("features") or []
+            cells.append(memory.get("placedBy") or "")
+            cells.append(", ".join(f"{m['feature']} {m['effect']:+.2f}" for m in moved))
+        table.add_row(*cells)
+    return table
+
+
+def _score(memory: dict[str, Any]) -> str:
+    """A learned turn's probability as a percentage, or RRF's fused score."""
+    if memory.get("probability") is not None:
+        return f"{memory['probability']:.0%}"
+    return f"{memory['score']:.4f}"
 
 
 def _rank(rank: int | None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
@@ -122,6 +123,7 @@ def context_out(context: Context, explain: bool) -> ContextOut:
                 memory.features = [MovedOut.model_validate(m) for m in fused.moved]
             if fused.placed_by:  # set only when there is one: RRF turns show no null
                 memory.placed_by = fused.placed_by
+                memory.probability = 1.0 / (1.0 + math.exp(-fused.score))
         memories.append(memory)
     out = ContextOut(
         session_id=context.session_id,

@@ -24,6 +24,7 @@ class Moved:
     feature: str
     value: float
     effect: float
+    meaning: str = ""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode, Moved
-from nexusai.ranking.features import FEATURES, Candidates, Matrix, candidates
+from nexusai.ranking.features import FEATURES, MEANINGS, Candidates, Matrix, candidates
 from nexusai.ranking.model import Ranker
 
 EXPLAINED = 3  # features shown per memory with explain
@@ -103,4 +103,6 @@ def _best_first(scores: Matrix, ties: Ties) -> list[int]:
 
 def _most_moved(values: Matrix, effects: Matrix) -> tuple[Moved, ...]:
     top = np.argsort(-np.abs(effects), kind="stable")[:EXPLAINED]
-    return tuple(Moved(FEATURES[j], float(values[j]), float(effects[j])) for j in top)
+    return tuple(
+        Moved(FEATURES[j], float(values[j]), float(effects[j]), MEANINGS[FEATURES[j]]) for j in top
+    )

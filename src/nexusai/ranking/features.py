@@ -16,28 +16,31 @@ import numpy.typing as npt
 
 from nexusai.models import Episode
 
-FEATURES: tuple[str, ...] = (
-    "semantic_rank",  # 1-based; depth + 1 when the leg did not find it
-    "keyword_rank",
-    "in_both",
-    "cosine",  # absent from the semantic list: the list's lowest (its true cosine is below)
-    "cosine_below_top",
-    "bm25",  # 0 when the keyword leg did not find it
-    "bm25_share_of_top",
-    "rrf",  # RRF at weights (1, 1), k = 60
-    "from_user",
-    "from_assistant",
-    "assistant_chat",  # share of the candidates said by "user" or "assistant"
-    "speaker_named",  # the question names the candidate's speaker
-    "other_speaker_named",  # the question names a speaker of the pool, not this one
-    "asks_about_you",  # second person beyond a request's "can you": "your advice"
-    "asks_what_you_said",  # "did you recommend", "you gave me": what the assistant said
-    "asks_about_me",  # first person: "my", "I"
-    "query_words",
-    "candidate_length",  # log of its characters
-    "candidate_asks",  # the candidate is a question
-    "age_in_pool",  # 0 for the newest candidate, 1 for the oldest
-)
+# Each feature and its meaning, one line a person can read (the API's `explain`, the
+# inspector's tooltips and docs/retrieval.md all take them from here).
+MEANINGS: dict[str, str] = {
+    "semantic_rank": "its place in the semantic list (depth + 1 when that leg missed it)",
+    "keyword_rank": "its place in the keyword list (depth + 1 when that leg missed it)",
+    "in_both": "1 when both legs found it",
+    "cosine": "its cosine with the message (the list's lowest when that leg missed it)",
+    "cosine_below_top": "how far its cosine is below the best candidate's",
+    "bm25": "its BM25 score (0 when the keyword leg missed it)",
+    "bm25_share_of_top": "its BM25 score as a share of the best candidate's",
+    "rrf": "its RRF score at weights (1, 1), k = 60",
+    "from_user": "1 when the user said it",
+    "from_assistant": "1 when the assistant said it",
+    "assistant_chat": "the share of candidates said by user or assistant: a user-assistant chat",
+    "speaker_named": "the message names who said it",
+    "other_speaker_named": "the message names another speaker of the candidates, not this one",
+    "asks_about_you": "the message asks about the assistant ('your advice'), not 'can you'",
+    "asks_what_you_said": "the message asks what the assistant said ('did you recommend')",
+    "asks_about_me": "the message speaks of the user ('my', 'I')",
+    "query_words": "how many words the message has",
+    "candidate_length": "the log of its length in characters",
+    "candidate_asks": "1 when it is a question",
+    "age_in_pool": "0 for the newest candidate, 1 for the oldest",
+}
+FEATURES: tuple[str, ...] = tuple(MEANINGS)
 RRF_K = 60
 ROLES = {"user", "assistant"}  # speakers that are roles, not named people
 _WORD = re.compile(r"[\w']+")

@@ -172,6 +172,11 @@ function badge(text, className) {
   return element("span", { className: `badge ${className}` }, text);
 }
 
+function withTitle(node, title) {
+  node.title = title;  // the tooltip that says what a badge means
+  return node;
+}
+
 // -- Browse -----------------------------------------------------------------------------
 
 async function loadProjects() {
@@ -355,10 +360,15 @@ function memoryItem(fused, episode, terms, entered) {
     " ",
     rank("semantic", fused.semanticRank),
     rank("keyword", fused.keywordRank),
-    badge(`score ${fused.score.toFixed(5)}`, "score"),
-    fused.placedBy === "rrf" ? badge("RRF's place", "rank") : null,
-    ...(fused.features || []).map((f) =>
-      badge(`${f.feature} ${f.effect >= 0 ? "+" : ""}${f.effect.toFixed(2)}`, f.effect >= 0 ? "ok" : "warn")),
+    fused.probability == null
+      ? badge(`score ${fused.score.toFixed(5)}`, "score")
+      : withTitle(badge(`${Math.round(fused.probability * 100)}% likely`, "score"),
+        "the learned ranker's chance that this memory answers the message"),
+    fused.placedBy === "rrf" ? withTitle(badge("RRF's place", "rank"),
+      "every third place goes to RRF (1, 1)'s best not yet placed") : null,
+    ...(fused.features || []).map((f) => withTitle(
+      badge(`${f.feature} ${f.effect >= 0 ? "+" : ""}${f.effect.toFixed(2)}`, f.effect >= 0 ? "ok" : "warn"),
+      `${f.meaning} (value ${f.value.toFixed(3)}; it moved the score by ${f.effect.toFixed(2)} in log-odds)`)),
     entered ? badge("entered", "ok") : null,
   ];
   const item = episodeItem(episode, { terms, badges });

@@ -234,6 +234,8 @@ def test_browse_a_session(page: Any, served: dict[str, Any]) -> None:
     found = [i.inner_text() for i in page.query_selector_all("#episodes > li")]
     # Its three turns first; after them, turns that follow one (their context is indexed).
     assert ["Hamburg" in text for text in found[:4]] == [True, True, True, False]
+    said = ["matched the turn before" in text for text in found[:4]]
+    assert said == [False, False, False, True]  # a match with no word marked says why
     marked = page.eval_on_selector_all("#episodes > li mark", "ns => ns.map(n => n.textContent)")
     assert marked[:3] == ["Hamburg", "Hamburg", "Hamburg"]  # the hits are highlighted
 

@@ -121,6 +121,11 @@ class ScoredEpisodeOut(EpisodeOut):
     score: float | None = Field(
         default=None, description="The search's score: cosine, or BM25 (higher is better)"
     )
+    matched_in: Literal["message", "turnBefore"] | None = Field(
+        default=None,
+        description="A keyword search's: where its words were found, in this message or only"
+        " in the end of the turn before it (indexed with each message, for replies)",
+    )
 
 
 class EpisodeDetailOut(EpisodeOut):

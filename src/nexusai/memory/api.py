@@ -537,7 +537,12 @@ def get_entity(
     )
 
 
-@router.get("/episodes/search", tags=["episodes"], responses=errors(422))
+@router.get(
+    "/episodes/search",
+    tags=["episodes"],
+    responses=errors(422),
+    response_model_exclude_unset=True,
+)
 def search_episodes(
     request: Request,
     memory: MemoryHandle,
@@ -557,6 +562,13 @@ def search_episodes(
             " are left out, the rarest always kept (0: every word, the spec's query)",
         ),
     ] = 0,
+    explain: Annotated[
+        bool,
+        Query(
+            description="Add `matchedIn` to each: its own text, or only the end of the turn"
+            " before it (indexed with each message)"
+        ),
+    ] = False,
 ) -> list[ScoredEpisodeOut]:
     max_chars = request.app.state.config.max_query_chars
     if len(q) > max_chars:
@@ -565,7 +577,12 @@ def search_episodes(
     episodes = memory.search_keyword(q, limit, scope, budget)
     # The words searched for, as the index got them (to mark them), percent-encoded.
     response.headers["X-Search-Terms"] = quote(",".join(keywords.query_terms(q)))
-    return [ScoredEpisodeOut.model_validate(e) for e in episodes]
+    found = [ScoredEpisodeOut.model_validate(e) for e in episodes]
+    if explain:
+        own = memory.store.own_text_matches(q, [e.id for e in episodes])
+        for episode in found:
+            episode.matched_in = "message" if episode.id in own else "turnBefore"
+    return found
 
 
 BINARY = {"schema": {"type": "string", "format": "binary"}}

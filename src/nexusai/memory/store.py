@@ -136,6 +136,11 @@ class EpisodeStore(ABC):
         self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int
     ) -> list[Episode]: ...
 
+    @abstractmethod
+    def own_text_matches(self, query: str, ids: Sequence[int]) -> set[int]:
+        """Which of these episodes a keyword search for `query` finds by their own text;
+        the others it found by the end of the turn before them, indexed with each."""
+
     def _rows(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
         return self.connection().execute(sql, params).fetchall()
 

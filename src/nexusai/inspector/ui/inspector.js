@@ -267,13 +267,19 @@ async function searchScope(event) {
     const { data } = await api(`/sessions/${state.sessionId}/scope`);
     scope = `&sessionIds=${data.sessionIds.join(",")}`;
   }
-  const { data, headers } = await api(`/episodes/search?q=${encodeURIComponent(query)}&limit=50${scope}`);
+  const { data, headers } = await api(`/episodes/search?q=${encodeURIComponent(query)}&limit=50&explain=true${scope}`);
   const terms = decodeURIComponent(headers.get("X-Search-Terms") || "").split(",").filter(Boolean);
   const where = state.sessionId ? `the scope of session ${state.sessionId}` : "all sessions";
   $("episodes-title").textContent = `${data.length} keyword matches for “${query}” in ${where}`;
   $("page-info").textContent = "";
   $("prev-page").disabled = $("next-page").disabled = true;
-  $("episodes").replaceChildren(...data.map((episode, i) => episodeItem(episode, { terms, badges: [" ", badge(`keyword #${i + 1}`, "rank")] })));
+  $("episodes").replaceChildren(...data.map((episode, i) => episodeItem(episode, {
+    terms,
+    badges: [" ", badge(`keyword #${i + 1}`, "rank"), episode.matchedIn === "turnBefore"
+      ? withTitle(badge("matched the turn before", "warn"),
+        "its words are in the end of the message before this one, which is indexed with it")
+      : null].filter(Boolean),
+  })));
 }
 
 // -- Ask --------------------------------------------------------------------------------

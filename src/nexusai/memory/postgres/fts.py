@@ -217,6 +217,24 @@ def scored_search(
     return [(cast(int, row[0]), float(cast(float, row[1]))) for row in rows]
 
 
+def own_text_matches(
+    conn: Connection[tuple[object, ...]], query: str, ids: Sequence[int]
+) -> set[int]:
+    """Which of these episodes hold a word of `query` in their own text (weight A), not
+    only in the end of the turn before them (weight B)."""
+    terms = query_terms(query)
+    if not terms or not ids:
+        return set()
+    tsquery = " || ".join(f"plainto_tsquery('{CONFIG}', %(t{i})s)" for i in range(len(terms)))
+    params: dict[str, object] = {f"t{i}": term for i, term in enumerate(terms)}
+    params["ids"] = [int(i) for i in ids]
+    sql = (
+        f"SELECT id FROM {TABLE} WHERE id = ANY(%(ids)s::bigint[])"
+        f" AND ts_filter(search_tsv, '{{a}}') @@ ({tsquery})"
+    )
+    return {cast(int, row[0]) for row in conn.execute(sql, params).fetchall()}
+
+
 def term_counts(conn: Connection[tuple[object, ...]], terms: Sequence[str]) -> dict[str, int]:
     """How many episodes hold each term, from the counts the trigger keeps (a term the
     parser splits counts as its commonest piece)."""

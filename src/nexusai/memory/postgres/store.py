@@ -202,6 +202,10 @@ class PgStore(EpisodeStore):
             hits = dict(pg_fts.scored_search(raw, query, limit, session_ids, budget=budget))
         return self.get_episodes(list(hits), hits)
 
+    def own_text_matches(self, query: str, ids: Sequence[int]) -> set[int]:
+        with self._raw() as raw:
+            return pg_fts.own_text_matches(raw, query, ids)
+
 
 class _Row:
     """A row read by position or by column name, as `sqlite3.Row` is."""

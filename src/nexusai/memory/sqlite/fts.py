@@ -37,6 +37,21 @@ def _match(terms: Sequence[str]) -> str:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
+def own_text_matches(conn: sqlite3.Connection, query: str, ids: Sequence[int]) -> set[int]:
+    """Which of these episodes hold a word of `query` in their own text, not only in the
+    end of the turn before them (which is indexed with each)."""
+    terms = query_terms(query)
+    if not terms or not ids:
+        return set()
+    words = f"{{search_text search_cjk}} : ({_match(terms)})"
+    rows = conn.execute(
+        "SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ?"
+        " AND rowid IN (SELECT value FROM json_each(?))",
+        (words, json.dumps([int(i) for i in ids])),
+    )
+    return {int(row[0]) for row in rows}
+
+
 # The external-content FTS5 table over episodes and the triggers that keep it in sync, so
 # that an episode and its index entry commit in the same transaction. Columns: the turn,
 # the end of the turn before it, the turn's CJK bigrams (`cjk_text`), and its session as a

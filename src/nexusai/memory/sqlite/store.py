@@ -160,6 +160,9 @@ class SqliteStore(EpisodeStore):
         rows = fts.search(self.connection, query, limit, session_ids, budget, self._bm25)
         return [self._episode_from_row(row, row["score"]) for row in rows]
 
+    def own_text_matches(self, query: str, ids: Sequence[int]) -> set[int]:
+        return fts.own_text_matches(self.connection(), query, ids)
+
 
 def _read_or_make(path: Path) -> bytes:
     """A secret file: made once, written where only this user can read it."""

@@ -286,7 +286,7 @@ def test_a_search_says_whether_a_match_is_in_the_message_or_the_turn_before(
     sid = new_session(client)
     said = post_episode(client, sid, "We had creme brulee for dessert")
     after = post_episode(client, sid, "I was running along the river")
-    asked = {"q": "creme", "sessionIds": sid, "explain": True}
+    asked: dict[str, Any] = {"q": "creme", "sessionIds": sid, "explain": True}
     found = client.get("/episodes/search", params=asked).json()
     where = {e["id"]: e["matchedIn"] for e in found}
     assert where == {said["id"]: "message", after["id"]: "turnBefore"}

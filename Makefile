@@ -8,7 +8,7 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 RUNTIME := $(VENV)/.runtime-stamp
 DEV := $(VENV)/.dev-stamp
 
-.PHONY: install install-dev run test test-fast test-ts lint docs format bench clean
+.PHONY: install install-dev run test test-fast test-ts lint docs screenshots format bench clean
 
 install: $(RUNTIME)
 
@@ -52,6 +52,11 @@ lint: install-dev
 DOCS := docs/cli.md docs/configuration.md docs/retrieval.md
 docs: install-dev
 	$(BIN)/cog -r $(DOCS)
+
+# docs/inspector.png, taken by the inspector's browser test (Debian's chromium).
+screenshots: install-dev
+	$(BIN)/python -m pytest -q tests/test_inspector.py -k keyword_slider
+	cp test-artifacts/inspector-ask-moved.png docs/inspector.png
 
 format: install-dev
 	$(BIN)/ruff check --fix src tests benchmarks

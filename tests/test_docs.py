@@ -50,3 +50,19 @@ def test_every_command_option_and_setting_is_in_the_reference() -> None:
                 assert option.opts[-1] in cli_doc, (path, option.opts)
     for name, _, _ in reference():
         assert f"`{name}`" in config_doc, name
+
+
+def test_every_relative_link_and_image_resolves() -> None:
+    """A link or image in README.md or docs/ that names a file of this repository points at
+    one that exists, relative to the page (as GitHub reads it)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue  # a URL, or an anchor of the page itself
+            path = (page.parent / target.split("#")[0]).resolve()
+            if not path.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert broken == []

@@ -215,6 +215,10 @@ def _memory_ids(page: Any, selector: str = "#memories > li") -> list[int]:
 def test_without_a_key_the_page_says_so(page: Any) -> None:
     page.wait_for_selector("#message:not([hidden])")
     assert "wants an API key" in page.inner_text("#message")
+    assert page.is_visible("#episodes-hint")  # and the empty pane says what to do
+    page.fill("#key", "not-the-key")
+    page.click("#key-form button")
+    page.wait_for_selector("#message:has-text('refused this API key')")
 
 
 def test_browse_a_session(page: Any, served: dict[str, Any]) -> None:
@@ -425,6 +429,16 @@ def test_eval_plot_marks_the_current_weights(
             )
             assert apart, (a, b)
     assert len(page.query_selector_all("#eval-table tr")) == 1 + len(rows)
+    headers = {"Authorization": f"Bearer {KEY}"}
+    httpx.patch(f"{served['url']}/settings", json={"fusion": "learned"}, headers=headers)
+    try:  # at fusion learned no weights are "current"
+        page.reload()
+        _enter_key(page)
+        page.click("[data-view=eval]")
+        page.wait_for_selector("#eval-plot svg")
+        assert page.query_selector("#eval-plot line.current") is None
+    finally:
+        httpx.patch(f"{served['url']}/settings", json={"fusion": "rrf"}, headers=headers)
     opened = tmp_path / "mine.json"
     opened.write_text(json.dumps({"results": rows[:3]}))
     page.set_input_files("#eval-file", str(opened))

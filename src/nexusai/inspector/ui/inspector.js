@@ -33,7 +33,11 @@ function explain(status, body) {
   const detail = body && typeof body.detail === "string" ? body.detail : "";
   const fields = body && Array.isArray(body.errors) ? body.errors : [];
   const listed = fields.map((e) => `${e.field}: ${e.message}`).join("; ");
-  if (status === 401) return "The service wants an API key: enter it above and press Use.";
+  if (status === 401) {
+    return sessionStorage.getItem(KEY_SLOT)
+      ? "The service refused this API key: check it (NEXUS_API_KEY, or a key from nexus keys create) and press Use again."
+      : "The service wants an API key: enter it above and press Use.";
+  }
   if (status === 403) return `Not allowed with this key: ${detail}`;
   if (status === 404) return `Not found: ${detail || "no such item"}`;
   if (status === 422) return `Refused: ${detail}${listed && !detail.includes(listed) ? ` (${listed})` : ""}`;
@@ -460,7 +464,8 @@ function drawEval() {
   const rows = state.evalResults;
   if (!rows) return;
   const k = $("eval-k").value;
-  const current = state.settings ? keywordShare(state.settings) : null;
+  // At fusion learned the weights order nothing: no line claims they are in use.
+  const current = state.settings && state.settings.fusion !== "learned" ? keywordShare(state.settings) : null;
   $("eval-plot").replaceChildren(evalPlot(rows, k, current));
   const header = element("tr", {}, ...["dataset", "semantic", "keyword", `R@${k}`].map((h) => element("th", {}, h)));
   const body = rows.map((r) => {

@@ -182,6 +182,14 @@ def test_an_agent_runner_keeps_its_conversation_in_a_session(
                 )
                 found = await tool.on_invoke_tool(call, asked)
                 assert "My dog is Biscuit." in found
+                for bad, said in (
+                    ('{"q": "dog"}', "recall was called with bad arguments: it takes a JSON"),
+                    ('{"query": "' + "x" * 20_000 + '"}', "recall failed: message is 20000"),
+                ):
+                    wrong = ToolContext(
+                        context=None, tool_name="recall", tool_call_id="c2", tool_arguments=bad
+                    )
+                    assert said in await tool.on_invoke_tool(wrong, bad)
                 await session.clear_session()
                 assert await session.get_items() == []
 
@@ -197,18 +205,14 @@ def _examples() -> list[str]:
 
 
 def test_the_documented_examples_run_as_written(served: str) -> None:
-    """Each example of docs/integrations.md, with only the service's address and the
-    agent's LLM (the SDK's default client) pointed at this test's."""
-    from agents import set_default_openai_api, set_default_openai_client, set_tracing_disabled
-    from openai import AsyncOpenAI
-
+    """Each example of docs/integrations.md as written, with only the service's address
+    and the local LLM's pointed at this test's."""
     url = served
     examples = _examples()
     assert len(examples) == 3
     with openai_stub() as (llm_url, state):
-        set_tracing_disabled(True)
-        set_default_openai_api("chat_completions")
-        set_default_openai_client(AsyncOpenAI(base_url=llm_url, api_key="x"), use_for_tracing=False)
         for code in examples:
-            exec(compile(code.replace("http://127.0.0.1:4000", url), "example", "exec"), {})
+            code = code.replace("http://127.0.0.1:4000", url)
+            code = code.replace("http://127.0.0.1:11434/v1", llm_url)
+            exec(compile(code, "example", "exec"), {})
         assert state.requests, "the agent's example asked its LLM"

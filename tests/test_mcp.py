@@ -111,7 +111,14 @@ async def arguments_are_strict(session: ClientSession) -> None:
         {"query": "x", "session_id": "1"},
         {"query": "x", "session": "monday", "project": "home", "sesion": "typo"},
     ):
-        assert (await session.call_tool("recall", args)).is_error, args
+        refused = await session.call_tool("recall", args)
+        assert refused.is_error, args
+        said = refused.content[0].text  # type: ignore[union-attr]
+        assert "\n" not in said  # one line, as the API says it, no pydantic dump or links
+        assert "pydantic.dev" not in said
+        assert said.startswith(
+            ("Error executing tool recall: session_id", "Error executing tool recall: sesion")
+        )
     unknown = await session.call_tool("entities", {"query": "dog", "session": "monday"})
     assert unknown.is_error
     schema = {t.name: t.input_schema for t in (await session.list_tools()).tools}

@@ -11,9 +11,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agents import FunctionTool, SessionSettings, function_tool
+from agents import (
+    FunctionTool,
+    ModelBehaviorError,
+    RunContextWrapper,
+    SessionSettings,
+    function_tool,
+)
+from pydantic import ValidationError
 
-from nexusai.client import AsyncClient
+from nexusai.client import AsyncClient, NexusAPIError
 from nexusai.integrations.common import async_client_from
 from nexusai.schemas import EpisodeOut
 
@@ -101,7 +108,7 @@ def recall_tool(session: NexusSession, k: int = 8) -> FunctionTool:
     """A `recall` function tool: the memories of the session's project that match what
     the agent asks, best first, each with its date, who said it and its fused score."""
 
-    @function_tool(name_override="recall")
+    @function_tool(name_override="recall", failure_error_function=_said_plainly)
     async def recall(query: str) -> str:
         """Search long-term memory of earlier conversations, by meaning and by words.
 
@@ -117,6 +124,26 @@ def recall_tool(session: NexusSession, k: int = 8) -> FunctionTool:
         return "\n".join(lines) or "nothing found"
 
     return recall
+
+
+def _said_plainly(_: RunContextWrapper[Any], error: Exception) -> str:
+    """What went wrong, for the model to correct: the service's own message, or which
+    argument is wrong (the SDK's default says only that something failed)."""
+    if isinstance(error, NexusAPIError):
+        return f"recall failed: {error.detail}"
+    refused = error.__cause__
+    if isinstance(refused, ValidationError):
+        fields = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
+            for e in refused.errors(include_url=False)
+        )
+        return f"recall was called with bad arguments: {fields}; {TAKES}"
+    if isinstance(error, ModelBehaviorError):  # the SDK keeps the arguments' fault to itself
+        return f"recall was called with bad arguments: {TAKES}"
+    return f"recall failed: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+
+
+TAKES = 'it takes a JSON object with one string, {"query": "what to look for"}'
 
 
 def _episode(item: Any) -> dict[str, Any]:

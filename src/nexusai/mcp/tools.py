@@ -16,11 +16,13 @@ from typing import Annotated, Any, Literal, Self
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools.base import Tool
 from mcp_types import CallToolResult, TextContent
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from nexusai import __version__
 from nexusai.client import AsyncClient, Call, Endpoints, NexusAPIError
+from nexusai.http import field_path
 from nexusai.idempotency import digest
 from nexusai.schemas import MAX_ID, check_storable
 
@@ -312,6 +314,25 @@ def build_server(client: ClientFor) -> MCPServer[Any]:
     return server
 
 
+class _PlainErrors(Tool):
+    """A tool whose refused arguments are one line per field, as the HTTP API says them
+    (`messages[0].content: Field required`), not pydantic's dump with its links."""
+
+    async def run(
+        self, arguments: dict[str, Any], context: Any, convert_result: bool = False
+    ) -> Any:
+        try:
+            return await super().run(arguments, context, convert_result)
+        except ToolError as exc:
+            refused = exc.__cause__
+            if not isinstance(refused, ValidationError):
+                raise
+            said = "; ".join(
+                f"{field_path(e['loc'])}: {e['msg']}" for e in refused.errors(include_url=False)
+            )
+            raise ToolError(f"Error executing tool {self.name}: {said}") from refused
+
+
 def _make_strict(tool: Any) -> None:
     """The SDK's argument model ignores unknown keys and coerces types (`true` became
     session 1): a subclass that forbids both, and the schema clients see says so."""
@@ -322,6 +343,7 @@ def _make_strict(tool: Any) -> None:
     )
     tool.fn_metadata.arg_model = strict
     tool.parameters = strict.model_json_schema(by_alias=True)
+    tool.__class__ = _PlainErrors  # the same fields; its `run` words refusals plainly
 
 
 def per_caller(make: Callable[[str | None], AsyncClient]) -> ClientFor:

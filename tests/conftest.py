@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator, Sequence
@@ -20,6 +21,22 @@ from nexusai.memory.postgres.store import PgStore
 from nexusai.memory.service import Memory
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.memory.store import EpisodeStore
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """`nexus serve` and `nexus mcp`, invoked in this process, set the process's logging
+    (`configure_logging`); each test gets it back as it was, pytest's own handlers too."""
+    names = ("", "nexusai", "uvicorn", "uvicorn.error", "uvicorn.access", "mcp")
+    kept = {name: _logger_state(logging.getLogger(name)) for name in names}
+    yield
+    for name, (handlers, level, propagate) in kept.items():
+        logger = logging.getLogger(name)
+        logger.handlers, logger.level, logger.propagate = handlers, level, propagate
+
+
+def _logger_state(logger: logging.Logger) -> tuple[list[logging.Handler], int, bool]:
+    return logger.handlers[:], logger.level, logger.propagate
 
 
 @pytest.fixture(scope="session")

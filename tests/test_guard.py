@@ -119,7 +119,8 @@ def test_public_bind_without_key_warns_loudly(monkeypatch: pytest.MonkeyPatch) -
     args = ["serve", "--host", "0.0.0.0", "--port", port, "--role", "orchestration"]
     result = CliRunner().invoke(cli, args)
     assert "NEXUS_MEMORY_URL" in result.output  # fails on config, after the warning
-    assert "WARNING: listening on 0.0.0.0 with no NEXUS_API_KEY" in result.output
+    assert "WARNING nexusai.serve" in result.output
+    assert "listening on 0.0.0.0 with no NEXUS_API_KEY" in result.output
 
 
 def test_a_route_reached_without_the_door_is_refused_not_taken_for_the_admin(

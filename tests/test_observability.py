@@ -2,11 +2,14 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
 from nexusai.observability import JsonFormatter, RequestIdFilter, configure_logging, request_id
+from tests.live_server import free_port, start_server
 
 
 def test_metrics_in_prometheus_text(client: TestClient) -> None:
@@ -35,14 +38,12 @@ def test_every_response_carries_a_request_id(client: TestClient) -> None:
 
 
 def test_json_logs_carry_the_request_id(capsys: pytest.CaptureFixture[str]) -> None:
-    configure_logging("json")
+    configure_logging("json")  # conftest puts the process's logging back after
     token = request_id.set("abc123")
     try:
         logging.getLogger("nexusai.test").warning("embedding failed for %s", "a turn")
     finally:
         request_id.reset(token)
-        logging.getLogger("nexusai").handlers.clear()
-        logging.getLogger("nexusai").propagate = True
     line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
     assert line["requestId"] == "abc123"
     assert line["message"] == "embedding failed for a turn"
@@ -54,3 +55,23 @@ def test_formatters_are_wired() -> None:
     assert RequestIdFilter().filter(record)
     assert record.__dict__["request_id"] == "-"
     assert json.loads(JsonFormatter().format(record))["requestId"] == "-"
+
+
+@pytest.mark.subprocess
+@pytest.mark.model
+def test_a_served_process_logs_every_line_in_one_format(tmp_path: Path) -> None:
+    """uvicorn's lines (start-up, each request) and nexusai's, all JSON when asked."""
+    log = tmp_path / "serve.log"
+    port = free_port()
+    process = start_server(tmp_path / "data", port, log=str(log), NEXUS_LOG_FORMAT="json")
+    try:
+        httpx.get(f"http://127.0.0.1:{port}/health")
+        httpx.get(f"http://127.0.0.1:{port}/no-such-route")
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    lines = [line for line in log.read_text().splitlines() if line.strip()]
+    entries = [json.loads(line) for line in lines]  # every line is JSON
+    loggers = {entry["logger"] for entry in entries}
+    assert {"uvicorn.error", "uvicorn.access"} <= loggers
+    assert any("/no-such-route" in entry["message"] for entry in entries)

@@ -132,7 +132,10 @@ class RequestIdFilter(logging.Filter):
 
 
 def configure_logging(fmt: str) -> None:
-    """`json` (NEXUS_LOG_FORMAT=json) or plain text; both carry the request id."""
+    """Every log line of the process in one format, `json` (NEXUS_LOG_FORMAT=json) or plain
+    text, both with the request id: nexusai's own, uvicorn's (its access lines too) and the
+    MCP SDK's, which would otherwise each bring a format of their own. Set before the app
+    is built, so the MCP SDK finds logging configured and adds no handler of its own."""
     handler = logging.StreamHandler()
     handler.addFilter(RequestIdFilter())
     if fmt == "json":
@@ -141,7 +144,12 @@ def configure_logging(fmt: str) -> None:
         handler.setFormatter(
             logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
         )
-    root = logging.getLogger("nexusai")
+    root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(logging.INFO)
-    root.propagate = False
+    for name in ("nexusai", "uvicorn", "uvicorn.error", "uvicorn.access", "mcp"):
+        own = logging.getLogger(name)
+        own.handlers = []  # theirs would print the line again, in their format
+        own.propagate = True
+    for chatty in ("httpx", "httpcore"):  # a line per internal request says nothing
+        logging.getLogger(chatty).setLevel(logging.WARNING)

@@ -3,6 +3,7 @@ themselves, so the ones that write refuse a directory a running service holds.""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 
     from nexusai.config import Config
     from nexusai.memory.service import Memory
+
+log = logging.getLogger("nexusai.serve")
 
 
 @click.command()
@@ -45,25 +48,24 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, role: str) 
 
     try:
         config = Config.from_env(host=host, port=port, data_dir=data_dir)
+        configure_logging(config.log_format)
         _warn_if_open(config)
         _check_port_free(config.host, config.port)
-        configure_logging(config.log_format)
         app = _prepared_app(config, role)
     except NexusError as exc:
         raise StartError(str(exc)) from None
     where = f"http://{config.host}:{config.port}"
-    click.echo(f"nexusai ({role}) on {where} (docs at /docs), {_data_in(config)}", err=True)
-    uvicorn.run(app, host=config.host, port=config.port, log_level="info")
+    log.info("nexusai (%s) on %s (docs at /docs), %s", role, where, _data_in(config))
+    # log_config None: uvicorn's lines go through configure_logging's one format.
+    uvicorn.run(app, host=config.host, port=config.port, log_level="info", log_config=None)
 
 
 def _warn_if_open(config: Config) -> None:
     if config.host not in ("127.0.0.1", "localhost", "::1") and not config.api_keys:
-        click.secho(
-            f"WARNING: listening on {config.host} with no NEXUS_API_KEY: anyone who can reach "
-            "this address can read and change every stored conversation.",
-            fg="red",
-            bold=True,
-            err=True,
+        log.warning(
+            "listening on %s with no NEXUS_API_KEY: anyone who can reach this address can"
+            " read and change every stored conversation.",
+            config.host,
         )
 
 

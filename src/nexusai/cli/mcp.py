@@ -24,10 +24,12 @@ def mcp(url: str | None, api_key: str | None) -> None:
     """Serve the MCP tools over stdio (for assistants that launch it): against the service at
     --url when given, else against the embedded store in this process."""
     import asyncio
-    import logging
 
-    # stdout is the protocol; stderr is for what goes wrong, not for every internal call.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    from nexusai.config import Config
+    from nexusai.observability import configure_logging
+
+    # stdout is the protocol; stderr has the log, in the service's one format.
+    configure_logging(Config.from_env().log_format)
     try:
         asyncio.run(_serve_mcp(url, api_key))
     except NexusError as exc:

@@ -257,10 +257,16 @@ class Endpoints:
 
     @staticmethod
     def search(
-        q: str, session_ids: Sequence[int] | None = None, limit: int = 20, budget: int = 0
+        q: str,
+        session_ids: Sequence[int] | None = None,
+        limit: int = 20,
+        budget: int = 0,
+        explain: bool = False,
     ) -> Call[list[ScoredEpisodeOut]]:
+        """`explain`: each result says where it matched (`matched_in`)."""
         scope = None if session_ids is None else ",".join(map(str, session_ids))
         params = {"q": q, "sessionIds": scope, "limit": limit, "budget": budget or None}
+        params["explain"] = "true" if explain else None
         model = _model(list[ScoredEpisodeOut])
         return Call("GET", "/episodes/search", model, params=params, safe=True)
 

@@ -108,10 +108,12 @@ export class NexusClient {
     return this.send("POST", `/sessions/${sessionId}/episodes`, { body: episode });
   }
 
-  /** A batch, all or nothing. */
-  async addEpisodes(sessionId: number, episodes: EpisodeIn[]): Promise<EpisodeOut[]> {
+  /** A batch, all or nothing; stored once however often it is sent with the same
+   * `idempotencyKey` (a retry after a timeout sends the one it was given). */
+  async addEpisodes(sessionId: number, episodes: EpisodeIn[], idempotencyKey?: string): Promise<EpisodeOut[]> {
     const stored = await this.send<{ episodes: EpisodeOut[] }>("POST", `/sessions/${sessionId}/episodes`, {
       body: { episodes },
+      idempotencyKey,
     });
     return stored.episodes;
   }
@@ -139,8 +141,8 @@ export class NexusClient {
   }
 
   /** Keyword (BM25) search, best first; FTS5 syntax in `q` is searched for, never parsed. */
-  search(q: string, options: { sessionIds?: number[]; limit?: number } = {}): Promise<ScoredEpisodeOut[]> {
-    const query = { q, limit: options.limit, sessionIds: options.sessionIds?.join(",") };
+  search(q: string, options: { sessionIds?: number[]; limit?: number; explain?: boolean } = {}): Promise<ScoredEpisodeOut[]> {
+    const query = { q, limit: options.limit, sessionIds: options.sessionIds?.join(","), explain: options.explain };
     return this.send("GET", "/episodes/search", { query });
   }
 
@@ -151,9 +153,11 @@ export class NexusClient {
     return this.send("POST", "/context", { body: { sessionId, message, ...options } });
   }
 
-  /** One chat turn: context, the LLM's reply, both messages stored. */
-  chat(sessionId: number, message: string): Promise<ChatOut> {
-    return this.send("POST", "/chat", { body: { sessionId, message } });
+  /** One chat turn: context, the LLM's reply, both messages stored. The same message to
+   * the same session within two minutes is answered once (a retry waits for the first);
+   * an `idempotencyKey` says which calls are the same turn instead. */
+  chat(sessionId: number, message: string, idempotencyKey?: string): Promise<ChatOut> {
+    return this.send("POST", "/chat", { body: { sessionId, message }, idempotencyKey });
   }
 
   /** The same turn streamed: a `context` event, `delta`s, then `done` or `error`. */
@@ -215,6 +219,7 @@ export class NexusClient {
   private async request(method: string, path: string, parts: RequestParts): Promise<Response> {
     const headers: Record<string, string> = { Accept: "application/json" };
     if (this.apiKey) headers.Authorization = `Bearer ${this.apiKey}`;
+    if (parts.idempotencyKey) headers["Idempotency-Key"] = parts.idempotencyKey;
     let body: BodyInit | undefined;
     if (parts.raw !== undefined) {
       body = parts.raw as BodyInit;
@@ -246,6 +251,7 @@ export class NexusClient {
 
 interface RequestParts {
   query?: Query;
+  idempotencyKey?: string;
   body?: unknown;
   raw?: Uint8Array | string;
   contentType?: string;

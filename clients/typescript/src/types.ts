@@ -47,6 +47,8 @@ export interface EpisodeOut {
 export interface ScoredEpisodeOut extends EpisodeOut {
   /** The search's score: BM25 for a keyword search (higher is better). */
   score?: number | null;
+  /** With `explain`: found by its own text, or only by the end of the turn before it. */
+  matchedIn?: "message" | "turnBefore" | null;
 }
 
 export interface EpisodeDetailOut extends EpisodeOut {
@@ -59,13 +61,17 @@ export interface MovedOut {
   feature: string;
   /** Its value for this memory. */
   value: number;
-  /** How much it moved the ranker's score, up or down. */
+  /** How much it moved the ranker's score (log-odds), up or down. */
   effect: number;
+  /** What the feature is, in one line. */
+  meaning?: string;
 }
 
 export interface MemoryOut extends EpisodeOut {
-  /** Fused RRF score, or the learned ranker's score (with `explain`). */
+  /** Fused RRF score, or the learned ranker's score in log-odds (with `explain`). */
   score?: number | null;
+  /** At fusion "learned", with `explain`: the ranker's chance (0 to 1) that it answers the message. */
+  probability?: number | null;
   /** 1-based rank by meaning; null: not found by that leg. */
   semanticRank?: number | null;
   /** 1-based rank by keyword; null: not found by that leg. */

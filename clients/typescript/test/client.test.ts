@@ -43,6 +43,16 @@ test("a first session: project, session, episodes, search, context", async () =>
   await assert.rejects(nexus.getEpisode(one.id), NotFoundError);
 });
 
+test("a batch sent again with its idempotency key is stored once", async () => {
+  const session = await nexus.resolveSession(`retry-${Date.now()}`, null);
+  const batch = [{ speaker: "user", content: "I play the cello" }];
+  const first = await nexus.addEpisodes(session.id, batch, "batch-key-1");
+  const again = await nexus.addEpisodes(session.id, batch, "batch-key-1");
+  assert.deepEqual(again.map((e) => e.id), first.map((e) => e.id));
+  assert.equal((await nexus.listEpisodes(session.id)).length, 1);
+  await assert.rejects(nexus.addEpisodes(session.id, [{ speaker: "user", content: "bad \ud800" }]), InvalidInputError);
+});
+
 test("chat, whole and streamed as typed events", async () => {
   const session = await nexus.resolveSession(`chat-${Date.now()}`, null);
   const whole = await nexus.chat(session.id, "What is my dog called?");

@@ -41,7 +41,62 @@ def stored_entities(memory: Memory) -> list[tuple[str, str, str, int, str]]:
     return rows
 
 
+# A support chat of our own writing, labelled by hand: each line and the entities (name,
+# type) a reader finds in it. Names of people, places, hotels, streets and products, beside
+# codes and words a small model takes for names.
+SUPPORT_CHAT: list[tuple[str, set[tuple[str, str]]]] = [
+    ("Hi, I need to change my booking for next week", set()),
+    ("My sister Ana is flying in from Porto on Friday", {("Ana", "person"), ("Porto", "place")}),
+    ("Ana wants a room near the river", {("Ana", "person")}),
+    ("We booked the Memmo Alfama hotel for two nights", {("Memmo Alfama", "place")}),
+    ("I stayed at Memmo Alfama last year and loved it", {("Memmo Alfama", "place")}),
+    (
+        "The address is Rua Vítor Cordon 10, in Chiado",
+        {("Rua Vítor Cordon", "place"), ("Chiado", "place")},
+    ),
+    ("The app shows FAIL500 please help", set()),
+    ("Error E42 again when I pay with Visa", {("Visa", "organization")}),
+    ("Can Ana pick up the keys at the Lisbon office?", {("Ana", "person"), ("Lisbon", "place")}),
+    (
+        "My colleague Tiago Mendes booked through Booking.com",
+        {("Tiago Mendes", "person"), ("Booking.com", "organization")},
+    ),
+    ("Thanks! Bye Tiago", {("Tiago", "person")}),
+    ("Is the Time Out Market open on Sundays?", {("Time Out Market", "place")}),
+    ("We flew TAP from Berlin", {("TAP", "organization"), ("Berlin", "place")}),
+    ("Nah, the Uber was fine", {("Uber", "organization")}),
+    (
+        "Please send the invoice to Joana at Siemens",
+        {("Joana", "person"), ("Siemens", "organization")},
+    ),
+    ("My phone is an iPhone 15 and the app crashes", {("iPhone 15", "product")}),
+    ("Ok great, see you in Sintra", {("Sintra", "place")}),
+    ("Wanna add breakfast for Ana and me?", {("Ana", "person")}),
+]
+
+
+def support_chat(report: Report) -> None:
+    """Precision and recall of (name, type) on the labelled support chat, extracted as one
+    batch (a conversation, as an import extracts it)."""
+    texts = [text for text, _ in SUPPORT_CHAT]
+    found = SpacyExtractor().extract(texts)
+    right = said = wanted = 0
+    for (_, expected), mentions in zip(SUPPORT_CHAT, found, strict=True):
+        got = {(m.name, m.type) for m in mentions}
+        right += len(got & expected)
+        said += len(got)
+        wanted += len(expected)
+    report.add("support chat: lines / labelled entities", f"{len(texts)} / {wanted}")
+    report.add("support chat: precision", f"{right / max(said, 1):.2f} ({right} of {said})")
+    report.add("support chat: recall", f"{right / max(wanted, 1):.2f} ({right} of {wanted})")
+
+
 def run(quick: bool = False) -> None:
+    labelled = Report(
+        "Entities on a labelled support chat (spaCy and nexusai's rules)", ["what", "value"]
+    )
+    support_chat(labelled)
+    labelled.print()
     if not DATA.exists():
         print(f"no LoCoMo data at {DATA}")
         return

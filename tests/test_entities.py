@@ -228,7 +228,8 @@ def test_llm_extractor_needs_an_llm() -> None:
     [
         ("Maria Lopez", True),
         ("NASA", True),
-        ("iPhone 15", True),
+        ("iPhone 15", False),  # a digit: no person's name (a product's: below)
+        ("FAIL500", False),  # an error code
         ("ya", False),  # lower case: not written as a name
         ("kinda nerve", False),
         ("Nah", False),  # interjections and slang that a small model tags
@@ -242,6 +243,7 @@ def test_llm_extractor_needs_an_llm() -> None:
 )
 def test_what_cannot_be_a_name_is_not_an_entity(name: str, kept: bool) -> None:
     assert (clean([Mention(name, "person")]) != []) is kept
+    assert clean([Mention("iPhone 15", "product")]) == [Mention("iPhone 15", "product")]
 
 
 def test_a_sentence_opening_word_written_lower_case_elsewhere_is_no_name(
@@ -331,6 +333,15 @@ def test_the_service_extracts_imports_in_the_background(entity_client: TestClien
         ),
         ("Bye Caroline, see you Tues!", {Mention("Caroline", "person")}),
         ("FYI the meeting moved", set()),
+        # A support chat: a sister the model did not see, a hotel, a street, an error code.
+        ("My sister Ana is flying in on Tuesday", {Mention("Ana", "person")}),
+        ("We booked the Memmo Alfama hotel for two nights", {Mention("Memmo Alfama", "place")}),
+        ("I stayed at Memmo Alfama last year", {Mention("Memmo Alfama", "place")}),
+        (
+            "The address is Rua Vítor Cordon 10, in Chiado",
+            {Mention("Rua Vítor Cordon", "place"), Mention("Chiado", "place")},
+        ),
+        ("The app shows FAIL500 please help", set()),
     ],
 )
 def test_what_users_saw_wrong_is_right(
@@ -339,3 +350,13 @@ def test_what_users_saw_wrong_is_right(
     """Chat lines where the small model's labels were wrong, set right by the rules."""
     [found] = spacy_extractor.extract([said])
     assert set(found) == expected
+
+
+def test_a_person_named_by_kin_is_known_in_the_rest_of_the_batch(
+    spacy_extractor: SpacyExtractor,
+) -> None:
+    said = ["My sister Ana is visiting next week", "Ana wants to stay near the river"]
+    assert [set(found) for found in spacy_extractor.extract(said)] == [
+        {Mention("Ana", "person")},
+        {Mention("Ana", "person")},
+    ]

@@ -47,7 +47,7 @@ NOT_NAMES = frozenset(
     lol omg haha hahaha thanks thank cool awesome sure ok okay hmm aww aw yay oh ugh sorry
     congrats congratulations great nice ooh whoa dude bro cheers bye welcome amazing totally
     definitely absolutely yes um uh hm btw idk tbh imo bday anyways fyi asap fwiw afaik
-    imho rofl lmao smh tysm thx pls plz np brb ttyl gtg irl dm
+    imho rofl lmao smh tysm thx pls plz np brb ttyl gtg irl dm please
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
 # Days and months, whole or cut short: spaCy's small model takes "Tues" for a person.
@@ -73,6 +73,29 @@ ANIMALS = frozenset(
     turtle tortoise fish goldfish snake lizard guinea pig ferret
     """.split()  # noqa: SIM905
 )
+# A name with one of these just before or after it is a place's ("the Memmo Alfama hotel",
+# "hotel Memmo Alfama"), whatever the small model said (it said a person).
+PLACE_NOUNS = frozenset(
+    """
+    hotel hostel inn resort restaurant cafe café bar pub bakery museum gallery theatre
+    theater cinema park square street avenue road lane beach airport station church
+    cathedral market mall stadium bridge castle palace
+    """.split()  # noqa: SIM905
+)
+# Words that open a street's name in the languages users write addresses in: the name is
+# a place, and goes on to the capitals after it ("Rua Vítor Cordon", which the model cut
+# in two, an organization and a person).
+STREETS = frozenset(
+    "rua avenida av travessa largo praça rue calle avenue via strasse straße".split()  # noqa: SIM905
+)
+_STREET = re.compile(
+    r"\b(?:"
+    + "|".join(sorted(STREETS, key=len, reverse=True))
+    + r")\.?(?:\s+[^\W\d_][\w'\u2019-]*)+",
+    re.IGNORECASE,
+)
+_STAYED_AT = re.compile(r"\b(?:stay|stays|stayed|staying|checked\s+in)\s+(?:at|in)\s+$", re.I)
+_CAPITALIZED = re.compile(r"[^\W\d_][\w'\u2019-]*")
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)?")
 _SENTENCE_START = re.compile(r"(?:^|[.!?\n]\s*)$")
@@ -102,11 +125,19 @@ def could_be_a_name(name: str, known: Set[str] = frozenset()) -> bool:
 
 
 def without_greeting(name: str) -> str:
-    """ "Bye Caroline" is Caroline: a greeting or interjection before a name is not part of it."""
+    """ "Bye Caroline" is Caroline and "Ana please" is Ana: a greeting or interjection
+    before or after a name is not part of it."""
     words = _SPACE.sub(" ", name).strip().split(" ")
     while len(words) > 1 and normalize(words[0]).strip(",!.") in NOT_NAMES:
         words = words[1:]
+    while len(words) > 1 and normalize(words[-1]).strip(",!.") in NOT_NAMES:
+        words = words[:-1]
     return " ".join(words)
+
+
+def plausible_as(name: str, kind: str) -> bool:
+    """A person's name holds no digit ("FAIL500", "Cordon 10" are codes and addresses)."""
+    return kind != "person" or not any(c.isdigit() for c in name)
 
 
 def clean(mentions: Sequence[Mention], known: Set[str] = frozenset()) -> list[Mention]:
@@ -114,7 +145,11 @@ def clean(mentions: Sequence[Mention], known: Set[str] = frozenset()) -> list[Me
     kept: dict[tuple[str, str], Mention] = {}
     for mention in mentions:
         name = without_greeting(mention.name)
-        if mention.type in TYPES and could_be_a_name(name, known):
+        if (
+            mention.type in TYPES
+            and could_be_a_name(name, known)
+            and plausible_as(name, mention.type)
+        ):
             display = _SPACE.sub(" ", name).strip()
             kept.setdefault((normalize(display), mention.type), Mention(display, mention.type))
     return list(kept.values())
@@ -158,15 +193,64 @@ class SpacyExtractor(Extractor):
         start in another ("Wanna", "Glad")."""
         lower = lowercase_words(texts)
         found = [
-            [m for e in doc.ents if (m := _mention(doc.text, e, lower))]
+            _with_streets(doc.text, [m for e in doc.ents if (m := _mention(doc.text, e, lower))])
             for doc in self._nlp.pipe(list(texts), batch_size=64)
         ]
+        _add_people_named_by_kin(texts, found)
         known = {normalize(m.name) for ms in found for m in ms if written_as_a_name(m.name)}
         return [clean(ms, known) for ms in found]
 
 
+def _with_streets(text: str, mentions: list[Mention]) -> list[Mention]:
+    """A street's whole name as one place; the pieces the model made of it dropped."""
+    streets = [_street_name(m.group(0)) for m in _STREET.finditer(text)]
+    streets = [street for street in streets if " " in street]
+    if not streets:
+        return mentions
+    inside = [m for m in mentions if not any(m.name in street for street in streets)]
+    return [*inside, *(Mention(street, "place") for street in streets)]
+
+
+def _street_name(found: str) -> str:
+    """The street word and the capitalized words after it ("Rua Vítor Cordon")."""
+    first, *rest = found.split()
+    kept = [first]
+    for word in rest:
+        if not word[:1].isupper():
+            break
+        kept.append(word)
+    return " ".join(kept)
+
+
+_KIN_NAME = re.compile(
+    r"\b(?:my|our|his|her|their|your)\s+(?:" + "|".join(sorted(KIN)) + r")\s+"
+    r"([^\W\d_][\w'\u2019-]*)",
+    re.IGNORECASE,
+)
+
+
+def _add_people_named_by_kin(texts: Sequence[str], found: list[list[Mention]]) -> None:
+    """ "my sister Ana" names a person even where the model saw none, and so does "Ana"
+    alone in the batch's other texts (a conversation, or a turn and its reply)."""
+    names = {
+        match.group(1)
+        for text in texts
+        for match in _KIN_NAME.finditer(text)
+        if match.group(1)[:1].isupper()
+    }
+    for text, mentions in zip(texts, found, strict=True):
+        words = {word for m in mentions for word in normalize(m.name).split()}
+        for name in sorted(names):  # "Maria" of a "Maria Lopez" found already is hers
+            if normalize(name) not in words and re.search(rf"\b{re.escape(name)}\b", text):
+                mentions.append(Mention(name, "person"))
+
+
 def _mention(text: str, entity: Any, lowercase: set[str]) -> Mention | None:
-    kind = _said_as(text[: entity.start_char]) or SPACY_TYPES.get(entity.label_)
+    kind = (
+        _said_as(text[: entity.start_char])
+        or _placed_by(text, entity.start_char, entity.end_char)
+        or SPACY_TYPES.get(entity.label_)
+    )
     if kind is None:
         return None
     word = entity.text.strip()
@@ -181,6 +265,17 @@ def _mention(text: str, entity: Any, lowercase: set[str]) -> Mention | None:
 
 
 _BEFORE = re.compile(r"([^\W\d_]+)\s+(?:(called|named)\s+)?$")
+
+
+def _placed_by(text: str, start: int, end: int) -> str | None:
+    """ "place" when a place noun stands just before or after the name, or it is where
+    someone stays ("stayed at Memmo Alfama")."""
+    if _STAYED_AT.search(text[max(0, start - 30) : start]):
+        return "place"
+    before = _CAPITALIZED.findall(text[max(0, start - 30) : start])
+    after = _CAPITALIZED.findall(text[end : end + 30])
+    near = [*before[-1:], *after[:1]]
+    return "place" if any(word.lower() in PLACE_NOUNS for word in near) else None
 
 
 def _said_as(before: str) -> str | None:

@@ -11,9 +11,9 @@ from nexusai.config import Config
 from nexusai.embedders import Embedder, Vector
 from nexusai.memory.service import Memory
 from nexusai.memory.sqlite.store import SqliteStore
-from nexusai.models import NewEpisode
+from nexusai.models import NewEpisode, Scope
 from nexusai.orchestration.context import assemble_context
-from nexusai.orchestration.retrieval import get_fused_episodes
+from nexusai.orchestration.modes import turn_memories
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
 from nexusai.ranking.model import shipped
 from tests.conftest import SwitchableEmbedder
@@ -151,7 +151,7 @@ def test_fused_result_has_at_most_semantic_limit(
     write(memory, sid, *[f"note {i} about the garden" for i in range(30)])
     settings: RuntimeSettings = replace(BOTH, semantic_limit=4)
     vector = embedder.embed_one("garden")
-    fused = get_fused_episodes(memory, "garden", vector, [sid], [], settings)
+    fused = turn_memories(memory, "garden", vector, Scope([sid]), settings)
     assert len(fused) == 4
     assert all(f.semantic_rank or f.keyword_rank for f in fused)
 
@@ -162,7 +162,16 @@ def test_server_timing_says_where_the_turn_went(client: TestClient) -> None:
     body = {"sessionId": session, "message": "tea", "settings": {"keywordWeight": 1}}
     header = client.post("/context", json=body).headers["Server-Timing"]
     steps = dict(part.split(";dur=") for part in header.split(", "))
-    assert list(steps) == ["embed", "semantic", "keyword", "fuse", "entities", "shape", "total"]
+    assert list(steps) == [
+        "embed",
+        "semantic",
+        "keyword",
+        "fuse",
+        "pack",
+        "entities",
+        "shape",
+        "total",
+    ]
     spent = {name: float(ms) for name, ms in steps.items()}
     assert all(ms >= 0 for ms in spent.values())
     assert spent["total"] >= spent["embed"] + spent["fuse"]

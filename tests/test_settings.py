@@ -16,6 +16,7 @@ DEFAULTS = {
     "recentLimit": 10,
     "entityLimit": 10,
     "keywordBudget": 0,
+    "contextBudget": 0,
     "fusion": "rrf",
 }
 

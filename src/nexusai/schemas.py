@@ -112,7 +112,7 @@ class EpisodeOut(CamelModel):
 
     def to_episode(self) -> Episode:
         """The domain row back from JSON (what the indexes saw is not sent out)."""
-        return Episode(**self.model_dump())
+        return Episode(**self.model_dump(exclude={"matched_in"}))
 
 
 class ScoredEpisodeOut(EpisodeOut):
@@ -205,6 +205,14 @@ class MovedOut(CamelModel):
     meaning: str = Field(default="", description="What the feature is, in one line")
 
 
+class ExcerptOut(CamelModel):
+    """Where the `content` given is in the episode's whole text (`GET /episodes/{id}`)."""
+
+    start: int = Field(description="Offset of its first character in the whole text")
+    end: int = Field(description="Offset just past its last character")
+    length: int = Field(description="How long the whole text is, in characters")
+
+
 class MemoryOut(EpisodeOut):
     score: float | None = Field(
         default=None,
@@ -225,6 +233,14 @@ class MemoryOut(EpisodeOut):
         default=None,
         description='At fusion learned, with explain: "ranker", or "rrf" for the places'
         " (every third) that go to RRF (1, 1)'s best not yet placed",
+    )
+    tokens: int | None = Field(
+        default=None, description="With a contextBudget: what its line costs in the prompt"
+    )
+    excerpt: ExcerptOut | None = Field(
+        default=None,
+        description="With a contextBudget, when a long episode was cut to the passage that"
+        " matters: `content` is that passage, and this says where it is in the whole text",
     )
 
 
@@ -247,6 +263,11 @@ class ContextOut(CamelModel):
     entities: list[EntityOut]
     warnings: list[str]
     legs: LegsOut | None = Field(default=None, description="With `legs`: both legs' lists")
+    tokens: int | None = Field(
+        default=None,
+        description="With a contextBudget: what the memories cost in the prompt, in all",
+    )
+    budget: int | None = Field(default=None, description="The contextBudget this turn kept")
 
 
 class ChatOut(CamelModel):

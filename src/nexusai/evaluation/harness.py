@@ -1,9 +1,10 @@
 """Retrieval quality on labelled conversations, through the real retrieval path.
 
 Each conversation is imported into a fresh store; every question with evidence is asked
-through `get_fused_episodes` (the code `POST /context` runs), scoped to the conversation's
-sessions, with no recent-turn exclusion, once per weight pair. The question is embedded
-once and that vector serves every pair, as it serves both legs of a real turn.
+through `turn_memories` (the legs, fusion and packing `POST /context` runs), scoped to
+the conversation's sessions, with no recent-turn exclusion, once per weight pair. The
+question is embedded once and that vector serves every pair, as it serves both legs of a
+real turn.
 
 recall@k is what a turn that gets k memories finds: the question is asked at
 `semanticLimit` k (the semantic leg asks for k, the keyword leg for 2k, k are kept), as a
@@ -31,8 +32,8 @@ from nexusai.evaluation.metrics import hit_at, percentile, recall_at, reciprocal
 from nexusai.memory.importing import SourceConversation, SourceEpisode, SourceSession
 from nexusai.memory.service import Memory
 from nexusai.memory.texts import said
-from nexusai.models import NewEpisode
-from nexusai.orchestration.retrieval import get_fused_episodes
+from nexusai.models import NewEpisode, Scope
+from nexusai.orchestration.modes import turn_memories
 from nexusai.orchestration.settings import DEFAULTS
 from nexusai.ranking.features import ROLES
 
@@ -273,7 +274,7 @@ def _ask(
                 keyword_budget=keyword_budget,
             )
             started = time.perf_counter()
-            fused = get_fused_episodes(memory, question.text, vector, scope, [], settings)
+            fused = turn_memories(memory, question.text, vector, Scope(scope), settings)
             if limit == max(run.ranked):
                 run.latency_ms.append((time.perf_counter() - started) * 1000)
             ranked.append([f.episode.id for f in fused])

@@ -20,6 +20,7 @@ from nexusai.idempotency import answered_once
 from nexusai.keywords import query_terms
 from nexusai.orchestration.chat import ChatFailed, chat_events, chat_turn, require_llm
 from nexusai.orchestration.context import Context
+from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.retrieval import Legs
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SETTINGS, Value
@@ -28,6 +29,7 @@ from nexusai.schemas import (
     ContextOut,
     EntityOut,
     EpisodeOut,
+    ExcerptOut,
     Id,
     LegsOut,
     MemoryOut,
@@ -115,6 +117,8 @@ def context_out(context: Context, explain: bool) -> ContextOut:
     for fused in context.memories:
         # Through EpisodeOut, so that the leg's own score never shows as the memory's.
         memory = MemoryOut.model_validate(EpisodeOut.model_validate(fused.episode))
+        if context.budget:  # only then: a turn without a budget is the spec's, byte for byte
+            _packed(memory, fused)
         if explain:
             memory.score = fused.score
             memory.semantic_rank = fused.semantic_rank
@@ -134,7 +138,19 @@ def context_out(context: Context, explain: bool) -> ContextOut:
     )
     if context.legs is not None:
         out.legs = legs_out(context.message, context.legs)
+    if context.budget:
+        out.tokens = sum(fused.tokens for fused in context.memories)
+        out.budget = context.budget
     return out
+
+
+def _packed(memory: MemoryOut, fused: FusedEpisode) -> None:
+    """What packing made of a memory: its cost, and the passage given of a long one."""
+    memory.tokens = fused.tokens
+    if fused.excerpt is not None:
+        start, end = fused.excerpt
+        memory.content = fused.content
+        memory.excerpt = ExcerptOut(start=start, end=end, length=len(fused.episode.content))
 
 
 @router.get("/settings", tags=["settings"], response_model=SettingsOut, responses=errors())
@@ -183,7 +199,7 @@ def post_context(request: Request, response: Response, body: ContextIn) -> Conte
     return out
 
 
-TIMED_STEPS = ("embed", "semantic", "keyword", "fuse", "entities", "shape", "total")
+TIMED_STEPS = ("embed", "semantic", "keyword", "fuse", "pack", "entities", "shape", "total")
 
 
 @router.post(

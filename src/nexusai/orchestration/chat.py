@@ -17,6 +17,7 @@ from nexusai.llm import LLMError, Message, OpenAIChat
 from nexusai.models import Episode, NewEpisode
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.memory_client import MemoryClient
+from nexusai.orchestration.packing import memory_line
 
 USER, ASSISTANT = "user", "assistant"
 NO_LLM = (
@@ -52,7 +53,7 @@ def memory_block(context: Context) -> str:
     """The memories (dated) and entities of a turn, as the system message presents them."""
     parts = []
     if context.memories:
-        lines = [f"- [{m.episode.occurred_at[:10]}] {_said(m.episode)}" for m in context.memories]
+        lines = [memory_line(m.episode, m.content) for m in context.memories]
         parts.append("Memories from earlier conversations:\n" + "\n".join(lines))
     if context.entities:
         parts.append("Known entities:\n" + "\n".join(f"- {e.describe()}" for e in context.entities))

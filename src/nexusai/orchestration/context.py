@@ -10,19 +10,18 @@ from nexusai.embedders import Embedder, Vector
 from nexusai.models import Entity, Episode, Scope
 from nexusai.observability import EMBED_SECONDS, stopwatch, timed
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.learned import rank_learned
 from nexusai.orchestration.memory_client import MemoryClient
+from nexusai.orchestration.modes import Learned, fuse_and_pack, fusion_mode
 from nexusai.orchestration.retrieval import (
     POOL,
     LegQuery,
     Legs,
-    fuse_legs,
     get_legs,
     start_keyword,
     wants_keyword,
 )
 from nexusai.orchestration.settings import RuntimeSettings
-from nexusai.ranking.model import Ranker, shipped
+from nexusai.ranking.model import Ranker
 
 log = logging.getLogger("nexusai.context")
 
@@ -37,6 +36,7 @@ class Context:
     warnings: list[str] = field(default_factory=list)
     legs: Legs | None = None  # both legs' full lists, when asked for
     timings: dict[str, float] = field(default_factory=dict)  # ms per step, for Server-Timing
+    budget: int = 0  # the contextBudget the memories were packed into (0: none)
 
 
 def embed_query(embedder: Embedder, text: str) -> Vector | None:
@@ -47,13 +47,6 @@ def embed_query(embedder: Embedder, text: str) -> Vector | None:
     except Exception as exc:
         log.warning("embedding the query failed, semantic and entity search sit out: %s", exc)
         return None
-
-
-def _learned_ranker(settings: RuntimeSettings, ranker: Ranker | None) -> Ranker | None:
-    """The ranker a learned turn uses; None at "rrf"."""
-    if settings.fusion != "learned":
-        return None
-    return ranker or shipped()
 
 
 @dataclass(frozen=True)
@@ -114,15 +107,16 @@ def assemble_context(
     explain: bool = False,
     ranker: Ranker | None = None,
 ) -> Context:
-    """The turn's context; with `legs`, both legs are asked whatever their weights and
-    their lists come back too (the inspector re-fuses them at other weights). At `fusion`
-    "learned" both legs are asked `ranker.depth` deep and `ranker` orders what they find;
-    with `explain` each memory says which features moved it most."""
-    learned = _learned_ranker(settings, ranker)
-    both = legs or learned is not None
-    depth = learned.depth if learned else settings.semantic_limit
-    headroom = settings.recent_limit if learned and not legs else None
-    asking = _Asking(memory, message, depth, settings.keyword_budget, headroom)
+    """The turn's context: the legs the fusion mode asks for, fused by it, then packed
+    into the `contextBudget` (`modes`, `packing`). With `legs`, both legs are asked
+    whatever their weights and their lists come back too (the inspector re-fuses them at
+    other weights). With `explain`, at `fusion` "learned", each memory says which features
+    moved it most; `ranker` is the learned mode's (the shipped one when None)."""
+    mode = fusion_mode(settings, ranker)
+    learned = mode.ranker if isinstance(mode, Learned) else None
+    asks = mode.asks(settings, legs)
+    both = legs or asks.both
+    asking = _Asking(memory, message, asks.depth, settings.keyword_budget, asks.headroom)
     timings: dict[str, float] = {}
     # The scope and the recent turns are fetched, and the keyword leg searched, while the
     # message is embedded. The keyword leg waits in the pool for the scope, which was
@@ -155,12 +149,7 @@ def assemble_context(
     recent = recent_call.result() if recent_call else []
     asked = asking.query(scope, vector, [episode.id for episode in recent])
     found = get_legs(asked, settings, both, timings, keyword)
-    with stopwatch(timings, "fuse"):
-        if learned:
-            limit = settings.semantic_limit
-            memories = rank_learned(message, found.semantic, found.keyword, learned, limit, explain)
-        else:
-            memories = fuse_legs(found, settings)
+    memories = fuse_and_pack(mode, message, found, settings, explain, timings)
     with stopwatch(timings, "entities"):
         entities = (
             memory.search_entities(vector, scope.session_ids, settings.entity_limit)
@@ -168,4 +157,14 @@ def assemble_context(
             else []
         )
     kept = found if legs else None
-    return Context(session_id, message, recent, memories, entities, warnings, kept, timings)
+    return Context(
+        session_id,
+        message,
+        recent,
+        memories,
+        entities,
+        warnings,
+        kept,
+        timings,
+        settings.context_budget,
+    )

@@ -35,6 +35,16 @@ class FusedEpisode:
     keyword_rank: int | None
     moved: tuple[Moved, ...] = ()  # learned mode, with explain: what moved it most
     placed_by: Literal["ranker", "rrf"] | None = None  # learned mode: who chose its place
+    tokens: int = 0  # packed into a budget: what its line in the prompt costs
+    excerpt: tuple[int, int] | None = None  # packed as a passage: its span in the content
+
+    @property
+    def content(self) -> str:
+        """What the LLM gets of it: the whole text, or the excerpt packing cut."""
+        if self.excerpt is None:
+            return self.episode.content
+        start, end = self.excerpt
+        return self.episode.content[start:end]
 
 
 def fuse_ranked(

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from nexusai.models import Episode
 from nexusai.observability import RETRIEVAL_SECONDS, stopwatch, timed
-from nexusai.orchestration.fusion import FusedEpisode, fuse_ranked
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.settings import RuntimeSettings
 
@@ -123,37 +122,6 @@ def _clocked(
 ) -> list[Episode]:
     with stopwatch(timings, name):
         return leg(asked)
-
-
-def fuse_legs(legs: Legs, settings: RuntimeSettings) -> list[FusedEpisode]:
-    return fuse_ranked(
-        legs.semantic,
-        legs.keyword,
-        settings.semantic_weight,
-        settings.keyword_weight,
-        settings.semantic_limit,
-    )
-
-
-def get_fused_episodes(
-    memory: MemoryClient,
-    query: str,
-    query_vector: Sequence[float] | None,
-    session_ids: Sequence[int],
-    recent_ids: Sequence[int],
-    settings: RuntimeSettings,
-) -> list[FusedEpisode]:
-    """The memories of a turn as `POST /context` ranks them (the evaluation's entry)."""
-    asked = LegQuery(
-        memory,
-        query,
-        query_vector,
-        session_ids,
-        recent_ids,
-        settings.semantic_limit,
-        settings.keyword_budget,
-    )
-    return fuse_legs(get_legs(asked, settings), settings)
 
 
 # Work that waits on I/O (SQLite, Qdrant, or the memory service over HTTP) runs beside

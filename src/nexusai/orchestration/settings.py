@@ -81,6 +81,16 @@ SETTINGS: tuple[Setting, ...] = (
         " are left out of its query, the rarest always kept (0: every word, the spec's query)",
     ),
     Setting(
+        "contextBudget",
+        int,
+        0,
+        32_000,
+        0,
+        "Most tokens a turn's memories may cost in the prompt: above 0 they are chosen from a"
+        " deeper list for the most evidence per token, long ones cut to the passage that"
+        " matters (0: the first semanticLimit memories whole, the spec's turn)",
+    ),
+    Setting(
         "fusion",
         str,
         0,
@@ -103,6 +113,7 @@ class RuntimeSettings:
     entity_limit: int
     keyword_budget: int = 0
     fusion: str = "rrf"
+    context_budget: int = 0
 
     @classmethod
     def from_values(cls, values: Mapping[str, Value]) -> RuntimeSettings:
@@ -114,6 +125,7 @@ class RuntimeSettings:
             entity_limit=int(values["entityLimit"]),
             keyword_budget=int(values["keywordBudget"]),
             fusion=str(values["fusion"]),
+            context_budget=int(values["contextBudget"]),
         )
 
     def with_changes(self, changes: Mapping[str, object]) -> RuntimeSettings:
@@ -130,6 +142,7 @@ class RuntimeSettings:
             "recentLimit": self.recent_limit,
             "entityLimit": self.entity_limit,
             "keywordBudget": self.keyword_budget,
+            "contextBudget": self.context_budget,
             "fusion": self.fusion,
         }
 

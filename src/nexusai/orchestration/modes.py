@@ -1,0 +1,142 @@
+"""The fusion modes, one object each: what a mode needs from the two legs, and how it
+fuses what they found. A turn (`context.assemble_context`) and `nexus eval` ask the mode
+the `fusion` setting names, then pack what it gives (`packing`): one path for both.
+
+A new mode is a class here with `asks` and `fuse`, and its name in `fusion_mode`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nexusai.models import Scope
+from nexusai.observability import stopwatch
+from nexusai.orchestration.fusion import FusedEpisode, fuse_ranked
+from nexusai.orchestration.learned import rank_learned
+from nexusai.orchestration.memory_client import MemoryClient
+from nexusai.orchestration.packing import PACK_DEPTH, pack
+from nexusai.orchestration.retrieval import LegQuery, Legs, get_legs
+from nexusai.orchestration.settings import RuntimeSettings
+from nexusai.ranking.model import Ranker, shipped
+
+
+@dataclass(frozen=True)
+class Asks:
+    """What a mode needs of the legs for one turn."""
+
+    depth: int  # rows each leg is asked for
+    both: bool  # both legs, whatever their weights
+    # Rows the keyword leg asks past `depth` for the recent turns it drops (None: the
+    # spec's, `depth` again; a mode that reads only the first `depth` needs no more than
+    # the recent turns' count).
+    headroom: int | None
+    limit: int  # how many memories fusion gives packing
+
+
+class FusionMode(ABC):
+    name: str
+
+    @abstractmethod
+    def asks(self, settings: RuntimeSettings, legs: bool) -> Asks:
+        """With `legs`, both legs are asked in full (a client re-fuses them)."""
+
+    @abstractmethod
+    def fuse(
+        self, message: str, found: Legs, settings: RuntimeSettings, limit: int, explain: bool
+    ) -> list[FusedEpisode]:
+        """The fused memories, best first, at most `limit`."""
+
+
+def pool_limit(settings: RuntimeSettings) -> int:
+    """How many fused memories packing chooses from: the spec's `semanticLimit` without a
+    budget, a deeper list with one."""
+    if settings.context_budget <= 0:
+        return settings.semantic_limit
+    return max(settings.semantic_limit, PACK_DEPTH)
+
+
+class RRF(FusionMode):
+    """The spec's weighted Reciprocal Rank Fusion, both sides guarded."""
+
+    name = "rrf"
+
+    def asks(self, settings: RuntimeSettings, legs: bool) -> Asks:
+        limit = pool_limit(settings)
+        return Asks(limit, legs, None, limit)
+
+    def fuse(
+        self, message: str, found: Legs, settings: RuntimeSettings, limit: int, explain: bool
+    ) -> list[FusedEpisode]:
+        weights = (settings.semantic_weight, settings.keyword_weight)
+        return fuse_ranked(found.semantic, found.keyword, *weights, limit)
+
+
+class Learned(FusionMode):
+    """The learned ranker over both legs' deeper lists; every third place RRF (1, 1)'s."""
+
+    name = "learned"
+
+    def __init__(self, ranker: Ranker) -> None:
+        self.ranker = ranker
+
+    def asks(self, settings: RuntimeSettings, legs: bool) -> Asks:
+        headroom = None if legs else settings.recent_limit
+        return Asks(self.ranker.depth, True, headroom, pool_limit(settings))
+
+    def fuse(
+        self, message: str, found: Legs, settings: RuntimeSettings, limit: int, explain: bool
+    ) -> list[FusedEpisode]:
+        return rank_learned(message, found.semantic, found.keyword, self.ranker, limit, explain)
+
+
+def fusion_mode(settings: RuntimeSettings, ranker: Ranker | None = None) -> FusionMode:
+    """The mode the `fusion` setting names; `ranker` for the learned one (the shipped one
+    when None)."""
+    if settings.fusion == Learned.name:
+        return Learned(ranker or shipped())
+    return RRF()
+
+
+def fuse_and_pack(
+    mode: FusionMode,
+    message: str,
+    found: Legs,
+    settings: RuntimeSettings,
+    explain: bool = False,
+    timings: dict[str, float] | None = None,
+) -> list[FusedEpisode]:
+    """The stages after the legs, as every turn runs them: the mode fuses, packing keeps
+    what fits the budget."""
+    spent = timings if timings is not None else {}
+    with stopwatch(spent, "fuse"):
+        fused = mode.fuse(message, found, settings, mode.asks(settings, False).limit, explain)
+    with stopwatch(spent, "pack"):
+        return pack(fused, message, settings.context_budget, settings.semantic_limit)
+
+
+def turn_memories(
+    memory: MemoryClient,
+    message: str,
+    vector: Sequence[float] | None,
+    scope: Scope,
+    settings: RuntimeSettings,
+    ranker: Ranker | None = None,
+) -> list[FusedEpisode]:
+    """A turn's memories for a vector made already, with no recent turns left out: what
+    `nexus eval` asks (the legs, then `fuse_and_pack`, as `POST /context` runs them)."""
+    mode = fusion_mode(settings, ranker)
+    asks = mode.asks(settings, False)
+    asked = LegQuery(
+        memory,
+        message,
+        vector,
+        scope.session_ids,
+        [],
+        asks.depth,
+        settings.keyword_budget,
+        scope.every_session,
+        asks.headroom,
+    )
+    return fuse_and_pack(mode, message, get_legs(asked, settings, asks.both), settings)

@@ -1,0 +1,107 @@
+"""A turn's memories packed into a token budget (`contextBudget`): never over it, long
+episodes cut to the passage that holds the message's words, offsets that point at it, and
+without a budget the spec's turn unchanged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from nexusai.models import Episode
+from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.packing import Dense, Greedy, excerpt_span, memory_line, pack
+from nexusai.tokens import count_tokens
+
+pytestmark = pytest.mark.model
+
+FILLER = (
+    "Here is a long answer about many other things: the weather, the trains, the museums, "
+    "the food and the people, said at length so that it costs a lot of tokens. "
+)
+LONG = FILLER * 6 + "Your cat Miso is allergic to salmon, so avoid fish treats. " + FILLER * 6
+
+
+def episode(i: int, content: str, speaker: str = "user") -> Episode:
+    return Episode(i, 1, speaker, content, "2026-03-01T10:00:00.000000Z", "", {})
+
+
+def fused(*contents: str) -> list[FusedEpisode]:
+    """Best first, RRF scores falling with rank."""
+    return [
+        FusedEpisode(episode(i + 1, c), 1 / (61 + i), i + 1, None) for i, c in enumerate(contents)
+    ]
+
+
+def test_a_budget_of_zero_is_the_spec_turn() -> None:
+    ranked = fused(*(f"note {i}" for i in range(20)))
+    assert pack(ranked, "note", 0, 5) == ranked[:5]  # the same objects, nothing counted
+
+
+def test_greedy_lets_one_long_reply_take_the_budget_and_dense_does_not() -> None:
+    ranked = fused(LONG, "My cat is Miso", "Miso hates baths", "Miso was born in May")
+    budget = count_tokens(memory_line(ranked[0].episode, LONG)) + 5  # the reply, and no more
+    greedy = Greedy().pack(ranked, "what is my cat allergic to?", budget)
+    dense = Dense().pack(ranked, "what is my cat allergic to?", budget)
+    assert [f.episode.id for f in greedy] == [1]  # the reply, whole, and nothing else fits
+    assert [f.episode.id for f in dense] == [1, 2, 3, 4]
+    assert dense[0].excerpt is not None
+    assert "allergic to salmon" in dense[0].content
+
+
+@pytest.mark.parametrize("budget", [20, 60, 150, 400, 1000, 5000])
+def test_a_packed_turn_never_exceeds_its_budget(budget: int) -> None:
+    ranked = fused(LONG, *(f"short note {i} about Miso" for i in range(60)), LONG * 2)
+    for packer in (Dense(), Greedy()):
+        packed = packer.pack(ranked, "Miso allergic", budget)
+        assert sum(f.tokens for f in packed) <= budget
+        for memory in packed:
+            assert memory.tokens == count_tokens(memory_line(memory.episode, memory.content))
+        ids = [f.episode.id for f in packed]
+        assert ids == sorted(ids)  # fusion's order kept
+
+
+def test_an_excerpt_holds_the_words_asked_about_and_opens_when_none() -> None:
+    start, end = excerpt_span(LONG, ["allergic", "salmon"])
+    assert "allergic to salmon" in LONG[start:end]
+    assert excerpt_span(LONG, ["nothing"])[0] == 0  # the opening, what the vector read
+    assert excerpt_span("short", ["short"]) == (0, 5)
+
+
+def memories(client: TestClient, sid: int, message: str, **settings: Any) -> Any:
+    body = {"sessionId": sid, "message": message, "settings": {"recentLimit": 0, **settings}}
+    return client.post("/context", json=body).json()
+
+
+def test_the_api_reports_tokens_and_excerpts_whose_offsets_point_at_the_text(
+    client: TestClient,
+) -> None:
+    sid = client.post("/sessions", json={}).json()["id"]
+    said = [
+        {"speaker": "assistant", "content": LONG},
+        *({"speaker": "user", "content": f"Miso note {i}"} for i in range(4)),
+    ]
+    client.post(f"/sessions/{sid}/episodes", json={"episodes": said})
+    spec = memories(client, sid, "What is Miso allergic to?", keywordWeight=1)
+    assert "tokens" not in spec
+    assert all("tokens" not in m and "excerpt" not in m for m in spec["memories"])
+    assert len(spec["memories"]) == 5
+    packed = memories(client, sid, "What is Miso allergic to?", keywordWeight=1, contextBudget=200)
+    assert packed["budget"] == 200
+    assert packed["tokens"] == sum(m["tokens"] for m in packed["memories"]) <= 200
+    cut = [m for m in packed["memories"] if "excerpt" in m]
+    assert cut, packed
+    whole = client.get(f"/episodes/{cut[0]['id']}").json()["content"]
+    span = cut[0]["excerpt"]
+    assert whole[span["start"] : span["end"]] == cut[0]["content"]
+    assert span["length"] == len(whole)
+    assert "allergic to salmon" in cut[0]["content"]
+
+
+def test_the_budget_is_a_setting_checked_like_the_others(client: TestClient) -> None:
+    assert client.get("/settings").json()["contextBudget"] == 0
+    refused = client.patch("/settings", json={"contextBudget": -1})
+    assert refused.status_code == 422
+    assert "contextBudget must be from 0 to 32000" in refused.json()["detail"]
+    assert client.patch("/settings", json={"contextBudget": 1000}).json()["contextBudget"] == 1000

@@ -260,6 +260,7 @@ def _aimed_at_bravo(
         "budget": 0,
         "offset": 0,
         "detail": "true",
+        "explain": "true",
         "order": "started",
         "X-Nexus-Session": str(bravo["session"]),
         "X-Nexus-Project": "bravo",

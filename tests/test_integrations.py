@@ -65,6 +65,10 @@ def test_retriever_in_a_chain_gives_memories_with_their_ranks(nexus: Client) -> 
         "semanticRank",
         "keywordRank",
     }
+    budgeted = NexusRetriever(client=nexus, session="tuesday", project="home", budget=20)
+    [only] = budgeted.invoke("what is my dog called?")  # both would cost more than 20
+    assert only.page_content == "I adopted a puppy called Biscuit"
+    assert 0 < only.metadata["tokens"] <= 20
     missing = NexusRetriever(client=nexus, session="sunday", project="home")
     with pytest.raises(LookupError, match="no session named 'sunday'"):
         missing.invoke("x")

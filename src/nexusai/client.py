@@ -277,20 +277,28 @@ class Endpoints:
         explain: bool = False,
         legs: bool = False,
         settings: Mapping[str, float | str] | None = None,
+        budget: int | None = None,
     ) -> Call[ContextOut]:
-        """`legs`: both legs' full lists too; `settings`: for this turn only, not saved."""
+        """`legs`: both legs' full lists too; `settings`: for this turn only, not saved;
+        `budget`: the memories' tokens at most (`contextBudget` for this turn)."""
         body: dict[str, Any] = {"sessionId": session_id, "message": message, "explain": explain}
         if legs:
             body["legs"] = True
-        if settings:
-            body["settings"] = dict(settings)
+        chosen = {**(settings or {}), **({} if budget is None else {"contextBudget": budget})}
+        if chosen:
+            body["settings"] = chosen
         return Call("POST", "/context", _model(ContextOut), body, safe=True)
 
     @staticmethod
-    def recall(session_id: int, query: str, k: int = 10) -> Call[list[MemoryOut]]:
+    def recall(
+        session_id: int, query: str, k: int = 10, budget: int | None = None
+    ) -> Call[list[MemoryOut]]:
         """A search of the session's memory, not a chat turn: its latest messages are
-        searched too (`recentLimit` 0 for this call), `k` memories with their scores."""
+        searched too (`recentLimit` 0 for this call), `k` memories with their scores; with
+        a `budget`, what fits that many tokens instead (long ones as excerpts)."""
         settings: dict[str, float] = {"recentLimit": 0, "semanticLimit": k}
+        if budget is not None:
+            settings["contextBudget"] = budget
         turn = Endpoints.context(session_id, query, explain=True, settings=settings)
         return Call(turn.method, turn.path, lambda j: turn.parse(j).memories, turn.json, safe=True)
 

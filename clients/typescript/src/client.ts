@@ -150,7 +150,9 @@ export class NexusClient {
 
   /** What a chat turn with this message would give the LLM, without calling it. */
   context(sessionId: number, message: string, options: ContextOptions = {}): Promise<ContextOut> {
-    return this.send("POST", "/context", { body: { sessionId, message, ...options } });
+    const { budget, settings, ...rest } = options;
+    const turn = budget === undefined ? settings : { ...settings, contextBudget: budget };
+    return this.send("POST", "/context", { body: { sessionId, message, ...rest, ...(turn ? { settings: turn } : {}) } });
   }
 
   /** One chat turn: context, the LLM's reply, both messages stored. The same message to

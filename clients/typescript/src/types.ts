@@ -80,6 +80,16 @@ export interface MemoryOut extends EpisodeOut {
   features?: MovedOut[] | null;
   /** At fusion "learned", with `explain`: "ranker", or "rrf" for the places (every third) given to RRF (1, 1)'s best not yet placed. */
   placedBy?: "ranker" | "rrf" | null;
+  /** With a contextBudget: what its line costs in the prompt. */
+  tokens?: number | null;
+  /** With a contextBudget, when cut: where `content` is in the whole text. */
+  excerpt?: ExcerptOut | null;
+}
+
+export interface ExcerptOut {
+  start: number;
+  end: number;
+  length: number;
 }
 
 export interface EntityOut {
@@ -113,6 +123,10 @@ export interface ContextOut {
   entities: EntityOut[];
   warnings: string[];
   legs?: LegsOut | null;
+  /** With a contextBudget: what the memories cost in the prompt, in all. */
+  tokens?: number | null;
+  /** The contextBudget this turn kept. */
+  budget?: number | null;
 }
 
 export interface ChatOut {
@@ -130,6 +144,8 @@ export interface Settings {
   entityLimit: number;
   /** Most index entries the keyword query may read (0: every word, the spec's query). */
   keywordBudget: number;
+  /** Most tokens a turn's memories may cost (0: the first semanticLimit, whole). */
+  contextBudget: number;
   /** "rrf" (the spec's weighted RRF) or "learned" (the ranker). */
   fusion: "rrf" | "learned";
 }
@@ -164,6 +180,8 @@ export interface ContextOptions {
   legs?: boolean;
   /** Settings for this turn only (any of `Settings`' names), never saved. */
   settings?: Partial<Settings>;
+  /** The memories' tokens at most (`contextBudget` for this turn). */
+  budget?: number;
 }
 
 /** One server-sent event of a streamed chat turn. */

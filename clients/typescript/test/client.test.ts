@@ -53,6 +53,15 @@ test("a batch sent again with its idempotency key is stored once", async () => {
   await assert.rejects(nexus.addEpisodes(session.id, [{ speaker: "user", content: "bad \ud800" }]), InvalidInputError);
 });
 
+test("a turn packed into a token budget", async () => {
+  const session = await nexus.resolveSession(`budget-${Date.now()}`, null);
+  await nexus.addEpisodes(session.id, [{ speaker: "user", content: "My cat Miso is allergic to salmon" }]);
+  const turn = await nexus.context(session.id, "What is Miso allergic to?", { budget: 100, settings: { recentLimit: 0 } });
+  assert.equal(turn.budget, 100);
+  assert.ok((turn.tokens ?? 0) <= 100);
+  assert.ok(turn.memories.every((m) => typeof m.tokens === "number"));
+});
+
 test("chat, whole and streamed as typed events", async () => {
   const session = await nexus.resolveSession(`chat-${Date.now()}`, null);
   const whole = await nexus.chat(session.id, "What is my dog called?");

@@ -27,13 +27,14 @@ from typing import Any
 from nexusai.config import Config
 from nexusai.embedders import Embedder, Vector
 from nexusai.errors import InvalidInput
+from nexusai.evaluation.budgets import BUDGETS, Packed, within_budget
 from nexusai.evaluation.datasets import EvalConversation, EvalSet
 from nexusai.evaluation.metrics import hit_at, percentile, recall_at, reciprocal_rank
 from nexusai.memory.importing import SourceConversation, SourceEpisode, SourceSession
 from nexusai.memory.service import Memory
 from nexusai.memory.texts import said
 from nexusai.models import NewEpisode, Scope
-from nexusai.orchestration.modes import turn_memories
+from nexusai.orchestration.modes import turn_fused, turn_memories
 from nexusai.orchestration.settings import DEFAULTS
 from nexusai.ranking.features import ROLES
 
@@ -60,6 +61,11 @@ class Run:
     weights: Weights | None  # None: fusion "learned"
     ranked: dict[int, list[list[int]]]
     latency_ms: list[float]  # at the deepest limit
+    packed: Packed | None = None  # what budgeted turns gave (`BUDGET_PAIRS` and learned)
+
+
+# The pairs whose turns are also packed into token budgets: each leg alone and both.
+BUDGET_PAIRS = ((1.0, 0.0), (0.0, 1.0), (1.0, 1.0))
 
 
 def weight_pairs(extra: Sequence[Weights]) -> list[Weights]:
@@ -87,6 +93,8 @@ def evaluate(
     limits = [depth] if depth else sorted(set(ks))
     pairs = weight_pairs(extra)
     runs = {pair: Run(pair, {limit: [] for limit in limits}, []) for pair in pairs}
+    for pair in BUDGET_PAIRS:
+        runs[pair].packed = Packed()
     questions: list[Asked] = []
     dropped = 0
     for item in evalset.conversations:
@@ -278,6 +286,16 @@ def _ask(
             if limit == max(run.ranked):
                 run.latency_ms.append((time.perf_counter() - started) * 1000)
             ranked.append([f.episode.id for f in fused])
+        if run.packed is not None:
+            settings = replace(
+                DEFAULTS,
+                semantic_weight=semantic,
+                keyword_weight=keyword,
+                keyword_budget=keyword_budget,
+                context_budget=BUDGETS[-1],  # asked as a budgeted turn asks: deeper
+            )
+            deep = turn_fused(memory, question.text, vector, Scope(scope), settings)
+            run.packed.add(question.text, deep)
 
 
 def _scores(
@@ -336,6 +354,15 @@ def summary(
         "latencyMs": {"p50": percentile(run.latency_ms, 50), "p95": percentile(run.latency_ms, 95)},
         "byCategory": by_category,
         "bySlice": by_slice,
+        **(
+            {
+                "withinBudget": within_budget(
+                    run.packed, [q.evidence for q in questions], [q.category for q in questions]
+                )
+            }
+            if run.packed is not None
+            else {}
+        ),
     }
 
 

@@ -20,9 +20,12 @@ import numpy.typing as npt
 
 from nexusai.embedders import Embedder
 from nexusai.errors import InvalidInput
+from nexusai.evaluation.budgets import Packed
 from nexusai.evaluation.harness import Asked, Imported, Run, summary
 from nexusai.models import Episode
+from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.learned import rank_learned
+from nexusai.orchestration.packing import PACK_DEPTH
 from nexusai.orchestration.retrieval import LegQuery, get_legs
 from nexusai.orchestration.settings import DEFAULTS
 from nexusai.ranking.features import FEATURES, Matrix, candidates
@@ -195,10 +198,12 @@ def cross_validated(
     limits: Sequence[int],
     progress: Callable[[str], None] | None = None,
     rounds: int = ROUNDS,
+    deep: dict[int, list[FusedEpisode]] | None = None,
 ) -> dict[int, dict[int, list[int]]]:
     """Each pool's memories at each `semanticLimit` in `limits` (ascending), ranked by a
     ranker fitted to every other conversation (pool index -> limit -> episode ids, best
-    first)."""
+    first). `deep`, when given, gets each pool's list as a budgeted turn fuses it (packing
+    chooses from it), by the same held-out ranker."""
     conversations = list(dict.fromkeys(p.fold for p in pools))
     if len(conversations) < 2:
         raise InvalidInput("cross-validation needs at least two conversations")
@@ -212,9 +217,19 @@ def cross_validated(
                 started = time.perf_counter()  # the deepest turn's, as for RRF's rows
                 ranked[index][limits[-1]] = rank_ids(ranker, held, limits[-1])
                 held.latency_ms += (time.perf_counter() - started) * 1000
+                if deep is not None:
+                    text = held.question.text
+                    deep[index] = rank_learned(
+                        text, held.semantic, held.keyword, ranker, PACK_DEPTH
+                    )
         if progress:
             progress(held_out[1])
     return ranked
+
+
+def deep_list(ranker: Ranker, held: Pool) -> list[FusedEpisode]:
+    """The pool as a budgeted learned turn fuses it: the list packing chooses from."""
+    return rank_learned(held.question.text, held.semantic, held.keyword, ranker, PACK_DEPTH)
 
 
 def rank_ids(ranker: Ranker, held: Pool, limit: int) -> list[int]:
@@ -244,13 +259,17 @@ class LearnedEval:
         self, results: Sequence[dict[str, Any]], ks: Sequence[int], progress: Callable[[str], None]
     ) -> None:
         """Adds a cross-validated learned row to each set's results."""
-        ranked = cross_validated(self.pools, self.depth, ks, progress)
+        deep: dict[int, list[FusedEpisode]] = {}
+        ranked = cross_validated(self.pools, self.depth, ks, progress, deep=deep)
         start = 0
         for result in results:
             asked = result["asked"]
             lists = {k: [ranked[start + i][k] for i in range(len(asked))] for k in ks}
             latency = [self.pools[start + i].latency_ms for i in range(len(asked))]
+            packed = Packed()
+            for i, question in enumerate(asked):
+                packed.add(question.text, deep[start + i])
             start += len(asked)
-            run = Run(None, lists, latency)
+            run = Run(None, lists, latency, packed)
             row = summary(run, asked, ks, result["categories"])
             result["results"].append({"dataset": result["dataset"], **row})

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
+from nexusai.evaluation.budgets import BUDGETS
 from nexusai.evaluation.datasets import EvalSet
 from nexusai.evaluation.harness import Imported, evaluate, plot
 from nexusai.evaluation.learned import LearnedEval
@@ -104,6 +105,9 @@ def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
             f"{result['questions']} questions; {result['droppedEvidenceRefs']} evidence refs "
             "resolved to no message and were dropped"
         )
+        if any("withinBudget" in row for row in result["results"]):
+            console.print(budget_table(per_set[-1]))
+            console.print(category_table(per_set[-1]))
         bound = " / ".join(f"{result['legChoiceBound'][str(k)]:.3f}" for k in options.ks)
         console.print(
             f"Each question answered by its better single leg: R@k {bound} (no per-question"
@@ -217,3 +221,39 @@ def _key(row: dict[str, Any] | None) -> tuple[str, float, float] | tuple[str] | 
     if row.get("fusion") == "learned":
         return ("learned",)
     return ("rrf", row["semanticWeight"], row["keywordWeight"])
+
+
+def budget_table(result: dict[str, Any]) -> Table:
+    """Recall within each token budget, per setting and packer (`evaluation.budgets`)."""
+    grid = Table(
+        title=f"{result['dataset']}: recall within a token budget (contextBudget)",
+        caption="dense: the most value per token, long episodes as excerpts (what a budgeted"
+        " turn does); greedy: fusion's order, whole, while it fits. cut: share of the"
+        " evidence given that came as an excerpt, at 1,000",
+    )
+    for column in ["setting", "packer", *(f"{b:,}" for b in BUDGETS), "cut"]:
+        grid.add_column(column, justify="right")
+    for row in result["results"]:
+        for packer, scores in row.get("withinBudget", {}).items():
+            cells = [" ".join(_names(row)).strip(), packer]
+            cells += [f"{scores['recall'][str(b)]:.3f}" for b in BUDGETS]
+            grid.add_row(*cells, f"{scores['cutEvidence']['1000']:.2f}")
+    return grid
+
+
+def category_table(result: dict[str, Any], budget: int = 1000) -> Table:
+    """Recall within `budget` tokens per question category, for each setting's packers."""
+    rows = [r for r in result["results"] if "withinBudget" in r]
+    names = list(rows[0]["withinBudget"]["dense"]["byCategory"]) if rows else []
+    grid = Table(title=f"{result['dataset']}: recall within {budget:,} tokens by category")
+    grid.add_column("category")
+    columns = [(r, p) for r in rows for p in r["withinBudget"]]
+    for row, packer in columns:
+        grid.add_column(f"{' '.join(_names(row)).strip()} {packer}", justify="right")
+    for name in names:
+        cells = [
+            f"{row['withinBudget'][packer]['byCategory'][name][str(budget)]:.3f}"
+            for row, packer in columns
+        ]
+        grid.add_row(name, *cells)
+    return grid

@@ -30,7 +30,9 @@ class NexusRetriever(BaseRetriever):
     """The memories nexusai's `POST /context` ranks for a query, as Documents, best first.
     Give `session_id`, or `session` (its title) and `project`; `k` memories come back, each
     with its episode's id, session, speaker, time, fused score and both ranks in
-    `metadata`. Searches the session's whole project, its latest messages included."""
+    `metadata` (or, with `budget`, what fits that many tokens, each with its `tokens` and,
+    when cut, its `excerpt`). Searches the session's whole project, its latest messages
+    included."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -41,6 +43,8 @@ class NexusRetriever(BaseRetriever):
     session: str | None = None
     project: str | None = None
     k: int = Field(default=10, ge=1, le=100)
+    # Tokens the memories may cost (contextBudget): what fits, long ones as excerpts.
+    budget: int | None = Field(default=None, ge=0, le=32_000)
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
@@ -51,7 +55,8 @@ class NexusRetriever(BaseRetriever):
             if not self.session:
                 raise ValueError("give session_id, or session (a title) and project")
             sid = find_session(client, self.session, self.project)
-        return [_document(memory) for memory in client.recall(sid, query, self.k)]
+        found = client.recall(sid, query, self.k, self.budget)
+        return [_document(memory) for memory in found]
 
 
 def _document(memory: MemoryOut) -> Document:
@@ -63,6 +68,8 @@ def _document(memory: MemoryOut) -> Document:
         "score": memory.score,
         "semanticRank": memory.semantic_rank,
         "keywordRank": memory.keyword_rank,
+        **({"tokens": memory.tokens} if memory.tokens is not None else {}),
+        **({"excerpt": memory.excerpt.model_dump()} if memory.excerpt else {}),
     }
     return Document(page_content=memory.content, metadata=metadata, id=str(memory.id))
 

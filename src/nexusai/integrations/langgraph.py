@@ -45,9 +45,13 @@ class NexusStore(BaseStore):
         *,
         base_url: str | None = None,
         api_key: str | None = None,
+        budget: int | None = None,
     ) -> None:
+        """`budget`: a search gives the items whose texts fit that many tokens in all
+        (contextBudget), the most evidence per token first chosen."""
         self._owned = client is None  # a client it made is its to close
         self.client = client_from(client, base_url, api_key)
+        self.budget = budget
 
     def close(self) -> None:
         if self._owned:
@@ -158,7 +162,7 @@ class NexusStore(BaseStore):
         self, sessions: list[int], query: str, limit: int
     ) -> list[tuple[EpisodeOut, float | None]]:
         # The project's memories, deeper than asked: those outside the prefix are left out.
-        found = self.client.recall(sessions[0], query, min(100, max(limit * 4, 10)))
+        found = self.client.recall(sessions[0], query, min(100, max(limit * 4, 10)), self.budget)
         inside = set(sessions)
         return [(m, m.score) for m in found if m.session_id in inside and MARK in m.metadata]
 

@@ -40,6 +40,15 @@ SessionName = Annotated[
 ProjectName = Annotated[
     str | None, Field(description="The project the session is in (its name)", max_length=500)
 ]
+Budget = Annotated[
+    int | None,
+    Field(
+        description="Tokens the memories may cost in all: what fits, the most evidence per"
+        " token, long ones cut to the passage that matters",
+        ge=0,
+        le=32_000,
+    ),
+]
 SessionId = Annotated[
     int | None, Field(description="The session's id, instead of its name", ge=1, le=MAX_ID)
 ]
@@ -160,9 +169,10 @@ class Tools:
         project: ProjectName = None,
         session_id: SessionId = None,
         limit: Annotated[int, Field(description="How many memories, at most", ge=1, le=100)] = 10,
+        budget: Budget = None,
     ) -> CallToolResult:
         sid = await self._find(ctx, session_id, session, project)
-        found = await self._send(ctx, Endpoints.recall(sid, query, limit))
+        found = await self._send(ctx, Endpoints.recall(sid, query, limit, budget))
         return compact([_memory(m) for m in found])
 
     async def context(
@@ -172,9 +182,10 @@ class Tools:
         session: SessionName = None,
         project: ProjectName = None,
         session_id: SessionId = None,
+        budget: Budget = None,
     ) -> CallToolResult:
         sid = await self._find(ctx, session_id, session, project)
-        found = await self._send(ctx, Endpoints.context(sid, message, explain=True))
+        found = await self._send(ctx, Endpoints.context(sid, message, True, budget=budget))
         return compact(
             {
                 "recent": [_said(e) for e in found.recent],

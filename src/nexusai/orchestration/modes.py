@@ -125,7 +125,21 @@ def turn_memories(
     ranker: Ranker | None = None,
 ) -> list[FusedEpisode]:
     """A turn's memories for a vector made already, with no recent turns left out: what
-    `nexus eval` asks (the legs, then `fuse_and_pack`, as `POST /context` runs them)."""
+    `nexus eval` asks (the legs, then fusion and packing, as `POST /context` runs them)."""
+    fused = turn_fused(memory, message, vector, scope, settings, ranker)
+    return pack(fused, message, settings.context_budget, settings.semantic_limit)
+
+
+def turn_fused(
+    memory: MemoryClient,
+    message: str,
+    vector: Sequence[float] | None,
+    scope: Scope,
+    settings: RuntimeSettings,
+    ranker: Ranker | None = None,
+) -> list[FusedEpisode]:
+    """`turn_memories` before packing: the list packing chooses from (for `nexus eval`,
+    which packs one list at several budgets)."""
     mode = fusion_mode(settings, ranker)
     asks = mode.asks(settings, False)
     asked = LegQuery(
@@ -139,4 +153,5 @@ def turn_memories(
         scope.every_session,
         asks.headroom,
     )
-    return fuse_and_pack(mode, message, get_legs(asked, settings, asks.both), settings)
+    found = get_legs(asked, settings, asks.both)
+    return mode.fuse(message, found, settings, asks.limit, False)

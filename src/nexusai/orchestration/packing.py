@@ -4,7 +4,7 @@ how much of each, within the `contextBudget` setting (tokens, `nexusai.tokens`).
 - `contextBudget` 0: the spec's turn, the first `semanticLimit` memories whole.
 - Above 0, `Dense`: from the deeper list fusion gives, the memories with the most evidence
   per token. Each memory's value is the chance fusion gives it (the learned ranker's
-  probability; at RRF, its fused score); a long one may enter as an excerpt, the passage
+  probability; at RRF, the reciprocal of its place); a long one may enter as an excerpt, the passage
   that holds the message's words. What fits is taken by value per token, an excerpt grown
   back to the whole message while there is room, and the memories keep fusion's order.
 - `Greedy` (for comparison in `nexus eval`): fusion's order, each memory whole if it fits.
@@ -45,12 +45,13 @@ def whole(fused: FusedEpisode) -> FusedEpisode:
     return replace(fused, tokens=line_tokens(fused.episode, fused.episode.content))
 
 
-def value(fused: FusedEpisode) -> float:
-    """What fusion says a memory is worth: the learned ranker's probability, or RRF's
-    score (both rise with the chance that it answers)."""
+def value(fused: FusedEpisode, place: int) -> float:
+    """What fusion says a memory at this place (1-based) is worth: the learned ranker's
+    probability that it answers; at RRF, whose scores barely fall from one place to the
+    next (1/61, 1/62, ...), the reciprocal of its place."""
     if fused.placed_by is not None:
         return 1.0 / (1.0 + math.exp(-fused.score))
-    return fused.score
+    return 1.0 / place
 
 
 class Packer(ABC):
@@ -84,14 +85,15 @@ class Dense(Packer):
     def pack(self, fused: Sequence[FusedEpisode], message: str, budget: int) -> list[FusedEpisode]:
         terms = query_terms(message)
         options = [_shortest(whole(f), terms) for f in fused]
-        order = sorted(range(len(options)), key=lambda i: -value(options[i]) / options[i].tokens)
+        worth = [value(f, place) for place, f in enumerate(fused, start=1)]
+        order = sorted(range(len(options)), key=lambda i: -worth[i] / options[i].tokens)
         taken: dict[int, FusedEpisode] = {}
         left = budget
         for i in order:
             if options[i].tokens <= left and len(taken) < MAX_MEMORIES:
                 taken[i] = options[i]
                 left -= options[i].tokens
-        for i in sorted(taken, key=lambda i: -value(taken[i])):  # excerpts grown back
+        for i in sorted(taken, key=lambda i: -worth[i]):  # excerpts grown back
             if taken[i].excerpt is not None:
                 grown = whole(fused[i])
                 if grown.tokens - taken[i].tokens <= left:

@@ -293,6 +293,7 @@ function weights() {
     semanticWeight: Number($("semantic-weight").value),
     keywordWeight: Number($("keyword-weight").value),
     semanticLimit: Number($("limit").value),
+    contextBudget: Number($("budget").value || 0),
     fusion: $("fusion").value,
   };
 }
@@ -316,6 +317,7 @@ async function loadSettings() {
   $("semantic-weight").value = data.semanticWeight;
   $("keyword-weight").value = data.keywordWeight;
   $("limit").value = data.semanticLimit;
+  $("budget").value = data.contextBudget;
   $("fusion").value = data.fusion;
   showWeights();
 }
@@ -346,7 +348,8 @@ function renderMemories() {
   const { legs, byId, baseline, asked, memories } = state.asked;
   const { semanticWeight, keywordWeight } = weights();
   const learned = asked.fusion === "learned";
-  const fused = learned
+  const packed = asked.contextBudget > 0;  // packing is the server's: the page shows its choice
+  const fused = learned || packed
     ? memories
     : fuseLegs(legs.semantic, legs.keyword, semanticWeight, keywordWeight, asked.semanticLimit, legs.rrfK);
   const inTop = new Set(fused.map((m) => m.id));
@@ -358,8 +361,10 @@ function renderMemories() {
   $("memories-note").textContent =
     `${fused.length} of ${legs.semantic.length} semantic + ${legs.keyword.length} keyword candidates` +
     ` · terms: ${legs.terms.join(", ") || "none (keyword leg sits out)"}`;
-  $("fusion-note").textContent =
-    learned || (semanticWeight === asked.semanticWeight && keywordWeight === asked.keywordWeight)
+  const used = memories.reduce((sum, m) => sum + (m.tokens || 0), 0);
+  $("fusion-note").textContent = packed
+    ? `the server's choice (fusion ${asked.fusion}), packed into ${asked.contextBudget} tokens: ${used} used`
+    : learned || (semanticWeight === asked.semanticWeight && keywordWeight === asked.keywordWeight)
       ? `the server's order (fusion ${asked.fusion})`
       : `re-fused here at ${semanticWeight.toFixed(2)} / ${keywordWeight.toFixed(2)}`;
 }
@@ -379,9 +384,14 @@ function memoryItem(fused, episode, terms, entered) {
     ...(fused.features || []).map((f) => withTitle(
       badge(`${f.feature} ${f.effect >= 0 ? "+" : ""}${f.effect.toFixed(2)}`, f.effect >= 0 ? "ok" : "warn"),
       `${f.meaning} (value ${f.value.toFixed(3)}; it moved the score by ${f.effect.toFixed(2)} in log-odds)`)),
+    fused.tokens == null ? null : badge(`${fused.tokens} tokens`, "rank"),
+    fused.excerpt ? withTitle(badge("excerpt", "warn"),
+      `the passage given: characters ${fused.excerpt.start} to ${fused.excerpt.end} of ${fused.excerpt.length}`) : null,
     entered ? badge("entered", "ok") : null,
   ];
-  const item = episodeItem(episode, { terms, badges });
+  // What the LLM gets: the passage, when packing cut a long episode.
+  const shown = fused.excerpt ? { ...episode, content: fused.content } : episode;
+  const item = episodeItem(shown, { terms, badges });
   item.classList.toggle("entered", entered);
   return item;
 }
@@ -603,6 +613,7 @@ function wire() {
   $("semantic-weight").addEventListener("input", renderMemories);
   $("keyword-weight").addEventListener("input", renderMemories);
   $("limit").addEventListener("input", limitChanged);
+  $("budget").addEventListener("input", limitChanged);
   $("fusion").addEventListener("change", () => { showWeights(); limitChanged(); });
   $("save-weights").addEventListener("click", guarded(saveWeights));
   $("eval-load").addEventListener("click", guarded(loadEvalFromServer));

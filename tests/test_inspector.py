@@ -459,3 +459,18 @@ def test_usable_on_a_phone(browser: Any, served: dict[str, Any]) -> None:
     overflow = phone.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     context.close()
     assert overflow <= 0, "nothing wider than the screen"
+
+
+def test_a_budget_shows_what_each_memory_costs(page: Any, served: dict[str, Any]) -> None:
+    client: Client = served["client"]
+    session = served["sessions"]["autumn"]
+    _enter_key(page)
+    page.click("[data-view=ask]")
+    page.select_option("#ask-session", str(session))
+    page.fill("#ask-message", QUESTION)
+    page.fill("#budget", "60")
+    page.click("#ask-form button[type=submit]")
+    page.wait_for_selector("#memories > li :text('tokens')")
+    server = client.context(session, QUESTION, budget=60)
+    assert _memory_ids(page) == [m.id for m in server.memories]
+    assert f"packed into 60 tokens: {server.tokens} used" in page.inner_text("#fusion-note")

@@ -12,37 +12,66 @@ how much of each, within the `contextBudget` setting (tokens, `nexusai.tokens`).
 
 from __future__ import annotations
 
+import bisect
 import math
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
+
+import regex
 
 from nexusai.keywords import query_terms
 from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.tokens import count_tokens, token_spans
+from nexusai.tokens import count_tokens
 
 # Most memories a budgeted turn gives, however many short ones would fit.
 MAX_MEMORIES = 50
-# A memory longer than this many tokens may enter as an excerpt of about `EXCERPT_TOKENS`.
+# A memory longer than this many tokens may enter as an excerpt of about `EXCERPT_TOKENS`
+# (`EXCERPT_CHARS`: English runs about 4.5 characters a token, spaces included).
 EXCERPT_OVER = 120
 EXCERPT_TOKENS = 80
+EXCERPT_CHARS = 360
 # How deep fusion ranks for a budgeted turn: the pool packing chooses from.
 PACK_DEPTH = 50
 
 
 def memory_line(episode: Episode, content: str) -> str:
     """A memory as the prompt gives it (`chat.memory_block`): its date, who said it, what."""
-    return f"- [{episode.occurred_at[:10]}] {episode.speaker}: {content}"
+    return f"{_prefix(episode)}{content}"
+
+
+def _prefix(episode: Episode) -> str:
+    return f"- [{episode.occurred_at[:10]}] {episode.speaker}: "
 
 
 def line_tokens(episode: Episode, content: str) -> int:
-    return count_tokens(memory_line(episode, content))
+    """What `memory_line` costs: the prefix's tokens and the content's, which never run
+    into each other (a space is between)."""
+    return count_tokens(_prefix(episode)) + count_tokens(content)
+
+
+# An episode's whole text counted once, not on every turn that packs it (a long reply is
+# half a millisecond); by id and the text's hash, so an edited episode is counted again.
+_COUNTED: OrderedDict[tuple[int, int], int] = OrderedDict()
+_COUNTED_MAX = 100_000
+
+
+def content_tokens(episode: Episode) -> int:
+    key = (episode.id, hash(episode.content))
+    found = _COUNTED.get(key)
+    if found is None:
+        found = _COUNTED[key] = count_tokens(episode.content)
+        if len(_COUNTED) > _COUNTED_MAX:
+            _COUNTED.popitem(last=False)
+    return found
 
 
 def whole(fused: FusedEpisode) -> FusedEpisode:
     """The memory as it is, its cost counted."""
-    return replace(fused, tokens=line_tokens(fused.episode, fused.episode.content))
+    cost = count_tokens(_prefix(fused.episode)) + content_tokens(fused.episode)
+    return replace(fused, tokens=cost, excerpt=None)
 
 
 def value(fused: FusedEpisode, place: int) -> float:
@@ -112,26 +141,50 @@ def _shortest(fused: FusedEpisode, terms: Sequence[str]) -> FusedEpisode:
 
 
 def excerpt_span(text: str, terms: Sequence[str]) -> tuple[int, int]:
-    """The character span of the `EXCERPT_TOKENS` tokens of `text` that hold the most of
-    the message's words (a word's first five letters, as a crude stem); the opening when
-    none is there (the part its vector was made from)."""
-    spans = token_spans(text)
-    if len(spans) <= EXCERPT_TOKENS:
+    """The span of about `EXCERPT_TOKENS` tokens of `text` that holds the most of the
+    message's words (a word's first five letters, as a crude stem), centred on them; the
+    opening when none is there (what the episode's vector was made from). Found on the
+    characters (`EXCERPT_CHARS`), so a long text is never tokenized whole on a turn."""
+    if len(text) <= EXCERPT_CHARS:
         return 0, len(text)
-    stems = {term[:5] for term in terms}
-    hits = [int(text[s:e].casefold()[:5] in stems) for s, e in spans]
-    best, best_hits, window = 0, sum(hits[:EXCERPT_TOKENS]), sum(hits[:EXCERPT_TOKENS])
-    for first in range(1, len(spans) - EXCERPT_TOKENS + 1):
-        window += hits[first + EXCERPT_TOKENS - 1] - hits[first - 1]
-        if window > best_hits:
-            best, best_hits = first, window
-    if not best_hits:
-        return spans[0][0], spans[EXCERPT_TOKENS - 1][1]
-    # The window centred on its hits, so each has words around it.
-    found = [i for i in range(best, best + EXCERPT_TOKENS) if hits[i]]
-    middle = (found[0] + found[-1]) // 2
-    start = min(max(0, middle - EXCERPT_TOKENS // 2), len(spans) - EXCERPT_TOKENS)
-    return spans[start][0], spans[start + EXCERPT_TOKENS - 1][1]
+    hits = _hits(text, terms)
+    if not hits:
+        return 0, _word_end(text, EXCERPT_CHARS)
+    best, most = 0, 0
+    for first in range(len(hits)):  # the most hits within one window's length
+        count = bisect.bisect_right(hits, hits[first] + EXCERPT_CHARS) - first
+        if count > most:
+            best, most = first, count
+    inside = hits[best : best + most]
+    middle = (inside[0] + inside[-1]) // 2
+    start = min(max(0, middle - EXCERPT_CHARS // 2), len(text) - EXCERPT_CHARS)
+    start = _word_start(text, start)
+    return start, _word_end(text, start + EXCERPT_CHARS)
+
+
+def _hits(text: str, terms: Sequence[str]) -> list[int]:
+    """Where the words starting as the message's words (their first five letters) are."""
+    stems = sorted({term[:5] for term in terms if term}, key=len, reverse=True)
+    if not stems:
+        return []
+    found = regex.finditer(rf"\b(?:{'|'.join(map(regex.escape, stems))})", text, regex.I)
+    return [match.start() for match in found]
+
+
+def _word_start(text: str, at: int) -> int:
+    """`at`, moved on to the start of the next word (unless it is at the text's start)."""
+    if at == 0:
+        return 0
+    space = text.find(" ", at)
+    return at if space == -1 or space - at > 30 else space + 1
+
+
+def _word_end(text: str, at: int) -> int:
+    """`at`, moved back to the end of the word before it."""
+    if at >= len(text):
+        return len(text)
+    space = text.rfind(" ", 0, at)
+    return at if space == -1 or at - space > 30 else space
 
 
 PACKERS: dict[str, Packer] = {packer.name: packer for packer in (Dense(), Greedy())}

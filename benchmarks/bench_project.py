@@ -42,8 +42,9 @@ SETTLE_AFTER_FIRST_ASK = 60
 # Each row's settings: the spec's default, the recommended pair, the learned mode, and the
 # last two with a keyword budget; first, the recommended pair on messages never asked.
 BUDGET = 2000
-_EXACT = {"keywordBudget": 0}
-_BUDGETED = {"keywordBudget": BUDGET}
+CONTEXT_BUDGET = 1000
+_EXACT = {"keywordBudget": 0, "contextBudget": 0}
+_BUDGETED = {"keywordBudget": BUDGET, "contextBudget": 0}
 FIRST_ASK = "(1, 1), first ask"
 ROWS = {
     # Every message asked for the first time: the keyword leg's words are read behind these
@@ -54,8 +55,14 @@ ROWS = {
     "learned": {"fusion": "learned", **_EXACT},
     f"(1, 1), budget {BUDGET:,}": {"fusion": "rrf", "keywordWeight": 1.0, **_BUDGETED},
     f"learned, budget {BUDGET:,}": {"fusion": "learned", **_BUDGETED},
+    # A token budget for the memories (contextBudget): a deeper list fused, then packed.
+    f"learned, {CONTEXT_BUDGET:,} tokens": {
+        "fusion": "learned",
+        **_EXACT,
+        "contextBudget": CONTEXT_BUDGET,
+    },
 }
-STEPS = ("embed", "semantic", "keyword", "fuse", "total")
+STEPS = ("embed", "semantic", "keyword", "fuse", "pack", "total")
 COMMON = (
     "garden",
     "kitchen",

@@ -105,3 +105,20 @@ def test_the_budget_is_a_setting_checked_like_the_others(client: TestClient) -> 
     assert refused.status_code == 422
     assert "contextBudget must be from 0 to 32000" in refused.json()["detail"]
     assert client.patch("/settings", json={"contextBudget": 1000}).json()["contextBudget"] == 1000
+
+
+def test_memories_can_come_in_time_order(client: TestClient) -> None:
+    sid = client.post("/sessions", json={}).json()["id"]
+    said = [
+        {
+            "speaker": "user",
+            "content": f"Miso trip {day}",
+            "occurredAt": f"2026-03-0{day}T10:00:00Z",
+        }
+        for day in (3, 1, 2)
+    ]
+    client.post(f"/sessions/{sid}/episodes", json={"episodes": said})
+    ranked = memories(client, sid, "Miso trip 2", keywordWeight=1)["memories"]
+    dated = memories(client, sid, "Miso trip 2", keywordWeight=1, memoryOrder="time")["memories"]
+    assert sorted(m["id"] for m in dated) == sorted(m["id"] for m in ranked)
+    assert [m["occurredAt"][:10] for m in dated] == ["2026-03-01", "2026-03-02", "2026-03-03"]

@@ -17,6 +17,7 @@ DEFAULTS = {
     "entityLimit": 10,
     "keywordBudget": 0,
     "contextBudget": 0,
+    "memoryOrder": "rank",
     "fusion": "rrf",
 }
 

@@ -146,6 +146,8 @@ export interface Settings {
   keywordBudget: number;
   /** Most tokens a turn's memories may cost (0: the first semanticLimit, whole). */
   contextBudget: number;
+  /** "rank" (best first) or "time" (by when each was said). */
+  memoryOrder: "rank" | "time";
   /** "rrf" (the spec's weighted RRF) or "learned" (the ranker). */
   fusion: "rrf" | "learned";
 }

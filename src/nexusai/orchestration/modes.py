@@ -113,7 +113,15 @@ def fuse_and_pack(
     with stopwatch(spent, "fuse"):
         fused = mode.fuse(message, found, settings, mode.asks(settings, False).limit, explain)
     with stopwatch(spent, "pack"):
-        return pack(fused, message, settings.context_budget, settings.semantic_limit)
+        packed = pack(fused, message, settings.context_budget, settings.semantic_limit)
+    return in_order(packed, settings)
+
+
+def in_order(memories: list[FusedEpisode], settings: RuntimeSettings) -> list[FusedEpisode]:
+    """The memories in the `memoryOrder` the settings ask: fusion's, or by when said."""
+    if settings.memory_order == "time":
+        return sorted(memories, key=lambda f: (f.episode.occurred_at, f.episode.id))
+    return memories
 
 
 def turn_memories(
@@ -127,7 +135,8 @@ def turn_memories(
     """A turn's memories for a vector made already, with no recent turns left out: what
     `nexus eval` asks (the legs, then fusion and packing, as `POST /context` runs them)."""
     fused = turn_fused(memory, message, vector, scope, settings, ranker)
-    return pack(fused, message, settings.context_budget, settings.semantic_limit)
+    packed = pack(fused, message, settings.context_budget, settings.semantic_limit)
+    return in_order(packed, settings)
 
 
 def turn_fused(

@@ -91,6 +91,16 @@ SETTINGS: tuple[Setting, ...] = (
         " matters (0: the first semanticLimit memories whole, the spec's turn)",
     ),
     Setting(
+        "memoryOrder",
+        str,
+        0,
+        0,
+        "rank",
+        "The order a turn's memories are given in: best first, or by when they were said"
+        " (for questions about the order of events; each memory carries its date)",
+        choices=("rank", "time"),
+    ),
+    Setting(
         "fusion",
         str,
         0,
@@ -114,6 +124,7 @@ class RuntimeSettings:
     keyword_budget: int = 0
     fusion: str = "rrf"
     context_budget: int = 0
+    memory_order: str = "rank"
 
     @classmethod
     def from_values(cls, values: Mapping[str, Value]) -> RuntimeSettings:
@@ -126,6 +137,7 @@ class RuntimeSettings:
             keyword_budget=int(values["keywordBudget"]),
             fusion=str(values["fusion"]),
             context_budget=int(values["contextBudget"]),
+            memory_order=str(values["memoryOrder"]),
         )
 
     def with_changes(self, changes: Mapping[str, object]) -> RuntimeSettings:
@@ -143,6 +155,7 @@ class RuntimeSettings:
             "entityLimit": self.entity_limit,
             "keywordBudget": self.keyword_budget,
             "contextBudget": self.context_budget,
+            "memoryOrder": self.memory_order,
             "fusion": self.fusion,
         }
 

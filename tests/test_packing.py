@@ -11,7 +11,14 @@ from fastapi.testclient import TestClient
 
 from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.packing import Dense, Greedy, excerpt_span, memory_line, pack
+from nexusai.orchestration.packing import (
+    Dense,
+    Greedy,
+    Ordered,
+    excerpt_span,
+    memory_line,
+    pack,
+)
 from nexusai.tokens import count_tokens
 
 pytestmark = pytest.mark.model
@@ -28,15 +35,16 @@ def episode(i: int, content: str, speaker: str = "user") -> Episode:
 
 
 def fused(*contents: str) -> list[FusedEpisode]:
-    """Best first, RRF scores falling with rank."""
+    """Best first, as the learned mode gives them: log-odds falling with rank."""
     return [
-        FusedEpisode(episode(i + 1, c), 1 / (61 + i), i + 1, None) for i, c in enumerate(contents)
+        FusedEpisode(episode(i + 1, c), -0.1 * i, i + 1, None, placed_by="ranker")
+        for i, c in enumerate(contents)
     ]
 
 
 def test_a_budget_of_zero_is_the_spec_turn() -> None:
     ranked = fused(*(f"note {i}" for i in range(20)))
-    assert pack(ranked, "note", 0, 5) == ranked[:5]  # the same objects, nothing counted
+    assert pack(ranked, "note", 0, 5, "dense") == ranked[:5]  # the same objects, uncounted
 
 
 def test_greedy_lets_one_long_reply_take_the_budget_and_dense_does_not() -> None:
@@ -48,12 +56,17 @@ def test_greedy_lets_one_long_reply_take_the_budget_and_dense_does_not() -> None
     assert [f.episode.id for f in dense] == [1, 2, 3, 4]
     assert dense[0].excerpt is not None
     assert "allergic to salmon" in dense[0].content
+    ordered = Ordered().pack(ranked, "what is my cat allergic to?", budget)
+    assert [f.episode.id for f in ordered] == [1]  # the reply whole fits: the order holds
+    tight = Ordered().pack(ranked, "what is my cat allergic to?", budget - 20)
+    assert [f.episode.id for f in tight] == [1, 2, 3, 4]  # now as its excerpt, and the rest
+    assert "allergic to salmon" in tight[0].content
 
 
 @pytest.mark.parametrize("budget", [20, 60, 150, 400, 1000, 5000])
 def test_a_packed_turn_never_exceeds_its_budget(budget: int) -> None:
     ranked = fused(LONG, *(f"short note {i} about Miso" for i in range(60)), LONG * 2)
-    for packer in (Dense(), Greedy()):
+    for packer in (Dense(), Ordered(), Greedy()):
         packed = packer.pack(ranked, "Miso allergic", budget)
         assert sum(f.tokens for f in packed) <= budget
         for memory in packed:

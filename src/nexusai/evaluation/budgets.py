@@ -26,11 +26,14 @@ class Given:
 
 @dataclass
 class Packed:
-    """Per packer and budget, what each question's turn gave (in question order)."""
+    """Per packer and budget, what each question's turn gave (in question order): the
+    packer the mode packs with, and the others beside it for comparison."""
 
-    given: dict[str, dict[int, list[Given]]] = field(
-        default_factory=lambda: {name: {b: [] for b in BUDGETS} for name in PACKERS}
-    )
+    packers: Sequence[str] = tuple(PACKERS)
+    given: dict[str, dict[int, list[Given]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.given = {name: {b: [] for b in BUDGETS} for name in self.packers}
 
     def add(self, message: str, fused: Sequence[FusedEpisode]) -> None:
         """One question's fused list, packed by every packer at every budget."""

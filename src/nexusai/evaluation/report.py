@@ -227,9 +227,10 @@ def budget_table(result: dict[str, Any]) -> Table:
     """Recall within each token budget, per setting and packer (`evaluation.budgets`)."""
     grid = Table(
         title=f"{result['dataset']}: recall within a token budget (contextBudget)",
-        caption="dense: the most value per token, long episodes as excerpts (what a budgeted"
-        " turn does); greedy: fusion's order, whole, while it fits. cut: share of the"
-        " evidence given that came as an excerpt, at 1,000",
+        caption="dense: the most value per token, long episodes as excerpts (a budgeted"
+        " learned turn); ordered: fusion's order, whole or else as an excerpt (a budgeted RRF"
+        " turn); greedy: fusion's order, whole, while it fits. cut: share of the evidence"
+        " given that came as an excerpt, at 1,000",
     )
     for column in ["setting", "packer", *(f"{b:,}" for b in BUDGETS), "cut"]:
         grid.add_column(column, justify="right")
@@ -244,7 +245,7 @@ def budget_table(result: dict[str, Any]) -> Table:
 def category_table(result: dict[str, Any], budget: int = 1000) -> Table:
     """Recall within `budget` tokens per question category, for each setting's packers."""
     rows = [r for r in result["results"] if "withinBudget" in r]
-    names = list(rows[0]["withinBudget"]["dense"]["byCategory"]) if rows else []
+    names = list(next(iter(rows[0]["withinBudget"].values()))["byCategory"]) if rows else []
     grid = Table(title=f"{result['dataset']}: recall within {budget:,} tokens by category")
     grid.add_column("category")
     columns = [(r, p) for r in rows for p in r["withinBudget"]]

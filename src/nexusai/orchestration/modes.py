@@ -37,6 +37,7 @@ class Asks:
 
 class FusionMode(ABC):
     name: str
+    packer: str  # how a budgeted turn packs what it fuses (`packing.PACKERS`)
 
     @abstractmethod
     def asks(self, settings: RuntimeSettings, legs: bool) -> Asks:
@@ -61,6 +62,7 @@ class RRF(FusionMode):
     """The spec's weighted Reciprocal Rank Fusion, both sides guarded."""
 
     name = "rrf"
+    packer = "ordered"  # its scores say the order, not how likely each is to answer
 
     def asks(self, settings: RuntimeSettings, legs: bool) -> Asks:
         limit = pool_limit(settings)
@@ -77,6 +79,7 @@ class Learned(FusionMode):
     """The learned ranker over both legs' deeper lists; every third place RRF (1, 1)'s."""
 
     name = "learned"
+    packer = "dense"  # its scores are probabilities: worth per token can be weighed
 
     def __init__(self, ranker: Ranker) -> None:
         self.ranker = ranker
@@ -113,7 +116,7 @@ def fuse_and_pack(
     with stopwatch(spent, "fuse"):
         fused = mode.fuse(message, found, settings, mode.asks(settings, False).limit, explain)
     with stopwatch(spent, "pack"):
-        packed = pack(fused, message, settings.context_budget, settings.semantic_limit)
+        packed = pack(fused, message, settings.context_budget, settings.semantic_limit, mode.packer)
     return in_order(packed, settings)
 
 
@@ -134,8 +137,9 @@ def turn_memories(
 ) -> list[FusedEpisode]:
     """A turn's memories for a vector made already, with no recent turns left out: what
     `nexus eval` asks (the legs, then fusion and packing, as `POST /context` runs them)."""
+    mode = fusion_mode(settings, ranker)
     fused = turn_fused(memory, message, vector, scope, settings, ranker)
-    packed = pack(fused, message, settings.context_budget, settings.semantic_limit)
+    packed = pack(fused, message, settings.context_budget, settings.semantic_limit, mode.packer)
     return in_order(packed, settings)
 
 

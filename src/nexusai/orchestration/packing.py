@@ -2,11 +2,14 @@
 how much of each, within the `contextBudget` setting (tokens, `nexusai.tokens`).
 
 - `contextBudget` 0: the spec's turn, the first `semanticLimit` memories whole.
-- Above 0, `Dense`: from the deeper list fusion gives, the memories with the most evidence
-  per token. Each memory's value is the chance fusion gives it (the learned ranker's
-  probability; at RRF, the reciprocal of its place); a long one may enter as an excerpt, the passage
-  that holds the message's words. What fits is taken by value per token, an excerpt grown
-  back to the whole message while there is room, and the memories keep fusion's order.
+- Above 0, from the deeper list fusion gives, by the packer the fusion mode names:
+  - `Dense` (the learned mode): the most evidence per token. A memory's worth is the
+    ranker's probability that it answers; what fits is taken by worth per token, a long
+    memory as an excerpt (the passage that holds the message's words), grown back to the
+    whole message while there is room.
+  - `Ordered` (RRF, whose scores say only the order): fusion's order, each memory whole
+    when it fits, else its excerpt when that fits.
+  The memories keep fusion's order.
 - `Greedy` (for comparison in `nexus eval`): fusion's order, each memory whole if it fits.
 """
 
@@ -74,13 +77,9 @@ def whole(fused: FusedEpisode) -> FusedEpisode:
     return replace(fused, tokens=cost, excerpt=None)
 
 
-def value(fused: FusedEpisode, place: int) -> float:
-    """What fusion says a memory at this place (1-based) is worth: the learned ranker's
-    probability that it answers; at RRF, whose scores barely fall from one place to the
-    next (1/61, 1/62, ...), the reciprocal of its place."""
-    if fused.placed_by is not None:
-        return 1.0 / (1.0 + math.exp(-fused.score))
-    return 1.0 / place
+def value(fused: FusedEpisode) -> float:
+    """The learned ranker's probability that the memory answers the message."""
+    return 1.0 / (1.0 + math.exp(-fused.score))
 
 
 class Packer(ABC):
@@ -106,6 +105,26 @@ class Greedy(Packer):
         return taken
 
 
+class Ordered(Packer):
+    """Fusion's order, each memory whole when it fits, else its excerpt when that fits:
+    for a ranking whose scores say nothing of how likely a memory is to answer (RRF's), the
+    order is what it knows; a long reply no longer takes the budget."""
+
+    name = "ordered"
+
+    def pack(self, fused: Sequence[FusedEpisode], message: str, budget: int) -> list[FusedEpisode]:
+        terms = query_terms(message)
+        taken: list[FusedEpisode] = []
+        left = budget
+        for candidate in map(whole, fused):
+            if candidate.tokens > left:
+                candidate = _shortest(candidate, terms)
+            if candidate.tokens <= left and len(taken) < MAX_MEMORIES:
+                taken.append(candidate)
+                left -= candidate.tokens
+        return taken
+
+
 class Dense(Packer):
     """The most value per token: long memories as excerpts first, grown back while room."""
 
@@ -114,7 +133,7 @@ class Dense(Packer):
     def pack(self, fused: Sequence[FusedEpisode], message: str, budget: int) -> list[FusedEpisode]:
         terms = query_terms(message)
         options = [_shortest(whole(f), terms) for f in fused]
-        worth = [value(f, place) for place, f in enumerate(fused, start=1)]
+        worth = [value(f) for f in fused]
         order = sorted(range(len(options)), key=lambda i: -worth[i] / options[i].tokens)
         taken: dict[int, FusedEpisode] = {}
         left = budget
@@ -187,14 +206,14 @@ def _word_end(text: str, at: int) -> int:
     return at if space == -1 or at - space > 30 else space
 
 
-PACKERS: dict[str, Packer] = {packer.name: packer for packer in (Dense(), Greedy())}
+PACKERS: dict[str, Packer] = {packer.name: packer for packer in (Dense(), Ordered(), Greedy())}
 
 
 def pack(
-    fused: Sequence[FusedEpisode], message: str, budget: int, limit: int, packer: str = "dense"
+    fused: Sequence[FusedEpisode], message: str, budget: int, limit: int, packer: str
 ) -> list[FusedEpisode]:
     """The turn's memories: at budget 0 the first `limit` whole (the spec's turn, nothing
-    counted); above it, what `packer` chooses."""
+    counted); above it, what `packer` chooses (the fusion mode's own, `FusionMode.packer`)."""
     if budget <= 0:
         return list(fused[:limit])
     return PACKERS[packer].pack(fused, message, budget)

@@ -394,6 +394,7 @@ class EpisodeStore(ABC):
 
     def _insert(self, conn: Connection, session_id: int, row: _Row) -> int:
         previous = _context_before(conn, session_id, row.occurred_at, None)
+        text = _search_text(row)  # once: both the text and its CJK bigrams are stored
         cursor = conn.execute(
             "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at,"
             " metadata, search_text, context_text, image_caption, search_cjk)"
@@ -405,10 +406,10 @@ class EpisodeStore(ABC):
                 row.occurred_at,
                 now_text(),
                 json.dumps(row.metadata, ensure_ascii=False),
-                _search_text(row),
+                text,
                 previous,
                 row.image_caption,
-                keywords.cjk_text(_search_text(row)),
+                keywords.cjk_text(text),
             ),
         )
         episode_id = inserted_id(cursor)
@@ -619,6 +620,7 @@ def _search_text(row: _Row) -> str:
 
 
 def _rewrite(conn: Connection, episode_id: int, row: _Row) -> None:
+    text = _search_text(row)
     conn.execute(
         "UPDATE episodes SET speaker = ?, content = ?, metadata = ?, image_caption = ?,"
         " occurred_at = ?, search_text = ?, search_cjk = ? WHERE id = ?",
@@ -628,8 +630,8 @@ def _rewrite(conn: Connection, episode_id: int, row: _Row) -> None:
             json.dumps(row.metadata, ensure_ascii=False),
             row.image_caption,
             row.occurred_at,
-            _search_text(row),
-            keywords.cjk_text(_search_text(row)),
+            text,
+            keywords.cjk_text(text),
             episode_id,
         ),
     )

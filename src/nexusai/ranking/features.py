@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from nexusai.config import RETRIEVAL
 from nexusai.models import Episode
 
 # Each feature and its meaning, one line a person can read (the API's `explain`, the
@@ -41,7 +42,7 @@ MEANINGS: dict[str, str] = {
     "age_in_pool": "0 for the newest candidate, 1 for the oldest",
 }
 FEATURES: tuple[str, ...] = tuple(MEANINGS)
-RRF_K = 60
+RRF_K = RETRIEVAL.RRF_K  # the spec's k, written once in config
 ROLES = {"user", "assistant"}  # speakers that are roles, not named people
 _WORD = re.compile(r"[\w']+")
 _SECOND = {"you", "your", "yours", "you've", "you'd", "you're", "you'll", "yourself"}

@@ -27,6 +27,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from nexusai.onnx_session import session_options
+
 log = logging.getLogger("nexusai.embedders")
 
 Node = Callable[..., str]  # adds an ONNX node, returns its output's name
@@ -226,22 +228,6 @@ def _mean_pool(x: str, node: Node, const: Const) -> str:
     summed = node("ReduceSum", [node("Mul", [x, weights], "masked"), axis], "summed", keepdims=0)
     count = node("ReduceSum", ["mask", axis], "count", keepdims=1)
     return node("Div", [summed, count], "pooled")
-
-
-def session_options(threads: int) -> Any:
-    """onnxruntime options for a turn's embedding: a few threads that do not spin. Idle
-    threads spin for a while after each run by default, and on a few cores they take the
-    CPU from the rest of the turn (the vector and entity searches, the response):
-    /context through HTTP went from 17.0 / 31.5 ms p50 / p95 to 9.8 / 12.1 at 10,000
-    episodes without it. Batch throughput is unchanged."""
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return options
 
 
 class Encoder:

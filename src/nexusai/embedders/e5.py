@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from nexusai.embedders.base import Embedder, Vector
-from nexusai.embedders.bert_onnx import Header, build_graph, session_options
+from nexusai.embedders.bert_onnx import Header, build_graph
 from nexusai.errors import ConfigError
+from nexusai.onnx_session import session_options
 
 log = logging.getLogger("nexusai.e5")
 

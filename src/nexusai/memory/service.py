@@ -117,7 +117,7 @@ class Memory:
             opened.callback(store.close)
             if check:
                 check_embedder(store, embedder)
-            pool = getattr(store, "pool", None)  # a PostgreSQL store's, for pgvector
+            pool = store.pool  # a PostgreSQL store's, for pgvector; None for SQLite
             vectors, entity_vectors = (
                 _index(config, name, embedder, pool, owners.get(name), opened)
                 for name in COLLECTIONS
@@ -133,8 +133,8 @@ class Memory:
         deleted, or set aside as damaged) are marked pending again, to be rebuilt from
         SQLite in the background; keyword search serves them meanwhile. Returns how many."""
         for index in (self.vectors.index, self.entities.vectors):
-            if getattr(index, "damaged", None):
-                log.warning("%s", index.damaged)  # type: ignore[union-attr]
+            if index is not None and index.damaged:
+                log.warning("%s", index.damaged)
         conn = self.store.connection()
         if self.vectors.index.count() >= vector_state.count_indexed_vectors(conn):
             lost = 0  # every indexed episode has at least its one point

@@ -95,6 +95,8 @@ class EpisodeStore(ABC):
 
     max_content_bytes: int
     max_metadata_bytes: int
+    # A connection pool the vector index may share (PostgreSQL's, for pgvector).
+    pool: Any = None
     migrations_applied: list[str]
 
     @abstractmethod

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from nexusai.embedders.bert_onnx import session_options
+from nexusai.onnx_session import session_options
 from nexusai.ranking.features import FEATURES
 
 Tree = Mapping[str, Sequence[float]]  # one tree as the model file holds it

@@ -18,6 +18,9 @@ class VectorPoint:
 
 class VectorIndex(Protocol):
     dimension: int
+    # Why the index found where it lives was set aside and a new one begun (damaged, or of
+    # another shape), for the start-up to say; None when it opened as it was.
+    damaged: str | None
 
     @property
     def optimizing(self) -> bool:

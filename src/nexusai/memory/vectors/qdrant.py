@@ -18,6 +18,7 @@ class QdrantVectorIndex:
         self._client = client
         self.collection = collection
         self.dimension = dimension
+        self.damaged: str | None = None  # a server's collection is never set aside here
         self._ensure_collection()
 
     def _ensure_collection(self) -> None:

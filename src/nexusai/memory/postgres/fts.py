@@ -21,7 +21,8 @@ Two rankings:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Literal, cast
 
 from psycopg import Connection
@@ -173,6 +174,9 @@ def agrees(conn: Connection[tuple[object, ...]]) -> bool:
     return row is not None and row[0] == 0
 
 
+Connect = Callable[[], AbstractContextManager[Connection[tuple[object, ...]]]]
+
+
 def search(
     conn: Connection[tuple[object, ...]],
     query: str,
@@ -182,11 +186,12 @@ def search(
 ) -> list[int]:
     """Ids of the episodes matching `query`, best first, ties by id; scoped to the
     sessions given (none for an empty scope, everywhere for None)."""
-    return [episode_id for episode_id, _ in scored_search(conn, query, limit, session_ids, ranking)]
+    found = scored_search(lambda: nullcontext(conn), query, limit, session_ids, ranking)
+    return [episode_id for episode_id, _ in found]
 
 
 def scored_search(
-    conn: Connection[tuple[object, ...]],
+    connect: Connect,
     query: str,
     limit: int,
     session_ids: Sequence[int] | None,
@@ -194,27 +199,36 @@ def scored_search(
     budget: int = 0,
 ) -> list[tuple[int, float]]:
     """`search` with each episode's score (higher is better); with a `budget`, the
-    commonest terms are left out past it (`keywords.within_budget`), as in SQLite."""
+    commonest terms are left out past it (`keywords.within_budget`), as in SQLite.
+    `connect` is called only when there is something to search."""
     terms = query_terms(query)
     if not terms or finds_nothing(session_ids, limit):
         return []
-    if budget > 0:
-        terms = within_budget(terms, term_counts(conn, terms), budget)
-    tsquery = " || ".join(f"plainto_tsquery('{CONFIG}', %(t{i})s)" for i in range(len(terms)))
-    params: dict[str, object] = {f"t{i}": term for i, term in enumerate(terms)}
-    params |= {"limit": limit, "sessions": [int(s) for s in session_ids or []], "terms": terms}
-    scope = "AND session_id = ANY(%(sessions)s::bigint[])" if session_ids is not None else ""
-    if ranking == "ts_rank_cd":
-        sql = (
-            f"SELECT id, ts_rank_cd('{{0, 0, {CONTEXT_WEIGHT}, {TURN_WEIGHT}}}', search_tsv,"
-            f" ({tsquery})) AS score FROM {TABLE} WHERE search_tsv @@ ({tsquery}) {scope}"
-            " ORDER BY score DESC, id LIMIT %(limit)s"
-        )
-    else:
-        sql = _bm25_sql(tsquery, scope)
-    # Put together from constants and placeholders only: user text is a bound parameter.
-    rows = conn.execute(sql, params).fetchall()
+    with connect() as conn:
+        if budget > 0:
+            terms = within_budget(terms, term_counts(conn, terms), budget)
+        tsquery, params = _tsquery(terms)
+        params |= {"limit": limit, "sessions": [int(s) for s in session_ids or []]}
+        scope = "AND session_id = ANY(%(sessions)s::bigint[])" if session_ids is not None else ""
+        if ranking == "ts_rank_cd":
+            sql = (
+                f"SELECT id, ts_rank_cd('{{0, 0, {CONTEXT_WEIGHT}, {TURN_WEIGHT}}}', search_tsv,"
+                f" ({tsquery})) AS score FROM {TABLE} WHERE search_tsv @@ ({tsquery}) {scope}"
+                " ORDER BY score DESC, id LIMIT %(limit)s"
+            )
+        else:
+            sql = _bm25_sql(tsquery, scope)
+        # Put together from constants and placeholders only: user text is a bound parameter.
+        rows = conn.execute(sql, params).fetchall()
     return [(cast(int, row[0]), float(cast(float, row[1]))) for row in rows]
+
+
+def _tsquery(terms: Sequence[str]) -> tuple[str, dict[str, object]]:
+    """The OR of the terms as SQL over bound parameters (each read as plain words), and
+    those parameters (`terms` too, for BM25's per-term statistics)."""
+    sql = " || ".join(f"plainto_tsquery('{CONFIG}', %(t{i})s)" for i in range(len(terms)))
+    params: dict[str, object] = {f"t{i}": term for i, term in enumerate(terms)}
+    return sql, {**params, "terms": list(terms)}
 
 
 def own_text_matches(
@@ -225,8 +239,7 @@ def own_text_matches(
     terms = query_terms(query)
     if not terms or not ids:
         return set()
-    tsquery = " || ".join(f"plainto_tsquery('{CONFIG}', %(t{i})s)" for i in range(len(terms)))
-    params: dict[str, object] = {f"t{i}": term for i, term in enumerate(terms)}
+    tsquery, params = _tsquery(terms)
     params["ids"] = [int(i) for i in ids]
     sql = (
         f"SELECT id FROM {TABLE} WHERE id = ANY(%(ids)s::bigint[])"

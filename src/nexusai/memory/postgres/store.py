@@ -35,13 +35,12 @@ from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from nexusai.errors import DISK_FULL, ConfigError, NexusError, StorageFull, first_line
-from nexusai.keywords import query_terms
 from nexusai.memory import vector_state
 from nexusai.memory.dbapi import Connection
 from nexusai.memory.postgres import fts as pg_fts
 from nexusai.memory.postgres.migrations import apply_migrations
 from nexusai.memory.store import EpisodeStore
-from nexusai.models import Episode, finds_nothing, to_utc_text
+from nexusai.models import Episode, to_utc_text
 
 PgConnection = psycopg.Connection[Any]
 WRITE_LOCK = "hashtext('nexus_writes')"
@@ -196,11 +195,8 @@ class PgStore(EpisodeStore):
     def _keyword_search(
         self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int
     ) -> list[Episode]:
-        if not query_terms(query) or finds_nothing(session_ids, limit):
-            return []  # without borrowing a connection
-        with self._raw() as raw:
-            hits = dict(pg_fts.scored_search(raw, query, limit, session_ids, budget=budget))
-        return self.get_episodes(list(hits), hits)
+        hits = dict(pg_fts.scored_search(self._raw, query, limit, session_ids, budget=budget))
+        return self.get_episodes(list(hits), hits) if hits else []
 
     def own_text_matches(self, query: str, ids: Sequence[int]) -> set[int]:
         with self._raw() as raw:

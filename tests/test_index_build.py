@@ -19,11 +19,11 @@ import pytest
 from nexusai.memory.vectors import EdgeVectorIndex, VectorPoint
 from nexusai.memory.vectors import edge as vectors
 
-DIM = 384
-# Over Qdrant's usual indexing threshold (10 MB of vectors), which the child builds at.
 # A build on a busy 2-core machine can take minutes; a hang is what this catches.
 pytestmark = pytest.mark.timeout(900)
 
+DIM = 384
+# Over Qdrant's usual indexing threshold (10 MB of vectors), which the child builds at.
 POINTS = 8_000
 SESSIONS = 100
 

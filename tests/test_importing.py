@@ -3,11 +3,16 @@ from __future__ import annotations
 import codecs
 import io
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from nexusai.errors import InvalidInput
+from nexusai.cli import cli
+from nexusai.config import Config
+from nexusai.errors import InvalidInput, TooLarge
 from nexusai.memory.importing import ImportFormatError, import_stream
 from nexusai.memory.service import Memory
 
@@ -254,3 +259,38 @@ def test_eval_can_store_several_turns_as_one_episode() -> None:
     }
     same, _ = merge_turns(locomo_conversation(sample), 1)
     assert same == locomo_conversation(sample)
+
+
+def _too_large_at_the_end(tmp_path: Any) -> Any:
+    """Three conversations (a session each), the last holding one message over the limit."""
+    rows = [
+        {"session": name, "speaker": "user", "content": f"hello from {name}"}
+        for name in ("first", "second")
+    ]
+    rows.append({"session": "third", "speaker": "user", "content": "x" * (1024 * 1024 + 1)})
+    path = tmp_path / "chats.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    return path
+
+
+def test_a_too_large_message_in_the_last_conversation_writes_nothing(
+    client: TestClient, config: Config, tmp_path: Path
+) -> None:
+    """The whole file is checked by the write's own rules before any of it is written: by
+    the library, over POST /import and from the command line, on both stores."""
+    path = _too_large_at_the_end(tmp_path)
+    memory: Memory = client.app.state.memory  # type: ignore[attr-defined]
+    with pytest.raises(TooLarge, match="session 'third': content is 1048577 bytes"):
+        import_stream(memory, io.BytesIO(path.read_bytes()), "jsonl")
+    assert memory.store.list_sessions() == []
+    refused = client.post("/import?format=jsonl", content=path.read_bytes())
+    assert refused.status_code == 413
+    assert "session 'third'" in refused.json()["detail"]
+    assert client.get("/sessions").json() == []
+    env = {"NEXUS_DATA_DIR": str(config.data_dir.parent / "cli"), "NEXUS_EXTRACTOR": "none"}
+    if config.database_url:
+        env["NEXUS_DATABASE_URL"] = config.database_url
+    typed = CliRunner(env=env).invoke(cli, ["import", str(path), "--format", "jsonl"])
+    assert typed.exit_code == 1, typed.output
+    assert "session 'third'" in typed.output
+    assert client.get("/sessions").json() == []  # the same database, on PostgreSQL

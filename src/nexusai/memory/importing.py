@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import ijson
 
-from nexusai.errors import InvalidInput, first_line
+from nexusai.errors import InvalidInput, NexusError, first_line
 from nexusai.memory.service import Memory
 from nexusai.models import NewEpisode
 
@@ -328,8 +328,8 @@ def import_stream(
     if fmt not in FORMATS:
         raise InvalidInput(f"format must be one of {', '.join(FORMATS)}; got {fmt!r}")
     start = stream.tell()
-    for _ in FORMATS[fmt](stream):
-        pass
+    for conversation in FORMATS[fmt](stream):
+        _check(memory, conversation)
     stream.seek(start)
     summary = ImportSummary()
     started = time.perf_counter()
@@ -347,6 +347,16 @@ def import_stream(
             progress(summary)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _check(memory: Memory, conversation: SourceConversation) -> None:
+    """What the write would refuse (sizes, empty speakers, captions), refused now, by the
+    store's own rules, naming the session: nothing of the file is written yet."""
+    for session in conversation.sessions:
+        try:
+            memory.store.check_episodes([source.episode for source in session.episodes])
+        except NexusError as exc:
+            raise type(exc)(f"session {session.title or session.key!r}: {exc}") from None
 
 
 def _placed(conversation: SourceConversation, project: str | None) -> list[SourceSession]:

@@ -383,6 +383,11 @@ class EpisodeStore(ABC):
             conn.execute("INSERT INTO import_episodes VALUES (?, ?)", (source.key, ids[-1]))
         return found is None, ids, skipped
 
+    def check_episodes(self, episodes: Sequence[NewEpisode]) -> None:
+        """Refuses, as `add_episodes` would, what it would refuse; writes nothing (an
+        import checks a whole file so before it writes any of it)."""
+        self._validated(episodes)
+
     def _validated(self, episodes: Sequence[NewEpisode]) -> list[_Row]:
         rows = []
         for index, episode in enumerate(episodes):

@@ -6,18 +6,29 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from nexusai.errors import first_line
-
-if TYPE_CHECKING:
-    from nexusai.memory.service import Memory
 
 log = logging.getLogger("nexusai.memory")
 
 REPAIR_RETRY_SECONDS = 5.0
 TEND_SECONDS = 30.0
+
+
+class Memory(Protocol):
+    """What these loops ask of the memory service (`memory.service.Memory`), so that this
+    module need not import it."""
+
+    stopping: threading.Event
+
+    def tend_vectors(self) -> None: ...
+
+    def sync_pending(self) -> int: ...
+
+    def count_pending_vectors(self) -> int: ...
 
 
 def tend(memory: Memory) -> None:

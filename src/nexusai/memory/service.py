@@ -19,7 +19,7 @@ from typing import Any
 from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
 from nexusai.errors import ConfigError
-from nexusai.memory import vector_state
+from nexusai.memory import background, vector_state
 from nexusai.memory.chunks import VECTOR_WINDOWS, EpisodeVectors, episode_of, windows
 from nexusai.memory.entities import EntityMemory
 from nexusai.memory.extractors import Extractor, create_extractor
@@ -178,8 +178,6 @@ class Memory:
         """The background work of a serving memory (`background`): episodes stored before
         a crash or an embedder outage get their vectors, the indexes are tended, entities
         are extracted behind the writes. None of it holds up the start."""
-        from nexusai.memory import background
-
         loops = (background.repair_vectors, background.tend, Memory.extract_behind)
         self._threads = [threading.Thread(target=loop, args=(self,), daemon=True) for loop in loops]
         for thread in self._threads:

@@ -15,7 +15,6 @@ always of the deepest turn asked.
 
 from __future__ import annotations
 
-import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -36,7 +35,7 @@ from nexusai.memory.texts import said
 from nexusai.models import NewEpisode, Scope
 from nexusai.orchestration.modes import turn_fused, turn_memories
 from nexusai.orchestration.settings import DEFAULTS
-from nexusai.ranking.features import ROLES
+from nexusai.ranking.features import named_speakers
 
 SWEEP = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0]  # keywordWeight at semanticWeight 1
 
@@ -189,9 +188,7 @@ SLICES = {
 
 def with_slices(memory: Memory, question: Asked, speakers: set[str]) -> Asked:
     said_by = {e.speaker.lower() for e in memory.store.get_episodes(question.evidence)}
-    words = set(re.findall(r"[\w']+", question.text.lower()))
-    named = {s.lower() for s in speakers if s.lower() not in ROLES}
-    named = {s for s in named if (s.split() or [s])[0] in words}
+    named = named_speakers(question.text, speakers)
     slices = []
     if said_by == {"assistant"}:
         slices.append("assistant-evidence")

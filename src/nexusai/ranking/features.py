@@ -8,7 +8,7 @@ trained on, and a model whose list differs from `FEATURES` is refused at load.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,10 +135,17 @@ def _reciprocal(ranks: Matrix) -> Matrix:
     return found
 
 
-def _speaker_columns(pool: list[Episode], query: str) -> Columns:
+def named_speakers(query: str, speakers: Iterable[str]) -> set[str]:
+    """The speakers (lower case; named people, not roles) whose first name the question
+    says: "what did Caroline ..." names "caroline smith"."""
     words = set(_WORD.findall(query.lower()))
+    lowered = {s.lower() for s in speakers}
+    return {s for s in lowered if s not in ROLES and _first_name(s) in words}
+
+
+def _speaker_columns(pool: list[Episode], query: str) -> Columns:
     speakers = [e.speaker.lower() for e in pool]
-    named = {s for s in speakers if s not in ROLES and _first_name(s) in words}
+    named = named_speakers(query, speakers)
     is_named = np.array([s in named for s in speakers], dtype=np.float64)
     roles = np.array([s in ROLES for s in speakers], dtype=np.float64)
     return {

@@ -81,12 +81,7 @@ class Ranker:
         a tree credits its node's feature with the change in node value. A row sums to its
         score minus `bias`."""
         moved = np.zeros(matrix.shape)
-        self._walk(matrix, moved)
-        return moved
-
-    def _walk(self, matrix: Matrix, moved: Matrix | None) -> Ints:
-        """The node each row reaches in each tree, (rows, trees)."""
-        node = np.repeat(self.roots[None, :], matrix.shape[0], axis=0)
+        node = np.repeat(self.roots[None, :], matrix.shape[0], axis=0)  # (rows, trees)
         rows = np.arange(matrix.shape[0])[:, None]
         cells = np.ascontiguousarray(matrix).ravel()
         row_start = rows * matrix.shape[1]
@@ -95,10 +90,10 @@ class Ranker:
             feature = self.feature[node]
             goes_left = cells[row_start + feature] <= self.threshold[node]
             child = self.children[2 * node + goes_left]
-            if moved is not None:  # a leaf's step is 0: it adds nothing
-                np.add.at(moved, (rows, feature), self.value[child] - self.value[node])
+            # A leaf points at itself: its step is 0, and adds nothing.
+            np.add.at(moved, (rows, feature), self.value[child] - self.value[node])
             node = child
-        return node
+        return moved
 
 
 def from_trees(trees: Sequence[Tree], depth: int, trained_on: dict[str, Any]) -> Ranker:

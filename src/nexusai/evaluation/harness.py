@@ -93,7 +93,7 @@ def evaluate(
     pairs = weight_pairs(extra)
     runs = {pair: Run(pair, {limit: [] for limit in limits}, []) for pair in pairs}
     for pair in BUDGET_PAIRS:
-        runs[pair].packed = Packed(("ordered", "greedy"))  # RRF's packer, and greedy beside
+        runs[pair].packed = Packed(("greedy",))  # RRF's packer
     questions: list[Asked] = []
     dropped = 0
     for item in evalset.conversations:

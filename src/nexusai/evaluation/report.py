@@ -228,9 +228,9 @@ def budget_table(result: dict[str, Any]) -> Table:
     grid = Table(
         title=f"{result['dataset']}: recall within a token budget (contextBudget)",
         caption="dense: the most value per token, long episodes as excerpts (a budgeted"
-        " learned turn); ordered: fusion's order, whole or else as an excerpt (a budgeted RRF"
-        " turn); greedy: fusion's order, whole, while it fits. cut: share of the evidence"
-        " given that came as an excerpt, at 1,000",
+        " learned turn); greedy: fusion's order, whole, while it fits (a budgeted RRF turn,"
+        " and the learned list packed so, to compare). cut: share of the evidence given that"
+        " came as an excerpt, at 1,000",
     )
     for column in ["setting", "packer", *(f"{b:,}" for b in BUDGETS), "cut"]:
         grid.add_column(column, justify="right")

@@ -62,7 +62,7 @@ class RRF(FusionMode):
     """The spec's weighted Reciprocal Rank Fusion, both sides guarded."""
 
     name = "rrf"
-    packer = "ordered"  # its scores say the order, not how likely each is to answer
+    packer = "greedy"  # its scores say the order, not how likely each is to answer
 
     def asks(self, settings: RuntimeSettings, legs: bool) -> Asks:
         limit = pool_limit(settings)

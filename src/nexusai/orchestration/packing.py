@@ -6,11 +6,10 @@ how much of each, within the `contextBudget` setting (tokens, `nexusai.tokens`).
   - `Dense` (the learned mode): the most evidence per token. A memory's worth is the
     ranker's probability that it answers; what fits is taken by worth per token, a long
     memory as an excerpt (the passage that holds the message's words), grown back to the
-    whole message while there is room.
-  - `Ordered` (RRF, whose scores say only the order): fusion's order, each memory whole
-    when it fits, else its excerpt when that fits.
-  The memories keep fusion's order.
-- `Greedy` (for comparison in `nexus eval`): fusion's order, each memory whole if it fits.
+    whole message while there is room. The memories keep fusion's order.
+  - `Greedy` (RRF, whose scores say only the order): fusion's order, each memory whole
+    while it fits. Weighing RRF's list by place per token, or cutting its long memories
+    to excerpts in order, each lost recall on one development set (docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -105,26 +104,6 @@ class Greedy(Packer):
         return taken
 
 
-class Ordered(Packer):
-    """Fusion's order, each memory whole when it fits, else its excerpt when that fits:
-    for a ranking whose scores say nothing of how likely a memory is to answer (RRF's), the
-    order is what it knows; a long reply no longer takes the budget."""
-
-    name = "ordered"
-
-    def pack(self, fused: Sequence[FusedEpisode], message: str, budget: int) -> list[FusedEpisode]:
-        terms = query_terms(message)
-        taken: list[FusedEpisode] = []
-        left = budget
-        for candidate in map(whole, fused):
-            if candidate.tokens > left:
-                candidate = _shortest(candidate, terms)
-            if candidate.tokens <= left and len(taken) < MAX_MEMORIES:
-                taken.append(candidate)
-                left -= candidate.tokens
-        return taken
-
-
 class Dense(Packer):
     """The most value per token: long memories as excerpts first, grown back while room."""
 
@@ -206,7 +185,7 @@ def _word_end(text: str, at: int) -> int:
     return at if space == -1 or at - space > 30 else space
 
 
-PACKERS: dict[str, Packer] = {packer.name: packer for packer in (Dense(), Ordered(), Greedy())}
+PACKERS: dict[str, Packer] = {packer.name: packer for packer in (Dense(), Greedy())}
 
 
 def pack(

@@ -152,6 +152,7 @@ def test_methods_show_their_real_signatures() -> None:
             "explain",
             "legs",
             "settings",
+            "budget",
         ]
         assert shown.return_annotation == "ContextOut"
         assert client.context.__name__ == "context"

@@ -103,7 +103,7 @@ async def reading_writes_nothing(session: ClientSession) -> None:
     )
     found = payload(await session.call_tool("recall", {"query": "bees", "session": "monday"}))
     assert found[0]["id"] == stored["episodeIds"][0]  # just said, and recalled at once
-    asked = {"message": "do I keep bees?", "session": "monday", "budget": 30}
+    asked = {"message": "do I keep bees?", "session": "tuesday", "budget": 30}
     packed = payload(await session.call_tool("context", asked))
     assert 0 < sum(m["tokens"] for m in packed["memories"]) <= 30  # the budget passed through
 

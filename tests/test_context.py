@@ -13,7 +13,7 @@ from nexusai.memory.service import Memory
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import NewEpisode, Scope
 from nexusai.orchestration.context import assemble_context
-from nexusai.orchestration.modes import turn_memories
+from nexusai.orchestration.modes import fusion_mode, packed, turn_fused
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
 from nexusai.ranking.model import shipped
 from tests.conftest import SwitchableEmbedder
@@ -151,7 +151,8 @@ def test_fused_result_has_at_most_semantic_limit(
     write(memory, sid, *[f"note {i} about the garden" for i in range(30)])
     settings: RuntimeSettings = replace(BOTH, semantic_limit=4)
     vector = embedder.embed_one("garden")
-    fused = turn_memories(memory, "garden", vector, Scope([sid]), settings)
+    deep = turn_fused(memory, "garden", vector, Scope([sid]), settings)
+    fused = packed(fusion_mode(settings), deep, "garden", settings)
     assert len(fused) == 4
     assert all(f.semantic_rank or f.keyword_rank for f in fused)
 

@@ -1,7 +1,7 @@
 """Retrieval quality on labelled conversations, through the real retrieval path.
 
 Each conversation is imported into a fresh store; every question with evidence is asked
-through `turn_memories` (the legs, fusion and packing `POST /context` runs), scoped to
+through `turn_fused` and `packed` (the legs, fusion and packing `POST /context` runs), scoped to
 the conversation's sessions, with no recent-turn exclusion, once per weight pair. The
 question is embedded once and that vector serves every pair, as it serves both legs of a
 real turn.
@@ -33,7 +33,7 @@ from nexusai.memory.importing import SourceConversation, SourceEpisode, SourceSe
 from nexusai.memory.service import Memory
 from nexusai.memory.texts import said
 from nexusai.models import NewEpisode, Scope
-from nexusai.orchestration.modes import turn_fused, turn_memories
+from nexusai.orchestration.modes import fusion_mode, packed, turn_fused
 from nexusai.orchestration.settings import DEFAULTS
 from nexusai.ranking.features import named_speakers
 
@@ -279,7 +279,8 @@ def _ask(
                 keyword_budget=keyword_budget,
             )
             started = time.perf_counter()
-            fused = turn_memories(memory, question.text, vector, Scope(scope), settings)
+            deep = turn_fused(memory, question.text, vector, Scope(scope), settings)
+            fused = packed(fusion_mode(settings), deep, question.text, settings)
             if limit == max(run.ranked):
                 run.latency_ms.append((time.perf_counter() - started) * 1000)
             ranked.append([f.episode.id for f in fused])

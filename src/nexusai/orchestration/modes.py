@@ -116,8 +116,15 @@ def fuse_and_pack(
     with stopwatch(spent, "fuse"):
         fused = mode.fuse(message, found, settings, mode.asks(settings, False).limit, explain)
     with stopwatch(spent, "pack"):
-        packed = pack(fused, message, settings.context_budget, settings.semantic_limit, mode.packer)
-    return in_order(packed, settings)
+        return packed(mode, fused, message, settings)
+
+
+def packed(
+    mode: FusionMode, fused: list[FusedEpisode], message: str, settings: RuntimeSettings
+) -> list[FusedEpisode]:
+    """The stages after fusion: packing (the mode's packer, the budget's size) and order."""
+    kept = pack(fused, message, settings.context_budget, settings.semantic_limit, mode.packer)
+    return in_order(kept, settings)
 
 
 def in_order(memories: list[FusedEpisode], settings: RuntimeSettings) -> list[FusedEpisode]:
@@ -125,22 +132,6 @@ def in_order(memories: list[FusedEpisode], settings: RuntimeSettings) -> list[Fu
     if settings.memory_order == "time":
         return sorted(memories, key=lambda f: (f.episode.occurred_at, f.episode.id))
     return memories
-
-
-def turn_memories(
-    memory: MemoryClient,
-    message: str,
-    vector: Sequence[float] | None,
-    scope: Scope,
-    settings: RuntimeSettings,
-    ranker: Ranker | None = None,
-) -> list[FusedEpisode]:
-    """A turn's memories for a vector made already, with no recent turns left out: what
-    `nexus eval` asks (the legs, then fusion and packing, as `POST /context` runs them)."""
-    mode = fusion_mode(settings, ranker)
-    fused = turn_fused(memory, message, vector, scope, settings, ranker)
-    packed = pack(fused, message, settings.context_budget, settings.semantic_limit, mode.packer)
-    return in_order(packed, settings)
 
 
 def turn_fused(
@@ -151,8 +142,9 @@ def turn_fused(
     settings: RuntimeSettings,
     ranker: Ranker | None = None,
 ) -> list[FusedEpisode]:
-    """`turn_memories` before packing: the list packing chooses from (for `nexus eval`,
-    which packs one list at several budgets)."""
+    """A turn's fused list for a vector made already, with no recent turns left out: what
+    `nexus eval` asks (the legs and fusion as `POST /context` runs them; `packed` after,
+    or one list packed at several budgets)."""
     mode = fusion_mode(settings, ranker)
     asks = mode.asks(settings, False)
     asked = LegQuery(

@@ -11,7 +11,14 @@ from fastapi.testclient import TestClient
 
 from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.packing import Dense, Greedy, excerpt_span, memory_line, pack
+from nexusai.orchestration.packing import (
+    Dense,
+    Greedy,
+    excerpt_span,
+    memory_line,
+    pack,
+    stems_of,
+)
 from nexusai.tokens import count_tokens
 
 pytestmark = pytest.mark.model
@@ -64,10 +71,10 @@ def test_a_packed_turn_never_exceeds_its_budget(budget: int) -> None:
 
 
 def test_an_excerpt_holds_the_words_asked_about_and_opens_when_none() -> None:
-    start, end = excerpt_span(LONG, ["allergic", "salmon"])
+    start, end = excerpt_span(LONG, stems_of("allergic to salmon?"))
     assert "allergic to salmon" in LONG[start:end]
-    assert excerpt_span(LONG, ["nothing"])[0] == 0  # the opening, what the vector read
-    assert excerpt_span("short", ["short"]) == (0, 5)
+    assert excerpt_span(LONG, stems_of("nothing"))[0] == 0  # the opening, what the vector read
+    assert excerpt_span("short", stems_of("short")) == (0, 5)
 
 
 def memories(client: TestClient, sid: int, message: str, **settings: Any) -> Any:

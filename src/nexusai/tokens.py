@@ -9,16 +9,17 @@ average (`docs/retrieval.md`), so a budget kept here is kept there too, with roo
 
 from __future__ import annotations
 
-import regex
+import re
 
 # CJK characters one at a time (a BPE tokenizer gives them about a token each), then runs
-# of other word characters, then each mark that is neither.
-_CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}"
-_TOKEN = regex.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
+# of other word characters, then each mark that is neither. `re`, not `regex`: twice as
+# fast here, and a long reply is counted on the turn that first packs it.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
 
 
 def count_tokens(text: str) -> int:
-    return sum(1 for _ in _TOKEN.finditer(text))
+    return len(_TOKEN.findall(text))
 
 
 def token_spans(text: str) -> list[tuple[int, int]]:

@@ -15,13 +15,12 @@ how much of each, within the `contextBudget` setting (tokens, `nexusai.tokens`).
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
-
-import regex
 
 from nexusai.keywords import query_terms
 from nexusai.models import Episode
@@ -30,9 +29,10 @@ from nexusai.tokens import count_tokens
 
 # Most memories a budgeted turn gives, however many short ones would fit.
 MAX_MEMORIES = 50
-# A memory longer than this many tokens may enter as an excerpt of about `EXCERPT_TOKENS`
-# (`EXCERPT_CHARS`: English runs about 4.5 characters a token, spaces included).
-EXCERPT_OVER = 120
+# A memory longer than this may enter as an excerpt of about `EXCERPT_TOKENS` tokens,
+# measured in characters (English runs about 4.5 a token, spaces included) so that a long
+# text is never tokenized whole to decide: about 120 tokens, and 80.
+EXCERPT_OVER_CHARS = 540
 EXCERPT_TOKENS = 80
 EXCERPT_CHARS = 360
 # How deep fusion ranks for a budgeted turn: the pool packing chooses from.
@@ -51,7 +51,13 @@ def _prefix(episode: Episode) -> str:
 def line_tokens(episode: Episode, content: str) -> int:
     """What `memory_line` costs: the prefix's tokens and the content's, which never run
     into each other (a space is between)."""
-    return count_tokens(_prefix(episode)) + count_tokens(content)
+    return _prefix_tokens(_prefix(episode)) + count_tokens(content)
+
+
+@functools.lru_cache(maxsize=4096)
+def _prefix_tokens(prefix: str) -> int:
+    """A date and a speaker: few of them, each counted once."""
+    return count_tokens(prefix)
 
 
 # An episode's whole text counted once, not on every turn that packs it (a long reply is
@@ -72,7 +78,7 @@ def content_tokens(episode: Episode) -> int:
 
 def whole(fused: FusedEpisode) -> FusedEpisode:
     """The memory as it is, its cost counted."""
-    cost = count_tokens(_prefix(fused.episode)) + content_tokens(fused.episode)
+    cost = _prefix_tokens(_prefix(fused.episode)) + content_tokens(fused.episode)
     return replace(fused, tokens=cost, excerpt=None)
 
 
@@ -97,8 +103,14 @@ class Greedy(Packer):
     def pack(self, fused: Sequence[FusedEpisode], message: str, budget: int) -> list[FusedEpisode]:
         taken: list[FusedEpisode] = []
         left = budget
-        for candidate in map(whole, fused):
-            if candidate.tokens <= left and len(taken) < MAX_MEMORIES:
+        for memory in fused:
+            if len(taken) == MAX_MEMORIES:
+                break
+            # Each run of non-space holds a token at least: what cannot fit is not counted.
+            if len(memory.episode.content.split()) > left:
+                continue
+            candidate = whole(memory)
+            if candidate.tokens <= left:
                 taken.append(candidate)
                 left -= candidate.tokens
         return taken
@@ -110,8 +122,8 @@ class Dense(Packer):
     name = "dense"
 
     def pack(self, fused: Sequence[FusedEpisode], message: str, budget: int) -> list[FusedEpisode]:
-        terms = query_terms(message)
-        options = [_shortest(whole(f), terms) for f in fused]
+        words = stems_of(message)
+        options = [_shortest(f, words) for f in fused]
         worth = [value(f) for f in fused]
         order = sorted(range(len(options)), key=lambda i: -worth[i] / options[i].tokens)
         taken: dict[int, FusedEpisode] = {}
@@ -129,16 +141,23 @@ class Dense(Packer):
         return [taken[i] for i in sorted(taken)]
 
 
-def _shortest(fused: FusedEpisode, terms: Sequence[str]) -> FusedEpisode:
-    """The memory whole, or, when long, its excerpt."""
-    if fused.tokens <= EXCERPT_OVER:
-        return fused
+def _shortest(fused: FusedEpisode, terms: tuple[str, ...]) -> FusedEpisode:
+    """The memory whole, or, when long, its excerpt (the whole is counted only if the
+    excerpt is grown back)."""
+    if len(fused.episode.content) <= EXCERPT_OVER_CHARS:
+        return whole(fused)
     start, end = excerpt_span(fused.episode.content, terms)
     text = fused.episode.content[start:end]
     return replace(fused, excerpt=(start, end), tokens=line_tokens(fused.episode, text))
 
 
-def excerpt_span(text: str, terms: Sequence[str]) -> tuple[int, int]:
+def stems_of(message: str) -> tuple[str, ...]:
+    """The message's words as a text is searched for them: a word starting as one of them
+    does (its first five letters, lower case, as a crude stem)."""
+    return tuple(sorted({term[:5].lower() for term in query_terms(message) if term}))
+
+
+def excerpt_span(text: str, terms: tuple[str, ...]) -> tuple[int, int]:
     """The span of about `EXCERPT_TOKENS` tokens of `text` that holds the most of the
     message's words (a word's first five letters, as a crude stem), centred on them; the
     opening when none is there (what the episode's vector was made from). Found on the
@@ -160,13 +179,18 @@ def excerpt_span(text: str, terms: Sequence[str]) -> tuple[int, int]:
     return start, _word_end(text, start + EXCERPT_CHARS)
 
 
-def _hits(text: str, terms: Sequence[str]) -> list[int]:
-    """Where the words starting as the message's words (their first five letters) are."""
-    stems = sorted({term[:5] for term in terms if term}, key=len, reverse=True)
-    if not stems:
-        return []
-    found = regex.finditer(rf"\b(?:{'|'.join(map(regex.escape, stems))})", text, regex.I)
-    return [match.start() for match in found]
+def _hits(text: str, stems: tuple[str, ...]) -> list[int]:
+    """Where words starting as the stems are in the text, in order. Found with `str.find`
+    on the lower-cased text, which is many times faster than a regular expression there."""
+    lowered = text.lower()
+    found = []
+    for stem in stems:
+        at = lowered.find(stem)
+        while at != -1:
+            if at == 0 or not lowered[at - 1].isalnum():
+                found.append(at)
+            at = lowered.find(stem, at + 1)
+    return sorted(found)
 
 
 def _word_start(text: str, at: int) -> int:

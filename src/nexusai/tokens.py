@@ -19,9 +19,9 @@ _TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
 
 
 def count_tokens(text: str) -> int:
-    return len(_TOKEN.findall(text))
+    return len(tokens_of(text))
 
 
-def token_spans(text: str) -> list[tuple[int, int]]:
-    """Where each token is: (start, end) character offsets, in order."""
-    return [match.span() for match in _TOKEN.finditer(text)]
+def tokens_of(text: str) -> list[str]:
+    """The text's tokens, in order."""
+    return _TOKEN.findall(text)

@@ -54,6 +54,13 @@ def line_tokens(episode: Episode, content: str) -> int:
     return _prefix_tokens(_prefix(episode)) + count_tokens(content)
 
 
+def whole(fused: FusedEpisode) -> FusedEpisode:
+    """The memory as it is, its cost counted (the same sum as `line_tokens`, the content's
+    count kept by `content_tokens`)."""
+    cost = _prefix_tokens(_prefix(fused.episode)) + content_tokens(fused.episode)
+    return replace(fused, tokens=cost, excerpt=None)
+
+
 @functools.lru_cache(maxsize=4096)
 def _prefix_tokens(prefix: str) -> int:
     """A date and a speaker: few of them, each counted once."""
@@ -74,12 +81,6 @@ def content_tokens(episode: Episode) -> int:
         if len(_COUNTED) > _COUNTED_MAX:
             _COUNTED.popitem(last=False)
     return found
-
-
-def whole(fused: FusedEpisode) -> FusedEpisode:
-    """The memory as it is, its cost counted."""
-    cost = _prefix_tokens(_prefix(fused.episode)) + content_tokens(fused.episode)
-    return replace(fused, tokens=cost, excerpt=None)
 
 
 def value(fused: FusedEpisode) -> float:

@@ -152,7 +152,7 @@ def test_fused_result_has_at_most_semantic_limit(
     settings: RuntimeSettings = replace(BOTH, semantic_limit=4)
     vector = embedder.embed_one("garden")
     deep = turn_fused(memory, "garden", vector, Scope([sid]), settings)
-    fused = packed(fusion_mode(settings), deep, "garden", settings)
+    fused = packed(fusion_mode(settings), deep, "garden", settings).memories
     assert len(fused) == 4
     assert all(f.semantic_rank or f.keyword_rank for f in fused)
 

@@ -37,6 +37,7 @@ from nexusai.schemas import (
     EpisodeOut,
     Health,
     ImportOut,
+    MarkedEpisodeOut,
     MemoryOut,
     ProjectOut,
     ScopeOut,
@@ -243,13 +244,13 @@ class Endpoints:
         return Call("GET", path, _model(list[EpisodeOut]), params=params, safe=True)
 
     @staticmethod
-    def get_episode(episode_id: int) -> Call[EpisodeOut]:
-        return Call("GET", f"/episodes/{episode_id}", _model(EpisodeOut), safe=True)
+    def get_episode(episode_id: int) -> Call[MarkedEpisodeOut]:
+        return Call("GET", f"/episodes/{episode_id}", _model(MarkedEpisodeOut), safe=True)
 
     @staticmethod
-    def update_episode(episode_id: int, changes: dict[str, Any]) -> Call[EpisodeOut]:
+    def update_episode(episode_id: int, changes: dict[str, Any]) -> Call[MarkedEpisodeOut]:
         """camelCase fields as the API takes them; `metadata` is a JSON merge patch."""
-        return Call("PATCH", f"/episodes/{episode_id}", _model(EpisodeOut), changes)
+        return Call("PATCH", f"/episodes/{episode_id}", _model(MarkedEpisodeOut), changes)
 
     @staticmethod
     def delete_episode(episode_id: int) -> Call[None]:
@@ -269,6 +270,15 @@ class Endpoints:
         params["explain"] = "true" if explain else None
         model = _model(list[ScoredEpisodeOut])
         return Call("GET", "/episodes/search", model, params=params, safe=True)
+
+    @staticmethod
+    def standing(
+        session_ids: Sequence[int] | None = None, limit: int = 100
+    ) -> Call[list[MarkedEpisodeOut]]:
+        scope = None if session_ids is None else ",".join(map(str, session_ids))
+        params = {"sessionIds": scope, "limit": limit}
+        model = _model(list[MarkedEpisodeOut])
+        return Call("GET", "/episodes/standing", model, params=params, safe=True)
 
     @staticmethod
     def context(

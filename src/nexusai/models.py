@@ -93,6 +93,10 @@ class Episode:
     # What the search that found it scored it (cosine for vectors, BM25 for keywords,
     # higher is better); None outside a search. The learned ranker reads it.
     score: float | None = None
+    # A rule the user set or a lasting preference, recognised when stored
+    # (`memory/standing.py`): "instruction", "preference" or None.
+    standing: str | None = None
+    pinned: bool = False  # the user pinned it: a turn of its scope always carries it
 
 
 @dataclass(frozen=True)

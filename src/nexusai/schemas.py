@@ -115,6 +115,15 @@ class EpisodeOut(CamelModel):
         return Episode(**self.model_dump(exclude={"matched_in"}))
 
 
+class MarkedEpisodeOut(EpisodeOut):
+    """An episode with the marks a turn reads: pinned by the user, or standing."""
+
+    pinned: bool = Field(description="Pinned: every turn of its scope carries it")
+    standing: Literal["instruction", "preference"] | None = Field(
+        description="Recognised when stored as a rule the user set or a lasting preference"
+    )
+
+
 class ScoredEpisodeOut(EpisodeOut):
     """An episode as a search found it."""
 
@@ -128,7 +137,7 @@ class ScoredEpisodeOut(EpisodeOut):
     )
 
 
-class EpisodeDetailOut(EpisodeOut):
+class EpisodeDetailOut(MarkedEpisodeOut):
     """An episode with what was derived from it, for browsing."""
 
     vector_state: str = Field(description="indexed, or pending (not searchable by meaning yet)")
@@ -244,6 +253,16 @@ class MemoryOut(EpisodeOut):
     )
 
 
+class StandingOut(MarkedEpisodeOut):
+    """A memory a turn carries whatever its search found: pinned, or a rule or lasting
+    preference of the user's."""
+
+    similarity: float | None = Field(
+        default=None, description="A recognised one's: its cosine to the message (pinned: null)"
+    )
+    tokens: int = Field(description="What its line costs in the prompt")
+
+
 class LegsOut(CamelModel):
     """Both legs' ranked candidates as fusion took them, so a client can re-fuse them at
     other weights: score = semanticWeight / (rrfK + semantic rank) + keywordWeight /
@@ -263,9 +282,16 @@ class ContextOut(CamelModel):
     entities: list[EntityOut]
     warnings: list[str]
     legs: LegsOut | None = Field(default=None, description="With `legs`: both legs' lists")
+    standing: list[StandingOut] | None = Field(
+        default=None,
+        description="Pinned episodes, then the user's rules and lasting preferences nearest"
+        " the message (`standingLimit`), none of them among `memories` or `recent`; left out"
+        " when the scope has none",
+    )
     tokens: int | None = Field(
         default=None,
-        description="With a contextBudget: what the memories cost in the prompt, in all",
+        description="With a contextBudget: what the memories and standing ones cost in the"
+        " prompt, in all",
     )
     budget: int | None = Field(default=None, description="The contextBudget this turn kept")
 

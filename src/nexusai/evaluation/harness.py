@@ -280,7 +280,7 @@ def _ask(
             )
             started = time.perf_counter()
             deep = turn_fused(memory, question.text, vector, Scope(scope), settings)
-            fused = packed(fusion_mode(settings), deep, question.text, settings)
+            fused = packed(fusion_mode(settings), deep, question.text, settings).memories
             if limit == max(run.ranked):
                 run.latency_ms.append((time.perf_counter() - started) * 1000)
             ranked.append([f.episode.id for f in fused])

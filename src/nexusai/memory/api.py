@@ -32,6 +32,7 @@ from nexusai.schemas import (
     Health,
     Id,
     ImportOut,
+    MarkedEpisodeOut,
     ProjectOut,
     ScopeOut,
     ScoredEpisodeOut,
@@ -135,6 +136,11 @@ class EpisodePatch(StrictCamelModel):
     )
     image_caption: str | None = Field(
         default=None, max_length=2000, description="Set the image caption; null removes it"
+    )
+    pinned: bool | None = Field(
+        default=None,
+        description="true pins it: every turn of its scope carries it, under `standing`;"
+        " false unpins it",
     )
 
 
@@ -387,7 +393,7 @@ def list_episodes(
     states, names = memory.vector_states(ids), memory.entities.names_by_episode(ids)
     return [
         EpisodeDetailOut(
-            **EpisodeOut.model_validate(e).model_dump(),
+            **MarkedEpisodeOut.model_validate(e).model_dump(),
             vector_state=states[e.id].value,
             entities=names.get(e.id, []),
         )
@@ -585,6 +591,22 @@ def search_episodes(
     return found
 
 
+@router.get("/episodes/standing", tags=["episodes"], responses=errors(422))
+def standing_episodes(
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
+    session_ids: Annotated[
+        str | None, Query(alias="sessionIds", description="Comma-separated session ids")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[MarkedEpisodeOut]:
+    """The pinned episodes and the standing ones (a rule the user set, a lasting
+    preference) in these sessions (all a key sees when none are given): pinned first,
+    then the newest. A turn chooses from them what it carries under `standing`."""
+    scope = tenancy.scope(parse_id_list("sessionIds", session_ids))
+    return [MarkedEpisodeOut.model_validate(e) for e in memory.standing_episodes(scope, limit)]
+
+
 BINARY = {"schema": {"type": "string", "format": "binary"}}
 
 
@@ -621,8 +643,8 @@ async def import_file(
 
 
 @router.get("/episodes/{episode_id}", tags=["episodes"], responses=errors(404, 422))
-def get_episode(tenancy: TenancyHandle, episode_id: PathId) -> EpisodeOut:
-    return EpisodeOut.model_validate(tenancy.episode(episode_id))
+def get_episode(tenancy: TenancyHandle, episode_id: PathId) -> MarkedEpisodeOut:
+    return MarkedEpisodeOut.model_validate(tenancy.episode(episode_id))
 
 
 @router.patch(
@@ -630,8 +652,9 @@ def get_episode(tenancy: TenancyHandle, episode_id: PathId) -> EpisodeOut:
 )
 def update_episode(
     memory: MemoryHandle, tenancy: TenancyHandle, episode_id: PathId, body: EpisodePatch
-) -> EpisodeOut:
-    """Change a turn. Fields left out keep their values; `metadata` merges (RFC 7396)."""
+) -> MarkedEpisodeOut:
+    """Change a turn. Fields left out keep their values; `metadata` merges (RFC 7396).
+    `pinned` true makes every turn of its scope carry it (under `standing`)."""
     given = body.model_fields_set
     if "content" in given and body.content is None:
         raise InvalidInput("content: give new text, or leave content out to keep it")
@@ -643,8 +666,9 @@ def update_episode(
         metadata=body.metadata if "metadata" in given else UNSET,
         image_caption=body.image_caption if "image_caption" in given else UNSET,
         occurred_at=body.occurred_at,
+        pinned=body.pinned,
     )
-    return EpisodeOut.model_validate(episode)
+    return MarkedEpisodeOut.model_validate(episode)
 
 
 @router.delete(

@@ -371,6 +371,9 @@ class Memory:
     ) -> list[Episode]:
         return self.store.search_keyword(query, limit, session_ids, budget)
 
+    def standing_episodes(self, session_ids: Sequence[int] | None, limit: int) -> list[Episode]:
+        return self.store.standing_episodes(session_ids, limit)
+
     def vector_states(self, episode_ids: Sequence[int]) -> dict[int, VectorState]:
         return vector_state.vector_states(self.store.connection(), episode_ids)
 

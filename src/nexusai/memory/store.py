@@ -30,6 +30,7 @@ from nexusai.errors import (
 )
 from nexusai.memory import vector_state
 from nexusai.memory.dbapi import Connection, inserted_id
+from nexusai.memory.standing import standing_kind
 from nexusai.memory.texts import compose_context_text, compose_search_text
 from nexusai.memory.vector_state import VectorState
 from nexusai.models import (
@@ -38,6 +39,7 @@ from nexusai.models import (
     Project,
     Scope,
     Session,
+    finds_nothing,
     now_text,
     to_utc_text,
 )
@@ -404,8 +406,8 @@ class EpisodeStore(ABC):
         text = _search_text(row)  # once: both the text and its CJK bigrams are stored
         cursor = conn.execute(
             "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at,"
-            " metadata, search_text, context_text, image_caption, search_cjk)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            " metadata, search_text, context_text, image_caption, search_cjk, standing)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 session_id,
                 row.speaker,
@@ -417,6 +419,7 @@ class EpisodeStore(ABC):
                 previous,
                 row.image_caption,
                 keywords.cjk_text(text),
+                standing_kind(row.speaker, row.content),
             ),
         )
         episode_id = inserted_id(cursor)
@@ -494,6 +497,7 @@ class EpisodeStore(ABC):
         metadata: dict[str, Any] | _Unset | None = UNSET,
         image_caption: str | _Unset | None = UNSET,
         occurred_at: datetime | None = None,
+        pinned: bool | None = None,
     ) -> Episode:
         """Changes what is given. `metadata` is a JSON merge patch (RFC 7396) over the
         stored metadata (None clears it); `image_caption` None removes the caption. A new
@@ -502,19 +506,49 @@ class EpisodeStore(ABC):
             # Read inside the write: a merge patch over a row another write just changed
             # would undo that write.
             current = self.get_episode(episode_id)
-            edited = _edited(current, content, speaker, metadata, image_caption, occurred_at)
-            row = self._row(edited)
-            if occurred_at is None:
-                row = replace(row, occurred_at=current.occurred_at)
-            _rewrite(conn, episode_id, row)
-            context = _context_before(conn, current.session_id, row.occurred_at, episode_id)
-            conn.execute("UPDATE episodes SET context_text = ? WHERE id = ?", (context, episode_id))
-            if (_search_text(row), context) != (current.search_text, current.context_text):
-                vector_state.set_vectors(conn, [episode_id], VectorState.PENDING)
-            # The turns after its old place and after its new one are read with another now.
-            _refresh_context_after(conn, current.session_id, current.occurred_at, episode_id)
-            _refresh_context_after(conn, current.session_id, row.occurred_at, episode_id)
+            if pinned is not None:
+                conn.execute("UPDATE episodes SET pinned = ? WHERE id = ?", (pinned, episode_id))
+            texts = (content, speaker, occurred_at)
+            marks = (metadata, image_caption)
+            if any(v is not None for v in texts) or any(v is not UNSET for v in marks):
+                edited = _edited(current, content, speaker, metadata, image_caption, occurred_at)
+                self._edit(conn, current, edited, occurred_at is None)
         return self.get_episode(episode_id)
+
+    def _edit(
+        self, conn: Connection, current: Episode, edited: NewEpisode, same_time: bool
+    ) -> None:
+        """An edit's row written, re-indexed, and the turns around it read anew. Only for
+        an edit: a rewrite marks the row's keyword entries changed."""
+        row = self._row(edited)
+        if same_time:
+            row = replace(row, occurred_at=current.occurred_at)
+        episode_id = current.id
+        _rewrite(conn, episode_id, row)
+        context = _context_before(conn, current.session_id, row.occurred_at, episode_id)
+        conn.execute("UPDATE episodes SET context_text = ? WHERE id = ?", (context, episode_id))
+        if (_search_text(row), context) != (current.search_text, current.context_text):
+            vector_state.set_vectors(conn, [episode_id], VectorState.PENDING)
+        # The turns after its old place and after its new one are read with another now.
+        _refresh_context_after(conn, current.session_id, current.occurred_at, episode_id)
+        _refresh_context_after(conn, current.session_id, row.occurred_at, episode_id)
+
+    def standing_episodes(self, session_ids: Sequence[int] | None, limit: int) -> list[Episode]:
+        """The pinned and standing episodes (`memory/standing.py`) within the sessions given
+        (all when None), pinned first, then the newest."""
+        if finds_nothing(session_ids, limit):
+            return []
+        where = "(standing IS NOT NULL OR pinned)"
+        params: list[object] = []
+        if session_ids is not None:
+            where += " AND session_id IN (SELECT value FROM json_each(?))"
+            params.append(json.dumps([int(i) for i in session_ids]))
+        rows = self._rows(
+            f"SELECT * FROM episodes WHERE {where}"
+            " ORDER BY pinned DESC, occurred_at DESC, id DESC LIMIT ?",
+            [*params, limit],
+        )
+        return [self._episode_from_row(row) for row in rows]
 
     def delete_episode(self, episode_id: int) -> None:
         with self.atomic() as conn:
@@ -573,6 +607,8 @@ class EpisodeStore(ABC):
             row["search_text"],
             row["context_text"],
             score,
+            row["standing"],
+            bool(row["pinned"]),
         )
 
 
@@ -630,7 +666,7 @@ def _rewrite(conn: Connection, episode_id: int, row: _Row) -> None:
     text = _search_text(row)
     conn.execute(
         "UPDATE episodes SET speaker = ?, content = ?, metadata = ?, image_caption = ?,"
-        " occurred_at = ?, search_text = ?, search_cjk = ? WHERE id = ?",
+        " occurred_at = ?, search_text = ?, search_cjk = ?, standing = ? WHERE id = ?",
         (
             row.speaker,
             row.content,
@@ -639,6 +675,7 @@ def _rewrite(conn: Connection, episode_id: int, row: _Row) -> None:
             row.occurred_at,
             text,
             keywords.cjk_text(text),
+            standing_kind(row.speaker, row.content),
             episode_id,
         ),
     )

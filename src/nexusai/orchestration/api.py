@@ -32,8 +32,10 @@ from nexusai.schemas import (
     ExcerptOut,
     Id,
     LegsOut,
+    MarkedEpisodeOut,
     MemoryOut,
     MovedOut,
+    StandingOut,
     StrictCamelModel,
 )
 
@@ -113,35 +115,45 @@ def legs_out(message: str, legs: Legs) -> LegsOut:
 
 
 def context_out(context: Context, explain: bool) -> ContextOut:
-    memories = []
-    for fused in context.memories:
-        # Through EpisodeOut, so that the leg's own score never shows as the memory's.
-        memory = MemoryOut.model_validate(EpisodeOut.model_validate(fused.episode))
-        if context.budget:  # only then: a turn without a budget is the spec's, byte for byte
-            _packed(memory, fused)
-        if explain:
-            memory.score = fused.score
-            memory.semantic_rank = fused.semantic_rank
-            memory.keyword_rank = fused.keyword_rank
-            if fused.moved:
-                memory.features = [MovedOut.model_validate(m) for m in fused.moved]
-            if fused.placed_by:  # set only when there is one: RRF turns show no null
-                memory.placed_by = fused.placed_by
-                memory.probability = 1.0 / (1.0 + math.exp(-fused.score))
-        memories.append(memory)
     out = ContextOut(
         session_id=context.session_id,
         recent=[EpisodeOut.model_validate(e) for e in context.recent],
-        memories=memories,
+        memories=[_memory(fused, context.budget, explain) for fused in context.memories],
         entities=[EntityOut.model_validate(e) for e in context.entities],
         warnings=context.warnings,
     )
     if context.legs is not None:
         out.legs = legs_out(context.message, context.legs)
+    if context.standing:
+        out.standing = [_standing(fused) for fused in context.standing]
     if context.budget:
-        out.tokens = sum(fused.tokens for fused in context.memories)
+        out.tokens = sum(f.tokens for f in [*context.memories, *context.standing])
         out.budget = context.budget
     return out
+
+
+def _memory(fused: FusedEpisode, budget: int, explain: bool) -> MemoryOut:
+    # Through EpisodeOut, so that the leg's own score never shows as the memory's.
+    memory = MemoryOut.model_validate(EpisodeOut.model_validate(fused.episode))
+    if budget:  # only then: a turn without a budget is the spec's, byte for byte
+        _packed(memory, fused)
+    if explain:
+        memory.score = fused.score
+        memory.semantic_rank = fused.semantic_rank
+        memory.keyword_rank = fused.keyword_rank
+        if fused.moved:
+            memory.features = [MovedOut.model_validate(m) for m in fused.moved]
+        if fused.placed_by:  # set only when there is one: RRF turns show no null
+            memory.placed_by = fused.placed_by
+            memory.probability = 1.0 / (1.0 + math.exp(-fused.score))
+    return memory
+
+
+def _standing(fused: FusedEpisode) -> StandingOut:
+    marked = MarkedEpisodeOut.model_validate(fused.episode).model_dump()
+    memory = StandingOut(**marked, tokens=fused.tokens)
+    memory.similarity = None if fused.episode.pinned else fused.score  # set: null is said
+    return memory
 
 
 def _packed(memory: MemoryOut, fused: FusedEpisode) -> None:

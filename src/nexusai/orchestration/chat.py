@@ -50,8 +50,12 @@ SYSTEM = (
 
 
 def memory_block(context: Context) -> str:
-    """The memories (dated) and entities of a turn, as the system message presents them."""
+    """The standing memories, the memories (dated) and the entities of a turn, as the system
+    message presents them."""
     parts = []
+    if context.standing:
+        lines = [memory_line(m.episode, m.content) for m in context.standing]
+        parts.append("What the user asked to be kept in mind:\n" + "\n".join(lines))
     if context.memories:
         lines = [memory_line(m.episode, m.content) for m in context.memories]
         parts.append("Memories from earlier conversations:\n" + "\n".join(lines))

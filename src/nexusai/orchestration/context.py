@@ -21,6 +21,7 @@ from nexusai.orchestration.retrieval import (
     wants_keyword,
 )
 from nexusai.orchestration.settings import RuntimeSettings
+from nexusai.orchestration.standing import STANDING_DEPTH, standing_candidates
 from nexusai.ranking.model import Ranker
 
 log = logging.getLogger("nexusai.context")
@@ -33,6 +34,8 @@ class Context:
     recent: list[Episode]
     memories: list[FusedEpisode]
     entities: list[Entity] = field(default_factory=list)
+    # Pinned episodes and the user's rules and preferences (`orchestration/standing.py`).
+    standing: list[FusedEpisode] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     legs: Legs | None = None  # both legs' full lists, when asked for
     timings: dict[str, float] = field(default_factory=dict)  # ms per step, for Server-Timing
@@ -132,6 +135,11 @@ def assemble_context(
         if wants_keyword(settings, both)
         else None
     )
+    standing_call = POOL.submit(
+        lambda: memory.standing_episodes(
+            asking.query(scope_call.result()).filter_ids(), STANDING_DEPTH
+        )
+    )
     wants_entities = settings.entity_limit > 0
     warnings = _warnings(settings, learned, embedder)
     vector = None
@@ -149,7 +157,9 @@ def assemble_context(
     recent = recent_call.result() if recent_call else []
     asked = asking.query(scope, vector, [episode.id for episode in recent])
     found = get_legs(asked, settings, both, timings, keyword)
-    memories = fuse_and_pack(mode, message, found, settings, explain, timings)
+    with stopwatch(timings, "standing"):
+        standing = _standing(standing_call.result(), embedder, vector, settings, asked)
+    turn = fuse_and_pack(mode, message, found, settings, explain, timings, standing)
     with stopwatch(timings, "entities"):
         entities = (
             memory.search_entities(vector, scope.session_ids, settings.entity_limit)
@@ -161,10 +171,24 @@ def assemble_context(
         session_id,
         message,
         recent,
-        memories,
+        turn.memories,
         entities,
+        turn.standing,
         warnings,
         kept,
         timings,
         settings.context_budget,
     )
+
+
+def _standing(
+    found: list[Episode],
+    embedder: Embedder,
+    vector: Vector | None,
+    settings: RuntimeSettings,
+    asked: LegQuery,
+) -> list[FusedEpisode]:
+    """The standing candidates of the scope, but the recent turns the prompt holds."""
+    recent = set(asked.recent_ids)
+    found = asked.within([e for e in found if e.id not in recent])
+    return standing_candidates(found, embedder, vector, settings.standing_limit)

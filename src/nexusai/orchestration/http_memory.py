@@ -132,6 +132,11 @@ class HttpMemoryClient:
         call = Endpoints.search(query, session_ids, limit, budget)
         return [e.to_episode() for e in self._send(call)]
 
+    def standing_episodes(self, session_ids: Sequence[int] | None, limit: int) -> list[Episode]:
+        if finds_nothing(session_ids, limit):
+            return []
+        return [e.to_episode() for e in self._send(Endpoints.standing(session_ids, limit))]
+
     def search_entities(
         self, vector: Sequence[float] | None, session_ids: Sequence[int], limit: int
     ) -> list[Entity]:

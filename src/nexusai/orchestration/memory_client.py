@@ -52,6 +52,10 @@ class MemoryClient(Protocol):
         """Best BM25 first; with a `budget`, the commonest terms left out past it."""
         ...
 
+    def standing_episodes(self, session_ids: Sequence[int] | None, limit: int) -> list[Episode]:
+        """The pinned and standing episodes of the scope, pinned first, then the newest."""
+        ...
+
     def add_episodes(self, session_id: int, episodes: Sequence[NewEpisode]) -> list[Episode]: ...
 
     def search_entities(

@@ -16,7 +16,7 @@ from nexusai.observability import stopwatch
 from nexusai.orchestration.fusion import FusedEpisode, fuse_ranked
 from nexusai.orchestration.learned import rank_learned
 from nexusai.orchestration.memory_client import MemoryClient
-from nexusai.orchestration.packing import PACK_DEPTH, pack
+from nexusai.orchestration.packing import PACK_DEPTH, pack_turn
 from nexusai.orchestration.retrieval import LegQuery, Legs, get_legs
 from nexusai.orchestration.settings import RuntimeSettings
 from nexusai.ranking.model import Ranker, shipped
@@ -102,6 +102,15 @@ def fusion_mode(settings: RuntimeSettings, ranker: Ranker | None = None) -> Fusi
     return RRF()
 
 
+@dataclass(frozen=True)
+class Packed:
+    """A turn's two lists of memories: the standing ones it carries whatever was found
+    (`orchestration/standing.py`), and the searched ones, as the LLM gets them."""
+
+    standing: list[FusedEpisode]
+    memories: list[FusedEpisode]
+
+
 def fuse_and_pack(
     mode: FusionMode,
     message: str,
@@ -109,22 +118,29 @@ def fuse_and_pack(
     settings: RuntimeSettings,
     explain: bool = False,
     timings: dict[str, float] | None = None,
-) -> list[FusedEpisode]:
+    standing: Sequence[FusedEpisode] = (),
+) -> Packed:
     """The stages after the legs, as every turn runs them: the mode fuses, packing keeps
-    what fits the budget."""
+    what fits the budget, beside the `standing` candidates."""
     spent = timings if timings is not None else {}
     with stopwatch(spent, "fuse"):
         fused = mode.fuse(message, found, settings, mode.asks(settings, False).limit, explain)
     with stopwatch(spent, "pack"):
-        return packed(mode, fused, message, settings)
+        return packed(mode, fused, message, settings, standing)
 
 
 def packed(
-    mode: FusionMode, fused: list[FusedEpisode], message: str, settings: RuntimeSettings
-) -> list[FusedEpisode]:
-    """The stages after fusion: packing (the mode's packer, the budget's size) and order."""
-    kept = pack(fused, message, settings.context_budget, settings.semantic_limit, mode.packer)
-    return in_order(kept, settings)
+    mode: FusionMode,
+    fused: list[FusedEpisode],
+    message: str,
+    settings: RuntimeSettings,
+    standing: Sequence[FusedEpisode] = (),
+) -> Packed:
+    """The stages after fusion: packing (the mode's packer, the budget's size, the
+    standing candidates first) and order."""
+    budget, limit = settings.context_budget, settings.semantic_limit
+    kept, memories = pack_turn(fused, standing, message, budget, limit, mode.packer)
+    return Packed(kept, in_order(memories, settings))
 
 
 def in_order(memories: list[FusedEpisode], settings: RuntimeSettings) -> list[FusedEpisode]:

@@ -37,6 +37,9 @@ EXCERPT_TOKENS = 80
 EXCERPT_CHARS = 360
 # How deep fusion ranks for a budgeted turn: the pool packing chooses from.
 PACK_DEPTH = 50
+# Recognised standing memories take at most this share of a budget (pinned ones may take
+# all of it): the rest is the searched memories'.
+STANDING_SHARE = 0.25
 
 
 def memory_line(episode: Episode, content: str) -> str:
@@ -221,3 +224,41 @@ def pack(
     if budget <= 0:
         return list(fused[:limit])
     return PACKERS[packer].pack(fused, message, budget)
+
+
+def pack_turn(
+    fused: Sequence[FusedEpisode],
+    standing: Sequence[FusedEpisode],
+    message: str,
+    budget: int,
+    limit: int,
+    packer: str,
+) -> tuple[list[FusedEpisode], list[FusedEpisode]]:
+    """A turn's two lists, (standing, memories), from fusion's list and the standing
+    candidates (pinned first, then the most relevant). At budget 0 the memories are the
+    spec's, and the standing ones not among them come beside. With a budget, the standing
+    ones come first, whole, each while it fits (a recognised one within `STANDING_SHARE`
+    of it), and the memories are packed into what is left, without them."""
+    if budget <= 0:
+        memories = pack(fused, message, 0, limit, packer)
+        given = {f.episode.id for f in memories}
+        return [whole(f) for f in standing if f.episode.id not in given], memories
+    kept = _standing_within(standing, budget)
+    left = budget - sum(f.tokens for f in kept)
+    if left <= 0:
+        return kept, []
+    taken = {f.episode.id for f in kept}
+    rest = [f for f in fused if f.episode.id not in taken]
+    return kept, pack(rest, message, left, limit, packer)
+
+
+def _standing_within(standing: Sequence[FusedEpisode], budget: int) -> list[FusedEpisode]:
+    kept: list[FusedEpisode] = []
+    spent = 0
+    for candidate in standing:
+        line = whole(candidate)
+        room = budget if candidate.episode.pinned else int(budget * STANDING_SHARE)
+        if spent + line.tokens <= room:
+            kept.append(line)
+            spent += line.tokens
+    return kept

@@ -91,6 +91,17 @@ SETTINGS: tuple[Setting, ...] = (
         " matters (0: the first semanticLimit memories whole, the spec's turn)",
     ),
     Setting(
+        "standingLimit",
+        int,
+        0,
+        20,
+        3,
+        "How many of the rules and lasting preferences the user stated (recognised when"
+        " stored) a turn carries under `standing`, the nearest the message in meaning; pinned"
+        " episodes come always. With a contextBudget they come first, within a quarter of it"
+        " (0: none of the recognised ones)",
+    ),
+    Setting(
         "memoryOrder",
         str,
         0,
@@ -125,6 +136,7 @@ class RuntimeSettings:
     fusion: str = "rrf"
     context_budget: int = 0
     memory_order: str = "rank"
+    standing_limit: int = 3
 
     @classmethod
     def from_values(cls, values: Mapping[str, Value]) -> RuntimeSettings:
@@ -138,6 +150,7 @@ class RuntimeSettings:
             fusion=str(values["fusion"]),
             context_budget=int(values["contextBudget"]),
             memory_order=str(values["memoryOrder"]),
+            standing_limit=int(values["standingLimit"]),
         )
 
     def with_changes(self, changes: Mapping[str, object]) -> RuntimeSettings:
@@ -155,6 +168,7 @@ class RuntimeSettings:
             "entityLimit": self.entity_limit,
             "keywordBudget": self.keyword_budget,
             "contextBudget": self.context_budget,
+            "standingLimit": self.standing_limit,
             "memoryOrder": self.memory_order,
             "fusion": self.fusion,
         }

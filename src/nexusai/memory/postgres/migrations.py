@@ -15,9 +15,12 @@ ids are identities, never reused.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from psycopg import Connection
 
 from nexusai.memory.postgres import fts as pg_fts
+from nexusai.memory.standing import classified
 
 LOCK = "hashtext('nexus_migrations')"
 
@@ -150,17 +153,40 @@ CREATE TRIGGER entity_mention_removed AFTER DELETE ON entity_mentions
     FOR EACH ROW EXECUTE FUNCTION entity_mention_removed();
 """
 
-MIGRATIONS: list[tuple[str, str]] = [
+M005_STANDING = """
+ALTER TABLE episodes ADD COLUMN standing text CHECK (standing IN ('instruction', 'preference'));
+ALTER TABLE episodes ADD COLUMN pinned boolean NOT NULL DEFAULT false;
+CREATE INDEX episodes_standing ON episodes (session_id, occurred_at)
+    WHERE standing IS NOT NULL OR pinned;
+"""
+
+
+def m005_standing(conn: Connection[tuple[object, ...]]) -> None:
+    """Standing messages and pins (SQLite's m014): the stored episodes classified once."""
+    conn.execute(M005_STANDING.encode())
+    rows = conn.execute("SELECT id, speaker, content FROM episodes").fetchall()
+    with conn.cursor() as cursor:
+        cursor.executemany("UPDATE episodes SET standing = %s WHERE id = %s", classified(rows))
+
+
+Migration = str | Callable[[Connection[tuple[object, ...]]], None]
+
+MIGRATIONS: list[tuple[str, Migration]] = [
     ("m001_initial", M001_INITIAL),
     ("m002_keywords", M002_KEYWORDS),
     ("m003_entities", M003_ENTITIES),
     ("m004_keyword_counts", pg_fts.STATS_DDL),  # counted from the rows there, then kept
+    ("m005_standing", m005_standing),
 ]
 
 
-def apply_migrations(conn: Connection[tuple[object, ...]]) -> list[str]:
+def apply_migrations(
+    conn: Connection[tuple[object, ...]],
+    migrations: Sequence[tuple[str, Migration]] | None = None,
+) -> list[str]:
     """Applies, in order and in one transaction, the migrations this database has not
-    recorded; returns their names (none when another replica got there first)."""
+    recorded (of `migrations`, all by default); returns their names (none when another
+    replica got there first)."""
     with conn.transaction():
         conn.execute(f"SELECT pg_advisory_xact_lock({LOCK})")
         conn.execute(
@@ -169,9 +195,12 @@ def apply_migrations(conn: Connection[tuple[object, ...]]) -> list[str]:
         )
         done = {str(row[0]) for row in conn.execute("SELECT name FROM _migrations")}
         applied = []
-        for name, script in MIGRATIONS:
+        for name, step in MIGRATIONS if migrations is None else migrations:
             if name not in done:
-                conn.execute(script.encode())  # several statements: no parameters
+                if isinstance(step, str):
+                    conn.execute(step.encode())  # several statements: no parameters
+                else:
+                    step(conn)
                 conn.execute("INSERT INTO _migrations (name) VALUES (%s)", [name])
                 applied.append(name)
     return applied

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from nexusai import keywords
 from nexusai.memory.sqlite import fts
+from nexusai.memory.standing import classified
 from nexusai.memory.texts import compose_context_text, compose_search_text
 from nexusai.models import now_text
 
@@ -365,6 +366,24 @@ def m013_keyword_edits(conn: sqlite3.Connection) -> None:
     """A count of edits and deletes of indexed rows, so that the whole-table BM25 kept in
     memory (memory/sqlite/bm25.py) knows when it is out of step with FTS5."""
     run_script(conn, fts.EDITS_DDL)
+
+
+@migration
+def m014_standing_and_pins(conn: sqlite3.Connection) -> None:
+    """Standing messages (a rule the user set, a lasting preference) and pinned episodes:
+    both are candidates a turn may carry whatever its search found. The stored episodes
+    are classified once, here."""
+    run_script(conn, STANDING_DDL)
+    rows = conn.execute("SELECT id, speaker, content FROM episodes").fetchall()
+    conn.executemany("UPDATE episodes SET standing = ? WHERE id = ?", classified(rows))
+
+
+STANDING_DDL = """
+ALTER TABLE episodes ADD COLUMN standing TEXT CHECK (standing IN ('instruction', 'preference'));
+ALTER TABLE episodes ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX episodes_standing ON episodes(session_id, occurred_at)
+    WHERE standing IS NOT NULL OR pinned;
+"""
 
 
 def _rebuild(conn: sqlite3.Connection, table: str, create: str, after: list[str]) -> None:

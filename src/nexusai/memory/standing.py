@@ -1,0 +1,69 @@
+"""Standing messages: a rule the user set for the assistant ("Always include version
+numbers when I ask about libraries") or a lasting preference ("I prefer simple, minimal
+dependencies", "I'm lactose intolerant"). Recognised by patterns when an episode is
+stored, with no LLM call, so that a later turn can carry them although it does not repeat
+their words (`orchestration/standing.py`).
+
+Precision and recall on the development sets are in docs/evaluation.md; `nexus eval`
+measures the recall on the probes whose evidence is such a message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, Literal
+
+StandingKind = Literal["instruction", "preference"]
+KINDS: tuple[StandingKind, ...] = ("instruction", "preference")
+
+# Speakers whose messages never set the user's rules or state the user's tastes.
+_NOT_THE_USER = frozenset({"assistant", "ai", "bot", "system", "tool", "function"})
+
+_SENTENCE_START = r"(?:^|(?<=[.!?\n])\s*)"
+# An imperative rule: a sentence opening with "always"/"never" and a verb the assistant
+# could do ("Always here to help" is a pleasantry, not a rule), or a trigger clause.
+_RULE_VERBS = (
+    "use|include|format|provide|write|reply|respond|answer|add|show|keep|mention|call|"
+    "remind|ask|report|highlight|maintain|tailor|combine|confirm|list|cite|put|say|start|"
+    "end|explain|suggest|recommend|double-check|check|avoid|assume|refer|address|speak|"
+    "talk|send|break|present|summari[sz]e|translate|label|round|convert"
+)
+_INSTRUCTION = re.compile(
+    _SENTENCE_START
+    + rf"(?:please\s+)?(?:always|never|don't ever|do not ever)\s+(?:{_RULE_VERBS})\b"
+    rf"|\bfrom now on,?\s+(?:please\s+)?(?:you\s+|always\s+|never\s+|don't\s+)?(?:{_RULE_VERBS})\b"
+    r"|\bwhen(?:ever)? I ask (?:you )?(?:about|for)\b",
+    re.IGNORECASE,
+)
+_PREFERENCE = re.compile(
+    r"\bI(?:'d| would)? (?:really |much |strongly |generally |usually )?prefer\b"
+    r"|\bI(?:'m| am) (?:a )?(?:vegetarian|vegan|pescatarian|allergic|lactose|gluten)"
+    r"|\bI (?:don't|do not|never|can't|cannot) (?:eat|drink)\b"
+    # A favourite stated ("my favorite book is", "is my favourite"), not one in passing
+    # ("on my favorite blanket").
+    r"|\bmy fav(?:ou?rite) (?:\w+ ){0,2}(?:is|are)\b"
+    r"|\b(?:is|are) (?:one of )?my fav(?:ou?rite)s?\b",
+    re.IGNORECASE,
+)
+
+
+def standing_kind(speaker: str, content: str) -> StandingKind | None:
+    """Whether the message sets a rule or states a lasting preference, and which."""
+    if speaker.strip().lower() in _NOT_THE_USER:
+        return None
+    if _INSTRUCTION.search(content):
+        return "instruction"
+    if _PREFERENCE.search(content):
+        return "preference"
+    return None
+
+
+def classified(rows: Iterable[Any]) -> list[tuple[str, int]]:
+    """(kind, id) for each stored (id, speaker, content) row that is standing: what a
+    migration writes to classify the episodes stored before there were standing ones."""
+    return [
+        (kind, int(row[0]))
+        for row in rows
+        if (kind := standing_kind(str(row[1]), str(row[2]))) is not None
+    ]

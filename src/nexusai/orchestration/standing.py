@@ -1,0 +1,55 @@
+"""Standing memories: the episodes a turn may carry whatever its search found. Pinned ones
+always; of the rules and preferences recognised when they were stored
+(`memory/standing.py`), the `standingLimit` nearest the message in meaning, since a later
+question rarely repeats a rule's words ("Which libraries do we use?" against "Always
+include version numbers when I ask about libraries").
+
+Their vectors are made here, from the content alone, and kept per process: a scope holds
+few of them, and they rarely change.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+from nexusai.embedders import Embedder, Vector
+from nexusai.models import Episode
+from nexusai.orchestration.fusion import FusedEpisode
+
+# Most pinned and standing episodes a turn reads of its scope (pinned first, then newest).
+STANDING_DEPTH = 200
+
+_VECTORS: OrderedDict[tuple[str, int, int], Vector] = OrderedDict()
+_VECTORS_MAX = 20_000
+
+
+def standing_candidates(
+    found: Sequence[Episode], embedder: Embedder, vector: Vector | None, limit: int
+) -> list[FusedEpisode]:
+    """The pinned episodes of `found`, then its `limit` recognised ones nearest `vector`
+    (the newest without one), each scored by its cosine to the message (pinned: 1)."""
+    pinned = [FusedEpisode(e, 1.0, None, None) for e in found if e.pinned]
+    others = [e for e in found if not e.pinned]
+    if limit <= 0 or not others:
+        return pinned
+    if vector is None:
+        return pinned + [FusedEpisode(e, 0.0, None, None) for e in others[:limit]]
+    similarity = np.asarray(_vectors(others, embedder)) @ np.asarray(vector)
+    nearest = np.argsort(-similarity, kind="stable")[:limit]
+    return pinned + [FusedEpisode(others[i], float(similarity[i]), None, None) for i in nearest]
+
+
+def _vectors(episodes: Sequence[Episode], embedder: Embedder) -> list[Vector]:
+    keys = [(embedder.name, e.id, hash(e.content)) for e in episodes]
+    known = [_VECTORS.get(key) for key in keys]
+    missing = [i for i, vector in enumerate(known) if vector is None]
+    if missing:
+        made = embedder.embed([episodes[i].content for i in missing])
+        for i, vector in zip(missing, made, strict=True):
+            known[i] = _VECTORS[keys[i]] = vector
+        while len(_VECTORS) > _VECTORS_MAX:
+            _VECTORS.popitem(last=False)
+    return [vector for vector in known if vector is not None]

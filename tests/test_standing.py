@@ -1,0 +1,244 @@
+"""Standing memories: rules and lasting preferences recognised when stored, pinned
+episodes, and the `standing` list a turn carries whatever its search found."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from psycopg_pool import ConnectionPool
+
+from nexusai.memory.postgres.migrations import MIGRATIONS as PG_MIGRATIONS
+from nexusai.memory.postgres.migrations import apply_migrations as pg_apply_migrations
+from nexusai.memory.service import Memory
+from nexusai.memory.sqlite.migrations import MIGRATIONS, apply_migrations
+from nexusai.memory.sqlite.store import SqliteStore
+from nexusai.memory.standing import standing_kind
+from nexusai.memory.store import EpisodeStore
+from nexusai.models import NewEpisode
+from nexusai.orchestration.chat import build_prompt
+from nexusai.orchestration.context import assemble_context
+from nexusai.orchestration.settings import DEFAULTS
+from tests.conftest import SwitchableEmbedder
+
+RULE = "Always include version numbers when I ask about software dependencies or libraries."
+TASTE = "I'm trying to keep my app small, so I prefer simple, minimal dependencies."
+FILLER = [
+    "We set up the Flask project with a blueprint for the dashboard.",
+    "The dashboard loads in 250ms after the caching changes.",
+    "Let's add a chart of monthly expenses to the dashboard.",
+    "The login page needs a remember-me checkbox.",
+    "I moved the database file into the instance folder.",
+    "The tests run in about four seconds now.",
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        (RULE, "instruction"),
+        ("Please never use emojis in your replies.", "instruction"),
+        ("From now on, reply in German.", "instruction"),
+        (TASTE, "preference"),
+        ("I'm lactose intolerant, so the dairy-free recipe please!", "preference"),
+        ("Harry Potter is my favorite book.", "preference"),
+        ("No prob! Always here to help.", None),  # a pleasantry, not a rule
+        ("Never give up! You're doing great.", None),
+        ("Here's a pic of them on my favorite blanket.", None),  # a favourite in passing
+        ("How do I make sure the query always returns a list?", None),
+    ],
+)
+def test_rules_and_preferences_are_recognised(text: str, kind: str | None) -> None:
+    assert standing_kind("user", text) == kind
+
+
+def test_the_assistant_sets_no_rules_of_the_users() -> None:
+    assert standing_kind("assistant", RULE) is None
+    assert standing_kind("Caroline", RULE) == "instruction"  # people in human chats do
+
+
+def test_stored_episodes_are_marked_and_edits_mark_them_again(store: EpisodeStore) -> None:
+    sid = store.create_session().id
+    rule, plain = store.add_episodes(sid, [NewEpisode("user", RULE), NewEpisode("user", "hi")])
+    assert (rule.standing, plain.standing) == ("instruction", None)
+    assert not rule.pinned
+    assert store.update_episode(plain.id, content=TASTE).standing == "preference"
+    assert store.update_episode(rule.id, content="just a note").standing is None
+
+
+def test_pins_and_standing_ones_are_listed_pinned_first(store: EpisodeStore) -> None:
+    project = store.create_project("p")
+    a, b = store.create_session(project.id).id, store.create_session(project.id).id
+    elsewhere = store.create_session().id
+    [rule] = store.add_episodes(a, [NewEpisode("user", RULE)])
+    [note] = store.add_episodes(b, [NewEpisode("user", "a plain note")])
+    store.add_episodes(elsewhere, [NewEpisode("user", TASTE)])
+    assert store.standing_episodes([a, b], 10) == [rule]
+    pinned = store.update_episode(note.id, pinned=True)
+    assert pinned.pinned
+    assert pinned.content == note.content
+    assert [e.id for e in store.standing_episodes([a, b], 10)] == [note.id, rule.id]
+    assert len(store.standing_episodes(None, 10)) == 3
+    assert store.standing_episodes([], 10) == []
+    assert not store.update_episode(note.id, pinned=False).pinned
+    assert store.standing_episodes([b], 10) == []
+
+
+def test_a_pin_leaves_the_keyword_index_alone(tmp_path: Path) -> None:
+    """Pinning is no edit of the text: the whole-table BM25 copy stays in step."""
+    with SqliteStore(tmp_path / "n.db") as store:
+        sid = store.create_session().id
+        [note] = store.add_episodes(sid, [NewEpisode("user", "zebra")])
+        edits = store.connection().execute("SELECT edits FROM keyword_edits").fetchall()
+        store.update_episode(note.id, pinned=True)
+        after = store.connection().execute("SELECT edits FROM keyword_edits").fetchall()
+        assert [tuple(r) for r in after] == [tuple(r) for r in edits]
+
+
+def test_m014_marks_the_episodes_of_an_existing_store(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    apply_migrations(conn, MIGRATIONS[:13])
+    conn.execute("INSERT INTO sessions (id, created_at) VALUES (1, 't')")
+    for i, text in enumerate([RULE, "plain", TASTE], start=1):
+        conn.execute(
+            "INSERT INTO episodes (id, session_id, speaker, content, occurred_at, created_at)"
+            " VALUES (?, 1, 'user', ?, ?, 't')",
+            (i, text, f"2026-01-0{i}"),
+        )
+    conn.execute("COMMIT")
+    conn.close()
+    with SqliteStore(path) as store:
+        assert store.migrations_applied == ["m014_standing_and_pins"]
+        assert [e.standing for e in store.list_episodes(1)] == ["instruction", None, "preference"]
+
+
+def test_m005_marks_the_episodes_of_an_existing_postgresql(pg_pool: ConnectionPool) -> None:
+    with pg_pool.connection() as conn:
+        pg_apply_migrations(conn, PG_MIGRATIONS[:4])
+        conn.execute("INSERT INTO sessions (created_at) VALUES (now())")
+        for text in (RULE, "plain"):
+            conn.execute(
+                "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at)"
+                " SELECT id, 'user', %s, now(), now() FROM sessions",
+                [text],
+            )
+        conn.commit()
+        assert pg_apply_migrations(conn) == ["m005_standing"]
+        rows = conn.execute("SELECT standing, pinned FROM episodes ORDER BY id").fetchall()
+        assert rows == [("instruction", False), (None, False)]
+
+
+@pytest.fixture
+def project_client(client: TestClient) -> tuple[TestClient, int]:
+    project = client.post("/projects", json={"name": "app"}).json()["id"]
+    return client, project
+
+
+def _session(client: TestClient, project: int, *texts: str) -> tuple[int, list[int]]:
+    sid = client.post("/sessions", json={"projectId": project}).json()["id"]
+    body = {"episodes": [{"speaker": "user", "content": t} for t in texts]}
+    stored = client.post(f"/sessions/{sid}/episodes", json=body).json()["episodes"]
+    return sid, [e["id"] for e in stored]
+
+
+def _turn(client: TestClient, sid: int, message: str, **settings: object) -> dict[str, object]:
+    body = {"sessionId": sid, "message": message, "settings": {"recentLimit": 0, **settings}}
+    response = client.post("/context", json=body)
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def _ids(items: object) -> list[int]:
+    assert isinstance(items, list)
+    return [int(item["id"]) for item in items]
+
+
+def test_a_recognised_rule_is_listed_under_standing(
+    project_client: tuple[TestClient, int],
+) -> None:
+    client, project = project_client
+    _, [rule, *_] = _session(client, project, RULE, *FILLER)
+    asking, _ = _session(client, project, "hello")
+    # Two memories, both nearer the message than the rule, which shares none of its words.
+    turn = _turn(client, asking, "Add a chart of monthly expenses", semanticLimit=2)
+    assert rule not in _ids(turn["memories"])
+    assert _ids(turn["standing"]) == [rule]
+    standing: dict[str, Any] = turn["standing"][0]  # type: ignore[index]
+    assert standing["standing"] == "instruction"
+    assert standing["tokens"] > 0
+    assert 0 < standing["similarity"] < 1
+    assert "standing" not in _turn(client, asking, "dashboard", semanticLimit=2, standingLimit=0)
+
+
+def test_a_pinned_episode_comes_back_whatever_the_message(
+    project_client: tuple[TestClient, int],
+) -> None:
+    client, project = project_client
+    sid, ids = _session(client, project, *FILLER)
+    pinned = client.patch(f"/episodes/{ids[4]}", json={"pinned": True}).json()
+    assert pinned["pinned"] is True
+    assert pinned["content"] == FILLER[4]
+    asked: list[dict[str, object]] = [
+        {"semanticLimit": 2},
+        {"semanticLimit": 2, "contextBudget": 200},
+        {"fusion": "learned", "contextBudget": 60},
+    ]
+    for settings in asked:
+        turn = _turn(client, sid, "monthly expenses chart", **settings)
+        assert _ids(turn["standing"])[0] == ids[4], settings
+        assert ids[4] not in _ids(turn["memories"])
+        assert turn["standing"][0]["similarity"] is None  # type: ignore[index]
+    # Found by the search too, it is given once, among the memories.
+    turn = _turn(client, sid, "monthly expenses chart")
+    assert ids[4] in _ids(turn["memories"])
+    assert "standing" not in turn
+    client.patch(f"/episodes/{ids[4]}", json={"pinned": False})
+    assert "standing" not in _turn(client, sid, "monthly expenses chart", semanticLimit=2)
+
+
+def test_a_turn_with_standing_ones_never_exceeds_its_budget(
+    project_client: tuple[TestClient, int],
+) -> None:
+    client, project = project_client
+    long_pin = "Remember the whole plan: " + "step after careful step, " * 60
+    sid, ids = _session(client, project, RULE, TASTE, long_pin, *FILLER)
+    client.patch(f"/episodes/{ids[2]}", json={"pinned": True})
+    for budget in (20, 80, 400, 2000):
+        turn = _turn(client, sid, "which libraries for the dashboard?", contextBudget=budget)
+        given = [*turn["memories"], *turn.get("standing", [])]  # type: ignore[misc]
+        assert turn["tokens"] == sum(m["tokens"] for m in given) <= budget
+        recognised = [m for m in turn.get("standing", []) if not m["pinned"]]  # type: ignore[attr-defined]
+        assert sum(m["tokens"] for m in recognised) <= budget // 4
+
+
+def test_pinning_is_checked_and_a_refusal_changes_nothing(client: TestClient) -> None:
+    sid = client.post("/sessions", json={}).json()["id"]
+    body = {"speaker": "user", "content": "note"}
+    episode = client.post(f"/sessions/{sid}/episodes", json=body).json()["id"]
+    refused = client.patch(f"/episodes/{episode}", json={"pinned": "yes"})
+    assert refused.status_code == 422
+    assert "pinned" in refused.text
+    assert client.get(f"/episodes/{episode}").json()["pinned"] is False
+    assert client.patch("/episodes/999", json={"pinned": True}).status_code == 404
+    listed = client.get("/episodes/standing", params={"sessionIds": str(sid)})
+    assert listed.status_code == 200
+    assert listed.json() == []
+
+
+def test_the_chat_prompt_carries_the_standing_ones(
+    memory: Memory, embedder: SwitchableEmbedder
+) -> None:
+    sid = memory.store.create_session().id
+    memory.add_episodes(sid, [NewEpisode("user", t) for t in (RULE, *FILLER)])
+    settings = replace(DEFAULTS, recent_limit=0, semantic_limit=2)
+    context = assemble_context(memory, embedder, settings, sid, "a chart of monthly expenses")
+    assert [m.episode.content for m in context.standing] == [RULE]
+    system = build_prompt(context)[0]["content"]
+    assert "What the user asked to be kept in mind:" in system
+    assert RULE in system

@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+import httpx
 import pytest
 from click.testing import CliRunner
 
@@ -315,6 +316,13 @@ def test_projects_sessions_and_add_from_the_cli_with_a_key(
         env = {"NEXUS_API_KEY": "k-1"}  # the documented variable works as well as the flag
         shown = runner.invoke(cli, ["context", "--session", sid, "dog?", "--url", url], env=env)
         assert "2 recent turns" in shown.output  # the two messages just added
+        dog = json.loads(added.output)["id"]
+        pinned = runner.invoke(cli, ["pin", str(dog), *base])
+        assert pinned.output == f"episode {dog} pinned\n"
+        headers = {"Authorization": "Bearer k-1"}
+        assert httpx.get(f"{url}/episodes/{dog}", headers=headers).json()["pinned"] is True
+        assert runner.invoke(cli, ["pin", str(dog), "--off", *base]).output.endswith("unpinned\n")
+        assert "does not exist" in runner.invoke(cli, ["pin", "999", *base]).output
         missing = runner.invoke(cli, ["chat", "--session", "999", *base], input="hello\n")
         assert missing.exit_code == 1
         assert "session 999 does not exist" in missing.output

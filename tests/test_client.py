@@ -77,6 +77,12 @@ def test_every_kind_of_call_with_typed_answers_and_errors(served: str) -> None:
         assert done.user_episode_id > 0
         edited = nexus.update_episode(stored[1].id, {"metadata": {"tag": "work"}})
         assert edited.metadata == {"tag": "work"}
+        assert nexus.pin(stored[1].id).pinned
+        assert [e.id for e in nexus.standing([session.id])] == [stored[1].id]
+        packed = nexus.context(other.id, "dog?", settings={"semanticLimit": 1})
+        assert packed.standing is not None
+        assert [m.id for m in packed.standing] == [stored[1].id]  # pinned: always carried
+        assert not nexus.pin(stored[1].id, False).pinned
         assert [p.name for p in nexus.list_projects()] == ["home"]
         with pytest.raises(NotFoundError, match="session 999 does not exist") as missing:
             nexus.context(999, "hi")

@@ -19,7 +19,7 @@ from nexusai.config import Config
 from tests.conftest import SwitchableEmbedder
 from tests.live_server import live_server
 
-TOOLS = {"remember", "recall", "context", "entities", "forget", "sessions"}
+TOOLS = {"remember", "recall", "context", "entities", "forget", "pin", "sessions"}
 
 
 def payload(result: Any) -> Any:
@@ -64,6 +64,7 @@ async def exercise(session: ClientSession) -> None:
     wrong = await session.call_tool("remember", {"messages": "not a list", **where})
     assert wrong.is_error
     await a_refused_remember_makes_nothing(session)
+    await a_pinned_episode_comes_with_every_turn(session)
     await reading_writes_nothing(session)
     await arguments_are_strict(session)
     await answers_are_compact(session)
@@ -83,6 +84,24 @@ async def a_refused_remember_makes_nothing(session: ClientSession) -> None:
     assert again == first
     made = payload(await session.call_tool("sessions", {"project": "p-once"}))
     assert [s["title"] for s in made] == ["sat"]
+
+
+async def a_pinned_episode_comes_with_every_turn(session: ClientSession) -> None:
+    where = {"session": "monday", "project": "home"}
+    said = {"messages": [{"content": "My sister Ana lives in Lisbon"}], **where}
+    [sister] = payload(await session.call_tool("remember", said))["episodeIds"]
+    pinned = payload(await session.call_tool("pin", {"episode_id": sister}))
+    assert pinned == {"episodeId": sister, "pinned": True}
+    later = {"session": "tuesday", "project": "home"}
+    turn = payload(await session.call_tool("context", {"message": "what's for dinner?", **later}))
+    given = [m["id"] for m in [*turn.get("standing", []), *turn["memories"]]]
+    assert given.count(sister) == 1  # standing, unless the search found it too
+    assert (
+        payload(await session.call_tool("pin", {"episode_id": sister, "pinned": False}))["pinned"]
+        is False
+    )
+    missing = await session.call_tool("pin", {"episode_id": 999_999})
+    assert missing.is_error
 
 
 async def reading_writes_nothing(session: ClientSession) -> None:

@@ -253,6 +253,11 @@ class Endpoints:
         return Call("PATCH", f"/episodes/{episode_id}", _model(MarkedEpisodeOut), changes)
 
     @staticmethod
+    def pin(episode_id: int, pinned: bool = True) -> Call[MarkedEpisodeOut]:
+        """Pinned, every turn of the episode's scope carries it (under `standing`)."""
+        return Endpoints.update_episode(episode_id, {"pinned": pinned})
+
+    @staticmethod
     def delete_episode(episode_id: int) -> Call[None]:
         return Call("DELETE", f"/episodes/{episode_id}", _nothing)
 
@@ -610,7 +615,9 @@ class Client:
     list_episodes = _blocking(Endpoints.list_episodes)
     get_episode = _blocking(Endpoints.get_episode)
     update_episode = _blocking(Endpoints.update_episode)
+    pin = _blocking(Endpoints.pin)
     delete_episode = _blocking(Endpoints.delete_episode)
+    standing = _blocking(Endpoints.standing)
     search = _blocking(Endpoints.search)
     context = _blocking(Endpoints.context)
     recall = _blocking(Endpoints.recall)
@@ -704,7 +711,9 @@ class AsyncClient:
     list_episodes = _awaiting(Endpoints.list_episodes)
     get_episode = _awaiting(Endpoints.get_episode)
     update_episode = _awaiting(Endpoints.update_episode)
+    pin = _awaiting(Endpoints.pin)
     delete_episode = _awaiting(Endpoints.delete_episode)
+    standing = _awaiting(Endpoints.standing)
     search = _awaiting(Endpoints.search)
     context = _awaiting(Endpoints.context)
     recall = _awaiting(Endpoints.recall)

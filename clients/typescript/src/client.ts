@@ -13,6 +13,7 @@ import type {
   EpisodeDetailOut,
   EpisodeIn,
   EpisodeOut,
+  MarkedEpisodeOut,
   EpisodePatch,
   Health,
   ImportFormat,
@@ -127,13 +128,24 @@ export class NexusClient {
     return this.send("GET", `/sessions/${sessionId}/episodes`, { query: { ...page, detail: true } });
   }
 
-  getEpisode(episodeId: number): Promise<EpisodeOut> {
+  getEpisode(episodeId: number): Promise<MarkedEpisodeOut> {
     return this.send("GET", `/episodes/${episodeId}`);
   }
 
   /** Fields given change; `metadata` is a JSON merge patch (RFC 7396). */
-  updateEpisode(episodeId: number, changes: EpisodePatch): Promise<EpisodeOut> {
+  updateEpisode(episodeId: number, changes: EpisodePatch): Promise<MarkedEpisodeOut> {
     return this.send("PATCH", `/episodes/${episodeId}`, { body: changes });
+  }
+
+  /** Pinned, every turn of its scope carries it (under `standing`); `false` unpins it. */
+  pin(episodeId: number, pinned = true): Promise<MarkedEpisodeOut> {
+    return this.updateEpisode(episodeId, { pinned });
+  }
+
+  /** The pinned and standing episodes of these sessions (all the key sees when none), pinned first. */
+  standing(options: { sessionIds?: number[]; limit?: number } = {}): Promise<MarkedEpisodeOut[]> {
+    const query = { sessionIds: options.sessionIds?.join(","), limit: options.limit };
+    return this.send("GET", "/episodes/standing", { query });
   }
 
   deleteEpisode(episodeId: number): Promise<void> {

@@ -31,6 +31,8 @@ export interface EpisodePatch {
   occurredAt?: string | null;
   imageCaption?: string | null;
   metadata?: Record<string, unknown> | null;
+  /** true pins it: every turn of its scope carries it, under `standing`; false unpins it. */
+  pinned?: boolean | null;
 }
 
 export interface EpisodeOut {
@@ -51,7 +53,21 @@ export interface ScoredEpisodeOut extends EpisodeOut {
   matchedIn?: "message" | "turnBefore" | null;
 }
 
-export interface EpisodeDetailOut extends EpisodeOut {
+export interface MarkedEpisodeOut extends EpisodeOut {
+  /** Pinned: every turn of its scope carries it. */
+  pinned: boolean;
+  /** Recognised when stored as a rule the user set, or a lasting preference. */
+  standing: "instruction" | "preference" | null;
+}
+
+export interface StandingOut extends MarkedEpisodeOut {
+  /** A recognised one's cosine to the message (pinned: null). */
+  similarity?: number | null;
+  /** What its line costs in the prompt. */
+  tokens: number;
+}
+
+export interface EpisodeDetailOut extends MarkedEpisodeOut {
   vectorState: "pending" | "indexed";
   entities: string[];
 }
@@ -123,7 +139,9 @@ export interface ContextOut {
   entities: EntityOut[];
   warnings: string[];
   legs?: LegsOut | null;
-  /** With a contextBudget: what the memories cost in the prompt, in all. */
+  /** Pinned episodes, then the user's rules and preferences nearest the message; absent when the scope has none. */
+  standing?: StandingOut[] | null;
+  /** With a contextBudget: what the memories and standing ones cost in the prompt, in all. */
   tokens?: number | null;
   /** The contextBudget this turn kept. */
   budget?: number | null;
@@ -146,6 +164,8 @@ export interface Settings {
   keywordBudget: number;
   /** Most tokens a turn's memories may cost (0: the first semanticLimit, whole). */
   contextBudget: number;
+  /** How many of the user's recognised rules and preferences a turn carries (pinned ones come always). */
+  standingLimit: number;
   /** "rank" (best first) or "time" (by when each was said). */
   memoryOrder: "rank" | "time";
   /** "rrf" (the spec's weighted RRF) or "learned" (the ranker). */

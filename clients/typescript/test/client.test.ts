@@ -39,6 +39,12 @@ test("a first session: project, session, episodes, search, context", async () =>
   assert.ok(["pending", "indexed"].includes(details[0]!.vectorState));
   const edited = await nexus.updateEpisode(one.id, { metadata: { mood: null, tag: "x" } });
   assert.deepEqual(edited.metadata, { tag: "x" });
+  assert.equal((await nexus.pin(stored[0]!.id)).pinned, true);
+  assert.deepEqual((await nexus.standing({ sessionIds: [first.id] })).map((e) => e.id), [stored[0]!.id]);
+  const pinnedTurn = await nexus.context(later.id, "the weather?", { settings: { semanticLimit: 1, keywordWeight: 0 } });
+  const given = [...(pinnedTurn.standing ?? []), ...pinnedTurn.memories].map((m) => m.id);
+  assert.equal(given.filter((id) => id === stored[0]!.id).length, 1);
+  assert.equal((await nexus.pin(stored[0]!.id, false)).pinned, false);
   await nexus.deleteEpisode(one.id);
   await assert.rejects(nexus.getEpisode(one.id), NotFoundError);
 });

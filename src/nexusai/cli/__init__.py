@@ -38,6 +38,7 @@ for command in (
     remote.projects,
     remote.sessions,
     remote.add,
+    remote.pin,
 ):
     cli.add_command(command)
 

@@ -145,6 +145,9 @@ def context(session_id: int, explain: bool, message: str, url: str, api_key: str
             "score: the learned ranker's chance that a memory answers the message; every"
             " third place goes to RRF (1, 1)'s best ('placed by rrf'), so scores need not fall"
         )
+    for kept in result.get("standing") or []:
+        why = "pinned" if kept["pinned"] else kept["standing"]
+        console.print(f"standing ({why}): {kept['speaker']}: {kept['content']}")
     console.print(f"{len(result['recent'])} recent turns, {len(result['entities'])} entities")
     for warning in result["warnings"]:
         console.print(f"[yellow]warning:[/] {warning}")
@@ -340,3 +343,15 @@ def add(
     with Service(url, api_key) as service:
         [episode] = _json(service(Endpoints.add_episodes(session_id, [body])))
     _print_json(episode) if as_json else click.echo(f"episode {episode['id']}")
+
+
+@click.command()
+@click.argument("episode_id", type=click.IntRange(min=1))
+@click.option("--off", is_flag=True, help="Unpin it")
+@service_options
+def pin(episode_id: int, off: bool, url: str, api_key: str | None) -> None:
+    """Pin an episode: every turn of its project (or session) then carries it, under
+    standing, whatever the message. --off unpins it."""
+    with Service(url, api_key) as service:
+        service(Endpoints.update_episode(episode_id, {"pinned": not off}))
+    click.echo(f"episode {episode_id} {'unpinned' if off else 'pinned'}")

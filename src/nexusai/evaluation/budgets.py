@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.packing import PACKERS, pack
+from nexusai.orchestration.packing import PACKERS, pack_turn
 
 BUDGETS = (250, 500, 1000, 2000, 4000)
 
@@ -35,11 +35,15 @@ class Packed:
     def __post_init__(self) -> None:
         self.given = {name: {b: [] for b in BUDGETS} for name in self.packers}
 
-    def add(self, message: str, fused: Sequence[FusedEpisode]) -> None:
-        """One question's fused list, packed by every packer at every budget."""
+    def add(
+        self, message: str, fused: Sequence[FusedEpisode], standing: Sequence[FusedEpisode] = ()
+    ) -> None:
+        """One question's fused list, packed by every packer at every budget beside its
+        standing candidates, as a turn packs them."""
         for name, budgets in self.given.items():
             for budget, given in budgets.items():
-                packed = pack(fused, message, budget, len(fused), name)
+                kept, memories = pack_turn(fused, standing, message, budget, len(fused), name)
+                packed = [*kept, *memories]
                 ids = frozenset(f.episode.id for f in packed)
                 cut = frozenset(f.episode.id for f in packed if f.excerpt is not None)
                 given.append(Given(ids, cut, sum(f.tokens for f in packed)))

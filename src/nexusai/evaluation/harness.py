@@ -33,8 +33,10 @@ from nexusai.memory.importing import SourceConversation, SourceEpisode, SourceSe
 from nexusai.memory.service import Memory
 from nexusai.memory.texts import said
 from nexusai.models import NewEpisode, Scope
+from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.modes import fusion_mode, packed, turn_fused
 from nexusai.orchestration.settings import DEFAULTS
+from nexusai.orchestration.standing import scope_standing
 from nexusai.ranking.features import named_speakers
 
 SWEEP = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0]  # keywordWeight at semanticWeight 1
@@ -50,6 +52,8 @@ class Asked:
     evidence: list[int]
     category: str
     slices: tuple[str, ...] = ()  # see `SLICES`
+    # What a turn of this question carries under `standing` (`orchestration/standing.py`).
+    standing: tuple[FusedEpisode, ...] = ()
 
 
 @dataclass
@@ -172,7 +176,9 @@ def imported(
             scope = [s.id for s in memory.store.list_sessions(project, limit=10_000)]
             speakers = {e.episode.speaker for s in conversation.sessions for e in s.episodes}
             sliced = [with_slices(memory, q, speakers) for q in questions]
-            yield Imported(memory, sliced, dropped, scope)
+            chat = Imported(memory, sliced, dropped, scope)
+            chat.questions[:] = [with_standing(chat, embedder, q) for q in sliced]
+            yield chat
         finally:
             memory.close()
 
@@ -184,6 +190,14 @@ SLICES = {
     "assistant-evidence": "evidence only in assistant messages",
     "other-speaker": "names a speaker, answered by another",
 }
+
+
+def with_standing(chat: Imported, embedder: Embedder, question: Asked) -> Asked:
+    """The question with the standing candidates its turn would carry."""
+    vector = chat.vector(embedder, question.text)
+    scope = Scope(chat.scope, every_session=True)  # the conversation is the whole store
+    found = scope_standing(chat.memory, embedder, scope, vector, DEFAULTS.standing_limit)
+    return replace(question, standing=tuple(found))
 
 
 def with_slices(memory: Memory, question: Asked, speakers: set[str]) -> Asked:
@@ -293,7 +307,7 @@ def _ask(
                 context_budget=BUDGETS[-1],  # asked as a budgeted turn asks: deeper
             )
             deep = turn_fused(memory, question.text, vector, Scope(scope), settings)
-            run.packed.add(question.text, deep)
+            run.packed.add(question.text, deep, question.standing)
 
 
 def _scores(

@@ -268,7 +268,7 @@ class LearnedEval:
             latency = [self.pools[start + i].latency_ms for i in range(len(asked))]
             packed = Packed()
             for i, question in enumerate(asked):
-                packed.add(question.text, deep[start + i])
+                packed.add(question.text, deep[start + i], question.standing)
             start += len(asked)
             run = Run(None, lists, latency, packed)
             row = summary(run, asked, ks, result["categories"])

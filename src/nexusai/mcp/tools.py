@@ -189,6 +189,7 @@ class Tools:
         return compact(
             {
                 "recent": [_said(e) for e in found.recent],
+                "standing": [_memory(m) for m in found.standing or []] or None,
                 "memories": [_memory(m) for m in found.memories],
                 "entities": [_entity(e) for e in found.entities],
                 "warnings": found.warnings or None,
@@ -229,6 +230,15 @@ class Tools:
         for target in targets:
             await self._send(ctx, drop(target))
         return compact({"forgot": len(episodes), "episodeIds": episodes})
+
+    async def pin(
+        self,
+        ctx: Context,
+        episode_id: Annotated[int, Field(description="The episode", ge=1, le=MAX_ID)],
+        pinned: Annotated[bool, Field(description="true pins it, false unpins it")] = True,
+    ) -> CallToolResult:
+        changed = await self._send(ctx, Endpoints.update_episode(episode_id, {"pinned": pinned}))
+        return compact({"episodeId": changed.id, "pinned": changed.pinned})
 
     async def _targets(
         self,
@@ -301,12 +311,16 @@ DESCRIPTIONS = {
     "recall": "Memories relevant to a query from the conversation's project, best first: each"
     " with its text, date, fused score and its rank by meaning (semanticRank) and by keyword"
     " (keywordRank). Searches everything stored, the latest messages included.",
-    "context": "What a chat turn with this message would give the LLM: recent turns, memories"
-    " (the recent turns are left out of them, as the prompt holds those) and entities.",
+    "context": "What a chat turn with this message would give the LLM: recent turns, standing"
+    " memories (pinned ones, and the user's rules and preferences nearest the message),"
+    " memories (the recent turns are left out of them, as the prompt holds those) and"
+    " entities.",
     "entities": "People, places and things the conversation's memory knows (q: by meaning,"
     " prefix: by name).",
     "forget": "Forget an episode, a whole session, or the episodes of a conversation that say"
     " every word of a query. dry_run (the default) only lists the episodes that would go.",
+    "pin": "Pin an episode (pinned: false unpins it): every turn of its project (or session)"
+    " then carries it, among its standing memories, whatever the message.",
     "sessions": "List conversations (sessions), in a project or all; or create one"
     " (action: create, with a title).",
 }

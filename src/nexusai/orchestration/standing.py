@@ -16,8 +16,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from nexusai.embedders import Embedder, Vector
-from nexusai.models import Episode
+from nexusai.models import Episode, Scope
 from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.memory_client import MemoryClient
 
 # Most pinned and standing episodes a turn reads of its scope (pinned first, then newest).
 STANDING_DEPTH = 200
@@ -40,6 +41,17 @@ def standing_candidates(
     similarity = np.asarray(_vectors(others, embedder)) @ np.asarray(vector)
     nearest = np.argsort(-similarity, kind="stable")[:limit]
     return pinned + [FusedEpisode(others[i], float(similarity[i]), None, None) for i in nearest]
+
+
+def scope_standing(
+    memory: MemoryClient, embedder: Embedder, scope: Scope, vector: Vector | None, limit: int
+) -> list[FusedEpisode]:
+    """The standing candidates of a scope, for a vector made already, with no recent turns
+    left out: what `nexus eval` asks (a turn fetches them beside its legs)."""
+    found = memory.standing_episodes(
+        None if scope.every_session else scope.session_ids, STANDING_DEPTH
+    )
+    return standing_candidates(found, embedder, vector, limit)
 
 
 def _vectors(episodes: Sequence[Episode], embedder: Embedder) -> list[Vector]:

@@ -474,3 +474,24 @@ def test_a_budget_shows_what_each_memory_costs(page: Any, served: dict[str, Any]
     server = client.context(session, QUESTION, budget=60)
     assert _memory_ids(page) == [m.id for m in server.memories]
     assert f"packed into 60 tokens: {server.tokens} used" in page.inner_text("#fusion-note")
+
+
+def test_a_pinned_episode_is_shown_as_standing(page: Any, served: dict[str, Any]) -> None:
+    client: Client = served["client"]
+    cello = next(e for e in client.search("recital", limit=5) if "14th of July" in e.content)
+    client.pin(cello.id)
+    try:
+        _enter_key(page)
+        page.click("[data-view=ask]")
+        page.select_option("#ask-session", str(served["sessions"]["autumn"]))
+        page.fill("#ask-message", QUESTION)
+        page.fill("#budget", "120")
+        page.click("#ask-form button[type=submit]")
+        page.wait_for_selector("#standing > li")
+        assert _memory_ids(page, "#standing > li") == [cello.id]
+        assert "pinned" in page.inner_text("#standing")
+        assert cello.id not in _memory_ids(page)
+        server = client.context(served["sessions"]["autumn"], QUESTION, budget=120)
+        assert f"{server.tokens} used" in page.inner_text("#fusion-note")  # standing counted
+    finally:
+        client.pin(cello.id, False)

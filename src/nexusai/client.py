@@ -310,12 +310,13 @@ class Endpoints:
     ) -> Call[list[MemoryOut]]:
         """A search of the session's memory, not a chat turn: its latest messages are
         searched too (`recentLimit` 0 for this call), `k` memories with their scores; with
-        a `budget`, what fits that many tokens instead (long ones as excerpts)."""
+        a `budget`, what fits that many tokens instead (long ones as excerpts). The turn's
+        standing memories (pinned, the user's rules and preferences) come first, unscored."""
         settings: dict[str, float] = {"recentLimit": 0, "semanticLimit": k}
         if budget is not None:
             settings["contextBudget"] = budget
         turn = Endpoints.context(session_id, query, explain=True, settings=settings)
-        return Call(turn.method, turn.path, lambda j: turn.parse(j).memories, turn.json, safe=True)
+        return Call(turn.method, turn.path, lambda j: _given(turn.parse(j)), turn.json, safe=True)
 
     @staticmethod
     def chat(session_id: int, message: str, idempotency_key: str | None = None) -> Call[ChatOut]:
@@ -533,6 +534,15 @@ def _described(method: M, build: Callable[..., Any]) -> M:
     method.__name__ = method.__qualname__ = build.__name__
     method.__doc__ = build.__doc__
     return method
+
+
+def _given(turn: ContextOut) -> list[MemoryOut]:
+    """Everything a turn gives, as memories: the standing ones first, then the rest."""
+    standing = [
+        MemoryOut.model_validate(kept.model_dump(exclude={"pinned", "standing", "similarity"}))
+        for kept in turn.standing or []
+    ]
+    return [*standing, *turn.memories]
 
 
 class Client:

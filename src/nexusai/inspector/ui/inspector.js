@@ -335,6 +335,10 @@ async function ask(event) {
   });
   const byId = new Map(data.legs.episodes.map((e) => [e.id, e]));
   state.asked = { legs: data.legs, byId, baseline: data.memories.map((m) => m.id), asked, memories: data.memories };
+  const standing = data.standing || [];
+  $("standing-title").hidden = standing.length === 0;
+  $("standing").replaceChildren(...standing.map(standingItem));
+  state.asked.standingTokens = standing.reduce((sum, m) => sum + m.tokens, 0);
   $("recent").replaceChildren(...data.recent.map((e) => episodeItem(e)));
   $("entities").replaceChildren(...data.entities.map((e) => element("li", { title: e.type }, `${e.name} · ${e.type}`)));
   for (const warning of data.warnings) showMessage(warning, "warning");
@@ -361,12 +365,20 @@ function renderMemories() {
   $("memories-note").textContent =
     `${fused.length} of ${legs.semantic.length} semantic + ${legs.keyword.length} keyword candidates` +
     ` · terms: ${legs.terms.join(", ") || "none (keyword leg sits out)"}`;
-  const used = memories.reduce((sum, m) => sum + (m.tokens || 0), 0);
+  const used = memories.reduce((sum, m) => sum + (m.tokens || 0), state.asked.standingTokens);
   $("fusion-note").textContent = packed
     ? `the server's choice (fusion ${asked.fusion}), packed into ${asked.contextBudget} tokens: ${used} used`
     : learned || (semanticWeight === asked.semanticWeight && keywordWeight === asked.keywordWeight)
       ? `the server's order (fusion ${asked.fusion})`
       : `re-fused here at ${semanticWeight.toFixed(2)} / ${keywordWeight.toFixed(2)}`;
+}
+
+// A memory the turn carries whatever it found: pinned, or a rule or preference of the user's.
+function standingItem(kept) {
+  const why = kept.pinned
+    ? withTitle(badge("pinned", "ok"), "pinned: every turn of its scope carries it")
+    : withTitle(badge(kept.standing, "rank"), `recognised when stored; similarity to the message ${kept.similarity.toFixed(2)}`);
+  return episodeItem(kept, { badges: [" ", why, badge(`${kept.tokens} tokens`, "rank")] });
 }
 
 function memoryItem(fused, episode, terms, entered) {

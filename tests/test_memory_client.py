@@ -80,9 +80,9 @@ def test_add_then_recent_oldest_first(contract: Contract) -> None:
 def test_scope_is_the_project_or_the_lone_session(contract: Contract) -> None:
     project = contract.new_project("home")
     a, b = contract.new_session(project), contract.new_session(project)
-    assert contract.client.scope(a) == Scope([a, b], every_session=True)
+    assert contract.client.scope(a) == Scope([a, b], every_session=True, project_id=project)
     lone = contract.new_session(None)
-    assert contract.client.scope(a) == Scope([a, b], every_session=False)
+    assert contract.client.scope(a) == Scope([a, b], every_session=False, project_id=project)
     assert contract.client.scope(lone) == Scope([lone], every_session=False)
     with pytest.raises(NotFound, match="session 999"):
         contract.client.scope(999)
@@ -188,10 +188,8 @@ def test_a_session_is_resolved_by_title_and_project_name(contract: Contract) -> 
     assert contract.client.scope(loose).session_ids == [loose]
 
 
-def test_session_project(contract: Contract) -> None:
+def test_the_scope_says_the_sessions_project(contract: Contract) -> None:
     project = contract.new_project("work")
     inside, alone = contract.new_session(project), contract.new_session(None)
-    assert contract.client.session_project(inside) == project
-    assert contract.client.session_project(alone) is None
-    with pytest.raises(NotFound):
-        contract.client.session_project(10**9)
+    assert contract.client.scope(inside).project_id == project
+    assert contract.client.scope(alone).project_id is None

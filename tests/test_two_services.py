@@ -202,11 +202,13 @@ def test_memory_role_serves_no_orchestration(tmp_path: Path, embedder: Switchabl
 
 
 def test_a_project_keys_session_check_and_the_scope_are_one_request(
-    counted_memory: tuple[str, list[str]],
+    counted_memory: tuple[str, list[str]], embedder: SwitchableEmbedder
 ) -> None:
-    """A project key's turn asks for its session's project, then the scope: the one
-    `/scope` answer serves both (a turn is the five round trips ARCHITECTURE.md draws)."""
+    """A project key's turn reads its session's scope to check the project, and the turn
+    uses that scope: one `/scope` request a turn (the round trips ARCHITECTURE.md draws)."""
+    from nexusai.orchestration.context import assemble_context
     from nexusai.orchestration.http_memory import HttpMemoryClient
+    from nexusai.orchestration.settings import DEFAULTS
 
     url, paths = counted_memory
     with httpx.Client(base_url=url) as memory:
@@ -215,10 +217,11 @@ def test_a_project_keys_session_check_and_the_scope_are_one_request(
     client = HttpMemoryClient(url, None, 5.0)
     try:
         paths.clear()
-        assert client.session_project(sid) == project
-        assert client.scope(sid).session_ids == [sid]
-        assert paths == [f"/sessions/{sid}/scope"]
-        assert client.scope(sid).session_ids == [sid]  # not kept past its turn
-        assert paths == [f"/sessions/{sid}/scope"] * 2
+        scope = client.scope(sid)  # what the key's check reads
+        assert scope.project_id == project
+        assemble_context(client, embedder, DEFAULTS, sid, "hello", scope=scope)
+        assert paths.count(f"/sessions/{sid}/scope") == 1
+        assemble_context(client, embedder, DEFAULTS, sid, "hello")  # the admin's turn
+        assert paths.count(f"/sessions/{sid}/scope") == 2
     finally:
         client.close()

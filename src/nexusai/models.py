@@ -66,6 +66,7 @@ class Scope:
 
     session_ids: list[int]
     every_session: bool = False
+    project_id: int | None = None  # the session's project: what a project key's check reads
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from nexusai.errors import InvalidInput
 from nexusai.evaluation.budgets import BUDGETS, Packed, within_budget
 from nexusai.evaluation.datasets import EvalConversation, EvalSet
 from nexusai.evaluation.metrics import hit_at, percentile, recall_at, reciprocal_rank
+from nexusai.evaluation.standing import standing_figures
 from nexusai.memory.importing import SourceConversation, SourceEpisode, SourceSession
 from nexusai.memory.service import Memory
 from nexusai.memory.texts import said
@@ -122,6 +123,7 @@ def evaluate(
             for pair in pairs
         ],
         "legChoiceBound": leg_choice_bound(runs[(1.0, 0.0)], runs[(0.0, 1.0)], questions, ks),
+        "standing": standing_figures(evalset),
         "asked": questions,
         "categories": categories,
     }

@@ -108,6 +108,13 @@ def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
         if any("withinBudget" in row for row in result["results"]):
             console.print(budget_table(per_set[-1]))
             console.print(category_table(per_set[-1]))
+        marked = result["standing"]
+        recall = ", ".join(f"{c} {r:.2f}" for c, r in marked["probeRecall"].items())
+        console.print(
+            f"Standing messages: {marked['marked']} of {marked['messages']} marked"
+            f" ({marked['markedAreProbeEvidence']} are a probe's evidence)"
+            + (f"; recall on the probes' rules and preferences: {recall}" if recall else "")
+        )
         bound = " / ".join(f"{result['legChoiceBound'][str(k)]:.3f}" for k in options.ks)
         console.print(
             f"Each question answered by its better single leg: R@k {bound} (no per-question"

@@ -347,9 +347,6 @@ class Memory:
     def scope(self, session_id: int) -> Scope:
         return self.store.scope(session_id)
 
-    def session_project(self, session_id: int) -> int | None:
-        return self.store.get_session(session_id).project_id
-
     def resolve_session(self, project: str | None, title: str) -> int:
         return self.store.resolve_session(project, title).id
 

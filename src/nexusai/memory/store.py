@@ -312,7 +312,8 @@ class EpisodeStore(ABC):
             " ORDER BY id",
             [session.project_id],
         )
-        return Scope(_ids(rows), bool(rows) and len(rows) == rows[0][1])
+        every = bool(rows) and len(rows) == rows[0][1]
+        return Scope(_ids(rows), every, session.project_id)
 
     def project_session_ids(self, project_id: int) -> list[int]:
         """Every session of the project, oldest first."""

@@ -18,6 +18,7 @@ from nexusai.errors import InvalidInput
 from nexusai.http import errors
 from nexusai.idempotency import answered_once
 from nexusai.keywords import query_terms
+from nexusai.models import Scope
 from nexusai.orchestration.chat import ChatFailed, chat_events, chat_turn, require_llm
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
@@ -56,27 +57,31 @@ def orchestration_of(request: Request) -> Orchestration:
     return orchestration
 
 
-def visible_session(request: Request, session_id: int) -> int:
-    """The session, if the caller's key sees it; the same 404 as a missing one if not."""
+def visible_session(request: Request, session_id: int) -> Scope | None:
+    """The session's scope, read to check that the caller's key sees it (the same 404 as a
+    missing one if not), for its turn to use; None for the admin, who sees every session:
+    its turn reads the scope beside its other work."""
     principal = principal_of(request)
-    if not principal.admin:  # the admin sees every session: no lookup on its turns
-        project = orchestration_of(request).memory.session_project(session_id)
-        check_project(principal, project, f"session {session_id}")
-    return session_id
+    if principal.admin:
+        return None
+    scope = orchestration_of(request).memory.scope(session_id)
+    check_project(principal, scope.project_id, f"session {session_id}")
+    return scope
 
 
 class TurnIn(StrictCamelModel):
     session_id: Id
     message: str = Field(min_length=1, examples=["What did I name my dog?"])
 
-    def checked_message(self, request: Request) -> str:
-        visible_session(request, self.session_id)
+    def checked(self, request: Request) -> tuple[str, Scope | None]:
+        """The message, and the session's scope when the key's check read it."""
+        scope = visible_session(request, self.session_id)
         limit = request.app.state.config.max_query_chars
         if not self.message.strip():
             raise InvalidInput("message must not be empty or only whitespace")
         if len(self.message) > limit:
             raise InvalidInput(f"message is {len(self.message)} characters; the limit is {limit}")
-        return self.message
+        return self.message, scope
 
 
 class ContextIn(TurnIn):
@@ -198,8 +203,9 @@ def post_context(request: Request, response: Response, body: ContextIn) -> Conte
     header says where the turn's time went (ms): embed, semantic, keyword (the legs run at
     the same time), fuse, entities, shape (building the answer)."""
     started = time.perf_counter()
+    message, scope = body.checked(request)
     context = orchestration_of(request).context(
-        body.session_id, body.checked_message(request), body.settings, body.legs, body.explain
+        body.session_id, message, body.settings, body.legs, body.explain, scope
     )
     shaped = time.perf_counter()
     out = context_out(context, body.explain)
@@ -227,15 +233,15 @@ def post_chat(request: Request, response: Response, body: ChatIn) -> Any:
     `Idempotency-Key` sent before, or the same body within two minutes) is answered once:
     a retry of a turn still running waits for it and gets its answer."""
     orchestration = orchestration_of(request)
-    message = body.checked_message(request)
+    message, scope = body.checked(request)
     if body.stream:
-        context = orchestration.context(body.session_id, message)
+        context = orchestration.context(body.session_id, message, scope=scope)
         llm = require_llm(orchestration.llm)  # after the input's own 4xx, before any write
         events = chat_events(orchestration.memory, llm, context)
         return StreamingResponse(_sse(context, events), media_type="text/event-stream")
 
     def turn() -> ChatOut:
-        context = orchestration.context(body.session_id, message)
+        context = orchestration.context(body.session_id, message, scope=scope)
         result = chat_turn(orchestration.memory, require_llm(orchestration.llm), context)
         return ChatOut(
             reply=result.reply,

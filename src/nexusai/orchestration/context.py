@@ -4,6 +4,7 @@ that one vector serves both fused episode search and entity search."""
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from nexusai.embedders import Embedder, Vector
@@ -109,12 +110,14 @@ def assemble_context(
     legs: bool = False,
     explain: bool = False,
     ranker: Ranker | None = None,
+    scope: Scope | None = None,
 ) -> Context:
     """The turn's context: the legs the fusion mode asks for, fused by it, then packed
     into the `contextBudget` (`modes`, `packing`). With `legs`, both legs are asked
     whatever their weights and their lists come back too (the inspector re-fuses them at
     other weights). With `explain`, at `fusion` "learned", each memory says which features
-    moved it most; `ranker` is the learned mode's (the shipped one when None)."""
+    moved it most; `ranker` is the learned mode's (the shipped one when None); `scope` the
+    session's, when the caller read it already (a project key's check)."""
     mode = fusion_mode(settings, ranker)
     learned = mode.ranker if isinstance(mode, Learned) else None
     asks = mode.asks(settings, legs)
@@ -124,7 +127,7 @@ def assemble_context(
     # The scope and the recent turns are fetched, and the keyword leg searched, while the
     # message is embedded. The keyword leg waits in the pool for the scope, which was
     # submitted first, so already has a thread.
-    scope_call = POOL.submit(memory.scope, session_id)
+    scope_call = _known(scope) if scope is not None else POOL.submit(memory.scope, session_id)
     recent_call = (
         POOL.submit(memory.recent_episodes, session_id, settings.recent_limit)
         if settings.recent_limit
@@ -179,6 +182,12 @@ def assemble_context(
         timings,
         settings.context_budget,
     )
+
+
+def _known(scope: Scope) -> Future[Scope]:
+    known: Future[Scope] = Future()
+    known.set_result(scope)
+    return known
 
 
 def _standing(

@@ -9,7 +9,6 @@ stays a 404, a memory service that is down or slow a 503 that names it.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,10 +28,6 @@ class MemoryUnavailable(NexusError):
     status_code = 503
 
 
-# A scope fetched for a turn's session check serves that turn's context for this long.
-SCOPE_REUSE_SECONDS = 2.0
-
-
 class HttpMemoryClient:
     def __init__(
         self,
@@ -43,8 +38,6 @@ class HttpMemoryClient:
     ) -> None:
         self.url = base_url.rstrip("/")
         self._rebuilding, self._rebuilding_at = 0, float("-inf")
-        self._scopes: dict[int, tuple[float, Scope]] = {}  # session -> (when, scope)
-        self._scopes_lock = threading.Lock()
         # No retries: a turn waits on these calls, and a slow memory service should be
         # a prompt 503, not three time-outs in a row.
         self._client = Client(self.url, api_key, timeout, retries=0, transport=transport)
@@ -83,11 +76,6 @@ class HttpMemoryClient:
         self._send(Endpoints.health())
 
     def scope(self, session_id: int) -> Scope:
-        """The scope a project key's check fetched a moment ago for this turn, else asked."""
-        with self._scopes_lock:
-            kept = self._scopes.pop(session_id, None)
-        if kept is not None and time.monotonic() - kept[0] < SCOPE_REUSE_SECONDS:
-            return kept[1]
         return _scope(self._send(Endpoints.scope(session_id)))
 
     def vectors_rebuilding(self) -> int:
@@ -97,16 +85,6 @@ class HttpMemoryClient:
             self._rebuilding = self._send(Endpoints.health()).vectors_rebuilding
             self._rebuilding_at = now
         return self._rebuilding
-
-    def session_project(self, session_id: int) -> int | None:
-        """A project key's turn checks its session's project first, then wants the scope:
-        one call answers both (kept for the turn's next `scope`)."""
-        scope = self._send(Endpoints.scope(session_id))
-        with self._scopes_lock:
-            if len(self._scopes) > 1024:  # turns that never asked for theirs
-                self._scopes.clear()
-            self._scopes[session_id] = (time.monotonic(), _scope(scope))
-        return scope.project_id
 
     def resolve_session(self, project: str | None, title: str) -> int:
         return self._send(Endpoints.resolve_session(title=title, project=project)).id
@@ -160,4 +138,4 @@ class HttpMemoryClient:
 
 
 def _scope(found: ScopeOut) -> Scope:
-    return Scope(found.session_ids, found.every_session)
+    return Scope(found.session_ids, found.every_session, found.project_id)

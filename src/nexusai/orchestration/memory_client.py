@@ -24,10 +24,6 @@ class MemoryClient(Protocol):
         """Episodes waiting for a vector the index lost (0 normally); a turn warns of it."""
         ...
 
-    def session_project(self, session_id: int) -> int | None:
-        """The project the session is in (None: in none); NotFound for an unknown one."""
-        ...
-
     def resolve_session(self, project: str | None, title: str) -> int:
         """The id of the session with this title in the named project (or in none),
         created, with the project, when missing."""

@@ -172,9 +172,9 @@ def _turn(
     session_header: str | None,
 ) -> Any:
     session_id = _session(orchestration, session_header, project, asked.user)
-    visible_session(request, session_id)
+    scope = visible_session(request, session_id)
     llm = require_llm(orchestration.llm)  # before anything is stored
-    context = orchestration.context(session_id, _last_user_message(asked))
+    context = orchestration.context(session_id, _last_user_message(asked), scope=scope)
     messages = _with_memories(context, asked.messages)
     model = None if asked.model == OUR_MODEL else asked.model
     # A retry of a turn whose answer failed finds its message stored, and reuses it.

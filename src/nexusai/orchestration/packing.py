@@ -37,6 +37,9 @@ EXCERPT_TOKENS = 80
 EXCERPT_CHARS = 360
 # How deep fusion ranks for a budgeted turn: the pool packing chooses from.
 PACK_DEPTH = 50
+# What another memory from a session already given is worth, against its own worth
+# (`Diverse`): set before it was measured, not fitted.
+SAME_SESSION = 0.7
 # Recognised standing memories take at most this share of a budget (pinned ones may take
 # all of it): the rest is the searched memories'.
 STANDING_SHARE = 0.25
@@ -129,13 +132,8 @@ class Dense(Packer):
         words = stems_of(message)
         options = [_shortest(f, words) for f in fused]
         worth = [value(f) for f in fused]
-        order = sorted(range(len(options)), key=lambda i: -worth[i] / options[i].tokens)
-        taken: dict[int, FusedEpisode] = {}
-        left = budget
-        for i in order:
-            if options[i].tokens <= left and len(taken) < MAX_MEMORIES:
-                taken[i] = options[i]
-                left -= options[i].tokens
+        taken = self._choose(options, worth, budget)
+        left = budget - sum(option.tokens for option in taken.values())
         for i in sorted(taken, key=lambda i: -worth[i]):  # excerpts grown back
             if taken[i].excerpt is not None:
                 grown = whole(fused[i])
@@ -143,6 +141,49 @@ class Dense(Packer):
                     left -= grown.tokens - taken[i].tokens
                     taken[i] = grown
         return [taken[i] for i in sorted(taken)]
+
+    def _choose(
+        self, options: list[FusedEpisode], worth: list[float], budget: int
+    ) -> dict[int, FusedEpisode]:
+        order = sorted(range(len(options)), key=lambda i: -worth[i] / options[i].tokens)
+        taken: dict[int, FusedEpisode] = {}
+        left = budget
+        for i in order:
+            if options[i].tokens <= left and len(taken) < MAX_MEMORIES:
+                taken[i] = options[i]
+                left -= options[i].tokens
+        return taken
+
+
+class Diverse(Dense):
+    """As `Dense`, but each memory already taken from a session makes the next from that
+    session worth `SAME_SESSION` as much: evidence spread over sessions (summaries, the
+    order of events) before near-copies from one."""
+
+    name = "diverse"
+
+    def _choose(
+        self, options: list[FusedEpisode], worth: list[float], budget: int
+    ) -> dict[int, FusedEpisode]:
+        taken: dict[int, FusedEpisode] = {}
+        per_session: dict[int, int] = {}
+        left, waiting = budget, set(range(len(options)))
+        while waiting and len(taken) < MAX_MEMORIES:
+            fits = [i for i in waiting if options[i].tokens <= left]
+            if not fits:
+                break
+            best = max(fits, key=lambda i: (self._worth(options[i], worth[i], per_session), -i))
+            taken[best] = options[best]
+            left -= options[best].tokens
+            session = options[best].episode.session_id
+            per_session[session] = per_session.get(session, 0) + 1
+            waiting.remove(best)
+        return taken
+
+    @staticmethod
+    def _worth(option: FusedEpisode, worth: float, per_session: dict[int, int]) -> float:
+        seen = per_session.get(option.episode.session_id, 0)
+        return worth * SAME_SESSION**seen / option.tokens
 
 
 def _shortest(fused: FusedEpisode, terms: tuple[str, ...]) -> FusedEpisode:
@@ -213,7 +254,7 @@ def _word_end(text: str, at: int) -> int:
     return at if space == -1 or at - space > 30 else space
 
 
-PACKERS: dict[str, Packer] = {packer.name: packer for packer in (Dense(), Greedy())}
+PACKERS: dict[str, Packer] = {packer.name: packer for packer in (Dense(), Greedy(), Diverse())}
 
 
 def pack(

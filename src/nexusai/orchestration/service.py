@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from nexusai.embedders import Embedder
 from nexusai.llm import OpenAIChat
+from nexusai.models import Scope
 from nexusai.orchestration.context import Context, assemble_context
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.settings import SettingsStore
@@ -28,9 +29,11 @@ class Orchestration:
         overrides: Mapping[str, object] | None = None,
         legs: bool = False,
         explain: bool = False,
+        scope: Scope | None = None,
     ) -> Context:
         """Settings are read fresh, so a PATCH takes effect on the very next turn;
-        `overrides` change them for this turn only (validated like a PATCH, not saved)."""
+        `overrides` change them for this turn only (validated like a PATCH, not saved).
+        `scope`: the session's, when a key's check read it already."""
         settings = self.settings.get().with_changes(overrides or {})
         return assemble_context(
             self.memory,
@@ -41,4 +44,5 @@ class Orchestration:
             legs=legs,
             explain=explain,
             ranker=self.ranker,
+            scope=scope,
         )

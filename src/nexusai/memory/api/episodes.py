@@ -1,0 +1,232 @@
+"""Episodes: stored one or a batch at a time (answered once per idempotency key), listed,
+read, changed, pinned and deleted."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query, Request, Response
+from pydantic import Discriminator, Field, Tag
+
+from nexusai.errors import InvalidInput, TooLarge
+from nexusai.http import PathId, errors
+from nexusai.idempotency import answered_once
+from nexusai.memory.api.common import (
+    PAGED,
+    Limit,
+    MemoryHandle,
+    Offset,
+    TenancyHandle,
+    page,
+)
+from nexusai.memory.api.sessions import SessionResolveIn
+from nexusai.memory.store import UNSET
+from nexusai.models import NewEpisode
+from nexusai.schemas import (
+    EpisodeBatchOut,
+    EpisodeDetailOut,
+    EpisodeOut,
+    MarkedEpisodeOut,
+    StrictCamelModel,
+)
+
+router = APIRouter()
+
+
+class EpisodeIn(StrictCamelModel):
+    speaker: str = Field(min_length=1, max_length=200, examples=["user"])
+    content: str = Field(examples=["I adopted a puppy called Biscuit"])
+    occurred_at: datetime | None = Field(
+        default=None, strict=False, description="When it was said (ISO 8601); defaults to now"
+    )
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="Yours, stored as given and never indexed"
+    )
+    image_caption: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="What an image shared in this turn shows; indexed with the text",
+    )
+
+    def to_new(self) -> NewEpisode:
+        return NewEpisode(
+            self.speaker, self.content, self.occurred_at, self.metadata, self.image_caption
+        )
+
+
+class EpisodeBatchIn(StrictCamelModel):
+    episodes: list[EpisodeIn] = Field(min_length=1)
+
+
+class EpisodePatch(StrictCamelModel):
+    speaker: str | None = Field(default=None, min_length=1, max_length=200)
+    content: str | None = None
+    occurred_at: datetime | None = Field(
+        default=None,
+        strict=False,
+        description="Move the turn in time (ISO 8601); the turns around it are re-indexed",
+    )
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description="A JSON merge patch (RFC 7396) over the stored metadata: keys given are"
+        " set, keys given as null are removed, the rest stay; null clears all of it",
+    )
+    image_caption: str | None = Field(
+        default=None, max_length=2000, description="Set the image caption; null removes it"
+    )
+    pinned: bool | None = Field(
+        default=None,
+        description="true pins it: every turn of its scope carries it, under `standing`;"
+        " false unpins it",
+    )
+
+
+def _episode_or_batch(body: Any) -> str:
+    return "batch" if isinstance(body, dict) and "episodes" in body else "episode"
+
+
+EpisodesBody = Annotated[
+    Annotated[EpisodeIn, Tag("episode")] | Annotated[EpisodeBatchIn, Tag("batch")],
+    Discriminator(_episode_or_batch),
+    Body(description='One episode, or a batch as {"episodes": [...]}'),
+]
+
+
+class NamedEpisodesIn(SessionResolveIn):
+    episodes: list[EpisodeIn] = Field(min_length=1)
+
+
+@router.post(
+    "/sessions/resolve/episodes",
+    status_code=201,
+    tags=["episodes"],
+    responses=errors(409, 413, 415, 422, 507),
+)
+def add_episodes_named(
+    request: Request,
+    response: Response,
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
+    body: NamedEpisodesIn,
+) -> EpisodeBatchOut:
+    """A batch into the session with this title in the project of this name (or in no
+    project), made with the project when missing, in the batch's own transaction: a batch
+    that is refused makes nothing. `Idempotency-Key` as for a session's episodes."""
+    project = tenancy.project_name(body.project)
+    _check_batch_size(request, body.episodes)
+
+    def store() -> EpisodeBatchOut:
+        new = [i.to_new() for i in body.episodes]
+        stored = memory.add_episodes_named(project, body.title, new)
+        return EpisodeBatchOut(episodes=[EpisodeOut.model_validate(e) for e in stored])
+
+    return answered_once(request, response, body.model_dump(mode="json"), False, store)
+
+
+def _check_batch_size(request: Request, items: list[EpisodeIn]) -> None:
+    limit = request.app.state.config.max_batch_size
+    if len(items) > limit:
+        raise TooLarge(f"a batch holds at most {limit} episodes (NEXUS_MAX_BATCH_SIZE)")
+
+
+@router.post(
+    "/sessions/{session_id}/episodes",
+    status_code=201,
+    tags=["episodes"],
+    responses=errors(404, 409, 413, 415, 422, 507),
+)
+def add_episodes(
+    request: Request,
+    response: Response,
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
+    session_id: PathId,
+    body: EpisodesBody,
+) -> EpisodeOut | EpisodeBatchOut:
+    """One episode, or a batch stored all or nothing. With an `Idempotency-Key` header, the
+    same request sent again within a day is stored once and answered as the first was."""
+    tenancy.session(session_id)
+    items = body.episodes if isinstance(body, EpisodeBatchIn) else [body]
+    _check_batch_size(request, items)
+
+    def store() -> EpisodeOut | EpisodeBatchOut:
+        stored = memory.add_episodes(session_id, [i.to_new() for i in items])
+        out = [EpisodeOut.model_validate(e) for e in stored]
+        return EpisodeBatchOut(episodes=out) if isinstance(body, EpisodeBatchIn) else out[0]
+
+    return answered_once(request, response, body.model_dump(mode="json"), False, store)
+
+
+@router.get(
+    "/sessions/{session_id}/episodes",
+    tags=["episodes"],
+    responses=errors(404, 422),
+    openapi_extra=PAGED,
+)
+def list_episodes(
+    request: Request,
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
+    response: Response,
+    session_id: PathId,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    detail: Annotated[
+        bool, Query(description="Add each episode's vector state and entity names")
+    ] = False,
+) -> list[EpisodeDetailOut] | list[EpisodeOut]:
+    """A session's episodes in time order, a page at a time."""
+    tenancy.session(session_id)
+    episodes = memory.store.list_episodes(session_id, limit, offset)
+    page(request, response, memory.store.count_episodes(session_id), limit, offset)
+    if not detail:
+        return [EpisodeOut.model_validate(e) for e in episodes]
+    ids = [e.id for e in episodes]
+    states, names = memory.vector_states(ids), memory.entities.names_by_episode(ids)
+    return [
+        EpisodeDetailOut(
+            **MarkedEpisodeOut.model_validate(e).model_dump(),
+            vector_state=states[e.id].value,
+            entities=names.get(e.id, []),
+        )
+        for e in episodes
+    ]
+
+
+@router.get("/episodes/{episode_id}", tags=["episodes"], responses=errors(404, 422))
+def get_episode(tenancy: TenancyHandle, episode_id: PathId) -> MarkedEpisodeOut:
+    return MarkedEpisodeOut.model_validate(tenancy.episode(episode_id))
+
+
+@router.patch(
+    "/episodes/{episode_id}", tags=["episodes"], responses=errors(404, 413, 415, 422, 507)
+)
+def update_episode(
+    memory: MemoryHandle, tenancy: TenancyHandle, episode_id: PathId, body: EpisodePatch
+) -> MarkedEpisodeOut:
+    """Change a turn. Fields left out keep their values; `metadata` merges (RFC 7396).
+    `pinned` true makes every turn of its scope carry it (under `standing`)."""
+    given = body.model_fields_set
+    if "content" in given and body.content is None:
+        raise InvalidInput("content: give new text, or leave content out to keep it")
+    tenancy.episode(episode_id)
+    episode = memory.update_episode(
+        episode_id,
+        content=body.content,
+        speaker=body.speaker,
+        metadata=body.metadata if "metadata" in given else UNSET,
+        image_caption=body.image_caption if "image_caption" in given else UNSET,
+        occurred_at=body.occurred_at,
+        pinned=body.pinned,
+    )
+    return MarkedEpisodeOut.model_validate(episode)
+
+
+@router.delete(
+    "/episodes/{episode_id}", status_code=204, tags=["episodes"], responses=errors(404, 422)
+)
+def delete_episode(memory: MemoryHandle, tenancy: TenancyHandle, episode_id: PathId) -> Response:
+    tenancy.episode(episode_id)
+    memory.delete_episode(episode_id)
+    return Response(status_code=204)

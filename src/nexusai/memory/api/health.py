@@ -1,0 +1,26 @@
+"""Memory's health: open to anyone, for load balancers and `nexus` itself."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from nexusai.http import errors
+from nexusai.memory.api.common import (
+    MemoryHandle,
+)
+from nexusai.schemas import (
+    Health,
+)
+
+router = APIRouter()
+
+
+@router.get("/health", tags=["service"], responses=errors(open_route=True))
+def health(memory: MemoryHandle) -> Health:
+    return Health(
+        status="ok",
+        episodes=memory.store.count_episodes(),
+        vectors_rebuilding=memory.vectors_rebuilding(),
+        entities_pending=memory.entities_pending(),
+        vector_index_optimizing=memory.vectors.index.optimizing,
+    )

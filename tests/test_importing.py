@@ -294,3 +294,80 @@ def test_a_too_large_message_in_the_last_conversation_writes_nothing(
     assert typed.exit_code == 1, typed.output
     assert "session 'third'" in typed.output
     assert client.get("/sessions").json() == []  # the same database, on PostgreSQL
+
+
+def test_an_export_imports_back_as_it_was(memory: Memory, config: Config, tmp_path: Path) -> None:
+    """`nexus export` writes what `nexus import` reads: the same sessions, speakers, times,
+    metadata, captions and pins come back (only the ids are the new store's)."""
+    from nexusai.models import NewEpisode
+
+    project = memory.store.create_project("home").id
+    monday = memory.store.create_session(project, "monday").id
+    again = memory.store.create_session(project, "monday").id  # a title two sessions share
+    untitled = memory.store.create_session(project).id
+    memory.store.create_session(None, "elsewhere")
+    [first, _] = memory.add_episodes(
+        monday,
+        [
+            NewEpisode("user", "I adopted Biscuit", metadata={"mood": "glad"}, pinned=True),
+            NewEpisode("assistant", "Lovely!", image_caption="a beagle"),
+        ],
+    )
+    memory.add_episodes(again, [NewEpisode("user", "Always reply in French when I ask you.")])
+    memory.add_episodes(untitled, [NewEpisode("Caroline", "Straße, 東京")])
+    env = {"NEXUS_DATA_DIR": str(config.data_dir), "NEXUS_EXTRACTOR": "none"}
+    if config.database_url:
+        env["NEXUS_DATABASE_URL"] = config.database_url
+    runner = CliRunner(env=env)
+    out = tmp_path / "home.jsonl"
+    written = runner.invoke(cli, ["export", "--project", "home", "--out", str(out)])
+    assert written.exit_code == 0, written.output
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(line["session"], line["content"]) for line in lines] == [
+        (f"monday ({monday})", "I adopted Biscuit"),
+        (f"monday ({monday})", "Lovely!"),
+        (f"monday ({again})", "Always reply in French when I ask you."),
+        (f"session ({untitled})", "Straße, 東京"),
+    ]
+    assert lines[0] == {
+        "id": first.id,
+        "session": f"monday ({monday})",
+        "speaker": "user",
+        "content": "I adopted Biscuit",
+        "occurredAt": first.occurred_at,
+        "metadata": {"mood": "glad"},
+        "pinned": True,
+    }
+    assert lines[1]["imageCaption"] == "a beagle"
+    memory.close()  # an import writes the vectors too: the service must be stopped
+    imported = runner.invoke(cli, ["import", str(out), "--project", "copy"])
+    assert imported.exit_code == 0, imported.output
+    printed = runner.invoke(cli, ["export", "--project", "copy"])
+    copied = [json.loads(line) for line in printed.stdout.splitlines()]
+
+    def without_ids(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in row.items() if k not in ("id", "session")} for row in rows]
+
+    assert without_ids(copied) == without_ids(lines)
+    assert len({row["session"] for row in copied}) == 3
+    assert "4 episodes of project 'copy' exported" in printed.stderr
+
+
+def test_an_export_that_cannot_run_writes_nothing(
+    memory: Memory, config: Config, tmp_path: Path
+) -> None:
+    memory.store.create_project("home")
+    env = {"NEXUS_DATA_DIR": str(config.data_dir), "NEXUS_EXTRACTOR": "none"}
+    if config.database_url:
+        env["NEXUS_DATABASE_URL"] = config.database_url
+    out = tmp_path / "out" / "x.jsonl"
+    out.parent.mkdir()
+    refused = CliRunner(env=env).invoke(cli, ["export", "--project", "hoem", "--out", str(out)])
+    assert refused.exit_code == 1
+    assert "no project named 'hoem'; projects: 'home'" in refused.output
+    assert list(out.parent.iterdir()) == []  # no file, not even a part of one
+    if not config.database_url:  # a data directory with no store is not made one
+        empty = tmp_path / "empty"
+        typo = CliRunner().invoke(cli, ["export", "--project", "home", "--data-dir", str(empty)])
+        assert "there is no nexusai store" in typo.output
+        assert not empty.exists()

@@ -76,6 +76,7 @@ class NewEpisode:
     occurred_at: datetime | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     image_caption: str | None = None
+    pinned: bool = False  # stored pinned (an exported store's pins, imported again)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ for command in (
     data.migrate,
     data.keys,
     data.import_command,
+    data.export_command,
     eval_group,
     ranker_group,
     mcp,

@@ -4,6 +4,7 @@ themselves, so the ones that write refuse a directory a running service holds.""
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -388,3 +389,49 @@ def _extract_entities(memory: Memory) -> None:
         with Progress() as bar:
             task = bar.add_task("extracting entities", total=waiting)
             memory.extract_pending(progress=lambda n: bar.advance(task, n))
+
+
+@click.command(name="export")
+@click.option("--project", required=True, help="The project's name")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write here (default: standard output)",
+)
+@DATA_DIR
+@clean_errors
+def export_command(project: str, out: Path | None, data_dir: Path | None) -> None:
+    """Write a project's episodes as JSONL, in the format `nexus import` reads: ids,
+    sessions, speakers, dates, metadata, captions and pins. The service may keep running."""
+    from nexusai.config import Config
+    from nexusai.memory.export import project_lines
+    from nexusai.memory.service import open_store
+
+    config = _existing_store(Config.from_env(data_dir=data_dir))
+    with open_store(config) as store:
+        lines = project_lines(store, project)
+        count = _write_lines(lines, sys.stdout) if out is None else _write_file(lines, out)
+    click.echo(f"{count} episodes of project {project!r} exported", err=True)
+
+
+def _write_file(lines: Iterator[dict[str, Any]], out: Path) -> int:
+    """Written beside `out` and renamed at the end: a failed export leaves no half file."""
+    part = out.with_name(out.name + ".part")
+    try:
+        with part.open("w", encoding="utf-8") as stream:
+            count = _write_lines(lines, stream)
+        part.replace(out)
+    finally:
+        part.unlink(missing_ok=True)
+    return count
+
+
+def _write_lines(lines: Iterator[dict[str, Any]], stream: Any) -> int:
+    import json
+
+    count = 0
+    for line in lines:
+        stream.write(json.dumps(line, ensure_ascii=False) + "\n")
+        count += 1
+    return count

@@ -161,7 +161,8 @@ def _last_leaf(mapping: dict[str, Any]) -> str | None:
 
 def read_jsonl(stream: IO[bytes]) -> Iterator[SourceConversation]:
     """One episode per line: {session, speaker, content, occurredAt?, imageCaption?,
-    metadata?}, and no other key. A run of lines of one session is written together."""
+    metadata?, pinned?, id?}, and no other key (`nexus export` writes this). A run of
+    lines of one session is written together."""
     current: SourceConversation | None = None
     seen: Counter[str] = Counter()
     for number, raw in enumerate(stream, start=1):
@@ -181,7 +182,18 @@ def read_jsonl(stream: IO[bytes]) -> Iterator[SourceConversation]:
         yield current
 
 
-JSONL_KEYS = {"session", "speaker", "content", "occurredAt", "metadata", "imageCaption"}
+# What `nexus export` writes; `id` is the exporting store's, read and left (a store gives
+# its own ids).
+JSONL_KEYS = {
+    "id",
+    "session",
+    "speaker",
+    "content",
+    "occurredAt",
+    "metadata",
+    "imageCaption",
+    "pinned",
+}
 
 
 def _jsonl_episode(raw: bytes, number: int, seen: Counter[str]) -> tuple[str, SourceEpisode]:
@@ -200,12 +212,16 @@ def _jsonl_episode(raw: bytes, number: int, seen: Counter[str]) -> tuple[str, So
         metadata = line.get("metadata") or {}
         if not isinstance(metadata, dict):
             raise TypeError(f"metadata must be an object, not {_kind(metadata)}")
+        pinned = line.get("pinned", False)
+        if not isinstance(pinned, bool):
+            raise TypeError(f"pinned must be true or false, not {_kind(pinned)}")
         episode = NewEpisode(
             _text(line, "speaker"),
             _text(line, "content"),
             _when(when),
             metadata,
             _text(line, "imageCaption") if line.get("imageCaption") is not None else None,
+            pinned,
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ImportFormatError(f"line {number}: not a JSONL episode: {describe(exc)}") from None

@@ -407,8 +407,8 @@ class EpisodeStore(ABC):
         text = _search_text(row)  # once: both the text and its CJK bigrams are stored
         cursor = conn.execute(
             "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at,"
-            " metadata, search_text, context_text, image_caption, search_cjk, standing)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            " metadata, search_text, context_text, image_caption, search_cjk, standing,"
+            " pinned) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 session_id,
                 row.speaker,
@@ -421,6 +421,7 @@ class EpisodeStore(ABC):
                 row.image_caption,
                 keywords.cjk_text(text),
                 standing_kind(row.speaker, row.content),
+                row.pinned,
             ),
         )
         episode_id = inserted_id(cursor)
@@ -448,7 +449,7 @@ class EpisodeStore(ABC):
         occurred = to_utc_text(episode.occurred_at) if episode.occurred_at else now_text()
         speaker = _required_text("speaker", episode.speaker, 200)
         caption = _optional_text("imageCaption", episode.image_caption, 2000)
-        return _Row(speaker, content, occurred, metadata, caption)
+        return _Row(speaker, content, occurred, metadata, caption, episode.pinned)
 
     def get_episode(self, episode_id: int) -> Episode:
         rows = self._rows("SELECT * FROM episodes WHERE id = ?", [episode_id])
@@ -620,6 +621,7 @@ class _Row:
     occurred_at: str
     metadata: dict[str, Any]
     image_caption: str | None
+    pinned: bool = False
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

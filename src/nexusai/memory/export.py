@@ -1,0 +1,65 @@
+"""A project's memory as JSONL, one episode a line, in the format `nexus import` reads
+(`importing.read_jsonl`): its id, session, speaker, content, time, metadata, caption and
+pin. Sessions one after another, each in time order; a session's name is its title, made
+unique within the project (a title two sessions share, or none, gets the session's id), so
+that an import makes the same sessions again."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from nexusai.errors import NotFound
+from nexusai.memory.store import EpisodeStore
+from nexusai.models import Episode, Session
+
+PAGE = 1000
+
+
+def project_lines(store: EpisodeStore, name: str) -> Iterator[dict[str, Any]]:
+    """Every episode of the project called `name`, as export lines; NotFound (naming the
+    projects there are) before anything is given when there is no such project."""
+    project = store.find_project(name)
+    if project is None:
+        known = ", ".join(repr(p.name) for p in store.list_projects(limit=50)) or "none"
+        raise NotFound(f"there is no project named {name!r}; projects: {known}")
+    sessions = _all_sessions(store, project.id)
+    titles = Counter(s.title for s in sessions)
+    for session in sessions:
+        named = session.title if session.title and titles[session.title] == 1 else None
+        label = named or f"{session.title or 'session'} ({session.id})"
+        for episode in _all_episodes(store, session.id):
+            yield line(episode, label)
+
+
+def line(episode: Episode, session: str) -> dict[str, Any]:
+    """One episode as `nexus import` reads it; empty fields left out."""
+    out: dict[str, Any] = {
+        "id": episode.id,
+        "session": session,
+        "speaker": episode.speaker,
+        "content": episode.content,
+        "occurredAt": episode.occurred_at,
+    }
+    if episode.metadata:
+        out["metadata"] = episode.metadata
+    if episode.image_caption is not None:
+        out["imageCaption"] = episode.image_caption
+    if episode.pinned:
+        out["pinned"] = True
+    return out
+
+
+def _all_sessions(store: EpisodeStore, project_id: int) -> list[Session]:
+    found: list[Session] = []
+    while page := store.list_sessions(project_id, PAGE, len(found)):
+        found += page
+    return found
+
+
+def _all_episodes(store: EpisodeStore, session_id: int) -> Iterator[Episode]:
+    offset = 0
+    while page := store.list_episodes(session_id, PAGE, offset):
+        yield from page
+        offset += len(page)

@@ -37,9 +37,6 @@ EXCERPT_TOKENS = 80
 EXCERPT_CHARS = 360
 # How deep fusion ranks for a budgeted turn: the pool packing chooses from.
 PACK_DEPTH = 50
-# What another memory from a session already given is worth, against its own worth
-# (`Diverse`): set before it was measured, not fitted.
-SAME_SESSION = 0.7
 # Recognised standing memories take at most this share of a budget (pinned ones may take
 # all of it): the rest is the searched memories'.
 STANDING_SHARE = 0.25
@@ -155,37 +152,6 @@ class Dense(Packer):
         return taken
 
 
-class Diverse(Dense):
-    """As `Dense`, but each memory already taken from a session makes the next from that
-    session worth `SAME_SESSION` as much: evidence spread over sessions (summaries, the
-    order of events) before near-copies from one."""
-
-    name = "diverse"
-
-    def _choose(
-        self, options: list[FusedEpisode], worth: list[float], budget: int
-    ) -> dict[int, FusedEpisode]:
-        taken: dict[int, FusedEpisode] = {}
-        per_session: dict[int, int] = {}
-        left, waiting = budget, set(range(len(options)))
-        while waiting and len(taken) < MAX_MEMORIES:
-            fits = [i for i in waiting if options[i].tokens <= left]
-            if not fits:
-                break
-            best = max(fits, key=lambda i: (self._worth(options[i], worth[i], per_session), -i))
-            taken[best] = options[best]
-            left -= options[best].tokens
-            session = options[best].episode.session_id
-            per_session[session] = per_session.get(session, 0) + 1
-            waiting.remove(best)
-        return taken
-
-    @staticmethod
-    def _worth(option: FusedEpisode, worth: float, per_session: dict[int, int]) -> float:
-        seen = per_session.get(option.episode.session_id, 0)
-        return worth * SAME_SESSION**seen / option.tokens
-
-
 def _shortest(fused: FusedEpisode, terms: tuple[str, ...]) -> FusedEpisode:
     """The memory whole, or, when long, its excerpt (the whole is counted only if the
     excerpt is grown back)."""
@@ -254,7 +220,7 @@ def _word_end(text: str, at: int) -> int:
     return at if space == -1 or at - space > 30 else space
 
 
-PACKERS: dict[str, Packer] = {packer.name: packer for packer in (Dense(), Greedy(), Diverse())}
+PACKERS: dict[str, Packer] = {packer.name: packer for packer in (Dense(), Greedy())}
 
 
 def pack(

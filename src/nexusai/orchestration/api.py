@@ -217,7 +217,17 @@ def post_context(request: Request, response: Response, body: ContextIn) -> Conte
     return out
 
 
-TIMED_STEPS = ("embed", "semantic", "keyword", "fuse", "pack", "entities", "shape", "total")
+TIMED_STEPS = (
+    "embed",
+    "semantic",
+    "keyword",
+    "standing",
+    "fuse",
+    "pack",
+    "entities",
+    "shape",
+    "total",
+)
 
 
 @router.post(

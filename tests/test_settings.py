@@ -17,6 +17,7 @@ DEFAULTS = {
     "entityLimit": 10,
     "keywordBudget": 0,
     "contextBudget": 0,
+    "standingLimit": 3,
     "memoryOrder": "rank",
     "fusion": "rrf",
 }
@@ -38,6 +39,7 @@ def test_partial_patch(client: TestClient) -> None:
         ({"keywordWeight": 5.5}, "keywordWeight must be from 0 to 5"),
         ({"semanticWeight": -1}, "semanticWeight must be from 0 to 5"),
         ({"semanticLimit": 0}, "semanticLimit must be from 1 to 100"),
+        ({"standingLimit": 21}, "standingLimit must be from 0 to 20"),
         ({"semanticLimit": 2.5}, "semanticLimit must be a whole number"),
         ({"semanticLimit": 5.0}, "semanticLimit must be a whole number"),  # as ids are
         ({"keywordWeight": "high"}, "keywordWeight must be a number"),

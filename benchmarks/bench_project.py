@@ -125,8 +125,10 @@ def run(quick: bool = False) -> None:
                 continue
             with tempfile.TemporaryDirectory() as tmp:
                 build_store(Path(tmp), embedder, base, size, SESSIONS, texts=texts(size))
-                for label, cells in _measure(Path(tmp), queries).items():
+                measured, ready = _measure(Path(tmp), queries)
+                for label, cells in measured.items():
                     report.add(f"{size:,}", kind, label, *cells)
+                report.notes.append(f"{size:,} {kind}: from start to /ready {ready:.1f} s")
     report.notes.append("Targets at 100,000 (both legs): /context p95 at most 20 ms on realistic")
     report.notes.append("text and 30 ms on common words; the keyword step's p95 at most 8 ms.")
     report.print()
@@ -185,13 +187,18 @@ def _real() -> tuple[list[str], list[str]]:
     return turns, questions[: TURNS + 20]
 
 
-def _measure(data_dir: Path, queries: list[str]) -> dict[str, list[str]]:
+def _measure(data_dir: Path, queries: list[str]) -> tuple[dict[str, list[str]], float]:
+    """Each row's cells, and the seconds from the service's start to its `/ready`."""
     port = free_port()
+    started = time.monotonic()
     process = start_server(data_dir, port)
     rng = random.Random(3)
     found: dict[str, list[str]] = {}
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            while http.get("/ready").status_code != 200:
+                time.sleep(0.1)
+            ready = time.monotonic() - started
             _settle(http)
             for label, settings in ROWS.items():
                 http.patch("/settings", json=settings).raise_for_status()
@@ -201,7 +208,7 @@ def _measure(data_dir: Path, queries: list[str]) -> dict[str, list[str]]:
     finally:
         process.terminate()
         process.wait(timeout=60)
-    return found
+    return found, ready
 
 
 def _settle(http: httpx.Client) -> None:

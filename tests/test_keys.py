@@ -110,6 +110,19 @@ def test_a_read_only_key_reads_and_cannot_write(served: dict[str, Any]) -> None:
     assert client.get(f"/sessions/{session}", headers=_as(ids["key"])).status_code == 200
 
 
+def test_a_project_key_forgets_only_in_its_own_project(served: dict[str, Any]) -> None:
+    client, ids = served["client"], served["ids"]
+    own, reader = _as(ids["key"]), _as(ids["reader"])
+    theirs = ids["bravo"]["session"]
+    refused = client.delete("/episodes", params={"sessionIds": str(theirs)}, headers=own)
+    assert refused.status_code == 404  # as if it were not there
+    assert client.delete("/episodes", params={"speaker": "user"}, headers=reader).status_code == 403
+    done = client.delete("/episodes", params={"speaker": "user"}, headers=own).json()
+    assert done["episodeIds"] == [ids["alpha"]["episode"]]
+    admin = served["admin"]
+    assert client.get(f"/episodes/{ids['bravo']['episode']}", headers=admin).status_code == 200
+
+
 def test_settings_and_metrics_need_the_admin_key(served: dict[str, Any]) -> None:
     client, own = served["client"], _as(served["ids"]["key"])
     for method, path in [
@@ -262,6 +275,11 @@ def _aimed_at_bravo(
         "detail": "true",
         "explain": "true",
         "order": "started",
+        "dryRun": "true",
+        "after": "2000-01-01T00:00:00Z",
+        "before": "2999-01-01T00:00:00Z",
+        "speaker": "user",
+        "metadata.*": None,
         "X-Nexus-Session": str(bravo["session"]),
         "X-Nexus-Project": "bravo",
     }

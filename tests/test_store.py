@@ -5,6 +5,7 @@ import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -341,3 +342,36 @@ def test_connections_of_ended_threads_are_closed(tmp_path: Path) -> None:
     last.join()
     assert store.open_connections() <= 2  # this thread's, and the last worker's
     assert fds() <= before + 3
+
+
+def test_filters_keep_a_time_window_speakers_and_metadata_values(store: EpisodeStore) -> None:
+    from nexusai.models import EpisodeFilter
+
+    a, b = store.create_session().id, store.create_session().id
+    day = datetime(2026, 3, 1, tzinfo=UTC)
+    said = [
+        NewEpisode("user", "one", day, {"topic": "travel", "n": 1, "ok": True}),
+        NewEpisode("assistant", "two", day + timedelta(days=1), {"topic": "food"}),
+        NewEpisode("user", "three", day + timedelta(days=2), {"topic": {"nested": 1}}),
+    ]
+    one, two, three = [e.id for e in store.add_episodes(a, said)]
+    other = store.add_episodes(b, [NewEpisode("user", "four", day, {"topic": "travel"})])[0].id
+
+    def kept(session_ids: list[int] | None = None, **rule: Any) -> list[int]:
+        return store.matching_ids(session_ids, EpisodeFilter(**rule))
+
+    after, before = "2026-03-02T00:00:00.000000Z", "2026-03-03T00:00:00.000000Z"
+    assert kept([a], after=after) == [two, three]
+    assert kept([a], before=after) == [one]
+    assert kept([a], after=after, before=before) == [two]
+    assert kept(None, speakers=("user",)) == [one, other, three]
+    assert kept([a], metadata=(("topic", ("travel", "food")),)) == [one, two]
+    assert kept(None, metadata=(("topic", ("travel",)),)) == [one, other]
+    assert kept([a], metadata=(("n", ("1",)), ("ok", ("true",)))) == [one]
+    assert kept([a], metadata=(("topic", ('{"nested": 1}',)),)) == []  # objects never match
+    assert kept([a], metadata=(("missing", ("x",)),)) == []
+    assert kept([], speakers=("user",)) == []
+    assert kept([a]) == [one, two, three]
+    assert store.delete_episodes([two, 999]) == [two]
+    assert kept([a]) == [one, three]
+    assert store.get_episode(three).context_text.startswith("one")  # read with its new neighbour

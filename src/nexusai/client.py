@@ -35,6 +35,7 @@ from nexusai.schemas import (
     EntityOut,
     EpisodeBatchOut,
     EpisodeOut,
+    ForgetOut,
     Health,
     ImportOut,
     MarkedEpisodeOut,
@@ -256,6 +257,28 @@ class Endpoints:
     def pin(episode_id: int, pinned: bool = True) -> Call[MarkedEpisodeOut]:
         """Pinned, every turn of the episode's scope carries it (under `standing`)."""
         return Endpoints.update_episode(episode_id, {"pinned": pinned})
+
+    @staticmethod
+    def forget(
+        session_ids: Sequence[int] | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        speakers: Sequence[str] = (),
+        metadata: Mapping[str, str | Sequence[str]] | None = None,
+        dry_run: bool = False,
+    ) -> Call[ForgetOut]:
+        """Deletes the episodes these sessions hold that the filter keeps (times in ISO
+        8601; a metadata key's values are one of); `dry_run` only counts them."""
+        params: dict[str, Any] = {
+            "sessionIds": None if session_ids is None else ",".join(map(str, session_ids)),
+            "after": after,
+            "before": before,
+            "speaker": list(speakers) or None,
+            "dryRun": "true" if dry_run else None,
+        }
+        for key, values in (metadata or {}).items():
+            params[f"metadata.{key}"] = [values] if isinstance(values, str) else list(values)
+        return Call("DELETE", "/episodes", _model(ForgetOut), params=params)
 
     @staticmethod
     def delete_episode(episode_id: int) -> Call[None]:
@@ -626,6 +649,7 @@ class Client:
     get_episode = _blocking(Endpoints.get_episode)
     update_episode = _blocking(Endpoints.update_episode)
     pin = _blocking(Endpoints.pin)
+    forget = _blocking(Endpoints.forget)
     delete_episode = _blocking(Endpoints.delete_episode)
     standing = _blocking(Endpoints.standing)
     search = _blocking(Endpoints.search)
@@ -722,6 +746,7 @@ class AsyncClient:
     get_episode = _awaiting(Endpoints.get_episode)
     update_episode = _awaiting(Endpoints.update_episode)
     pin = _awaiting(Endpoints.pin)
+    forget = _awaiting(Endpoints.forget)
     delete_episode = _awaiting(Endpoints.delete_episode)
     standing = _awaiting(Endpoints.standing)
     search = _awaiting(Endpoints.search)

@@ -164,7 +164,11 @@ def known_query_keys(request: Request) -> None:
     if dependant is None:
         return
     taken = _query_params(dependant)
-    unknown = sorted(set(request.query_params) - set(taken))
+    # A parameter named `prefix.*` stands for every key that starts with `prefix.`.
+    prefixes = tuple(name[:-1] for name in taken if name.endswith(".*"))
+    unknown = sorted(
+        key for key in set(request.query_params) - set(taken) if not key.startswith(prefixes)
+    )
     if unknown:
         offer = f"it takes {', '.join(sorted(taken))}" if taken else "it takes none"
         raise InvalidInput(f"unknown query parameter {unknown[0]!r}: {offer}")

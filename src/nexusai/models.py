@@ -70,6 +70,21 @@ class Scope:
 
 
 @dataclass(frozen=True)
+class EpisodeFilter:
+    """Which episodes: said at or after `after` and before `before` (UTC text, either
+    open), by one of `speakers` (any when empty), and, for each metadata key, with one of
+    its values (compared as text: "1" matches 1, "true" matches true)."""
+
+    after: str | None = None
+    before: str | None = None
+    speakers: tuple[str, ...] = ()
+    metadata: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def is_empty(self) -> bool:
+        return self == EpisodeFilter()
+
+
+@dataclass(frozen=True)
 class NewEpisode:
     speaker: str
     content: str

@@ -45,6 +45,12 @@ AUTH_REFUSED = Counter(
     registry=REGISTRY,
 )
 EPISODES = Gauge("nexus_episodes_stored", "Episodes in the store", registry=REGISTRY)
+FORGOTTEN = Counter(
+    "nexus_episodes_forgotten",
+    "Episodes deleted: one at a time, with their session or project, or by a filter",
+    ["how"],
+    registry=REGISTRY,
+)
 PENDING = Gauge("nexus_vectors_pending", "Episodes waiting for a vector", registry=REGISTRY)
 
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")

@@ -199,6 +199,14 @@ class EntityDetail(EntityOut):
     mentions: list[EpisodeOut]
 
 
+class ForgetOut(CamelModel):
+    episodes: int = Field(
+        description="How many episodes the filter kept: deleted, or not in a dry run"
+    )
+    episode_ids: list[int] = Field(description="Their ids, oldest first (the first 1,000)")
+    dry_run: bool
+
+
 class ImportOut(CamelModel):
     conversations: int
     sessions: int

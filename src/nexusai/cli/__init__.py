@@ -40,6 +40,7 @@ for command in (
     remote.sessions,
     remote.add,
     remote.pin,
+    remote.forget,
 ):
     cli.add_command(command)
 

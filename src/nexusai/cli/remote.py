@@ -355,3 +355,48 @@ def pin(episode_id: int, off: bool, url: str, api_key: str | None) -> None:
     with Service(url, api_key) as service:
         service(Endpoints.update_episode(episode_id, {"pinned": not off}))
     click.echo(f"episode {episode_id} {'unpinned' if off else 'pinned'}")
+
+
+@click.command()
+@click.option(
+    "--session",
+    "session_ids",
+    type=click.IntRange(min=1),
+    multiple=True,
+    help="In this session (repeat for several)",
+)
+@click.option("--after", default=None, help="Said at or after this time (ISO 8601)")
+@click.option("--before", default=None, help="Said before this time (ISO 8601)")
+@click.option(
+    "--speaker", "speakers", multiple=True, help="Said by this speaker (repeat for one of several)"
+)
+@click.option(
+    "--metadata", "pairs", multiple=True, help="KEY=VALUE: with this metadata value (repeat)"
+)
+@click.option("--dry-run", is_flag=True, help="Only count what would be deleted")
+@service_options
+def forget(
+    session_ids: tuple[int, ...],
+    after: str | None,
+    before: str | None,
+    speakers: tuple[str, ...],
+    pairs: tuple[str, ...],
+    dry_run: bool,
+    url: str,
+    api_key: str | None,
+) -> None:
+    """Delete the episodes a filter keeps (in the sessions given, or all the key sees), from
+    the store, its indexes and the entity links. --dry-run counts them first."""
+    metadata: dict[str, list[str]] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f"--metadata {pair!r}: write KEY=VALUE, e.g. topic=travel")
+        metadata.setdefault(key, []).append(value)
+    call = Endpoints.forget(
+        list(session_ids) or None, after, before, speakers, metadata, dry_run=dry_run
+    )
+    with Service(url, api_key) as service:
+        done = service(call)
+    verb = "would be forgotten (dry run)" if dry_run else "forgotten"
+    click.echo(f"{done.episodes} episodes {verb}")

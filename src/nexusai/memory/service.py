@@ -28,7 +28,8 @@ from nexusai.memory.store import EpisodeStore, ImportedSession
 from nexusai.memory.vector_state import VectorState
 from nexusai.memory.vectors import VectorIndex, claim_embedded_indexes, open_vector_index
 from nexusai.memory.vectors.owner import OwnerLock
-from nexusai.models import Entity, Episode, NewEpisode, Scope
+from nexusai.models import Entity, Episode, EpisodeFilter, NewEpisode, Scope
+from nexusai.observability import FORGOTTEN
 
 log = logging.getLogger("nexusai.memory")
 
@@ -259,16 +260,25 @@ class Memory:
 
     def delete_episode(self, episode_id: int) -> None:
         self.store.delete_episode(episode_id)
-        self._delete_vectors([episode_id])
+        self._delete_vectors([episode_id], "episode")
         self.sync_pending(max_batches=1)  # the turn after it is now read with another
 
     def delete_session(self, session_id: int) -> None:
-        self._delete_vectors(self.store.delete_session(session_id))
+        self._delete_vectors(self.store.delete_session(session_id), "session")
 
     def delete_project(self, project_id: int) -> None:
-        self._delete_vectors(self.store.delete_project(project_id))
+        self._delete_vectors(self.store.delete_project(project_id), "project")
 
-    def _delete_vectors(self, ids: list[int]) -> None:
+    def forget(self, session_ids: Sequence[int] | None, rule: EpisodeFilter) -> list[int]:
+        """Deletes the episodes of these sessions (all when None) that `rule` keeps, from
+        the store, its keyword index and entity links, and the vectors; returns their ids."""
+        gone = self.store.delete_episodes(self.store.matching_ids(session_ids, rule))
+        self._delete_vectors(gone, "filter")
+        self.sync_pending(max_batches=1)  # the turns after them are read with others now
+        return gone
+
+    def _delete_vectors(self, ids: list[int], how: str) -> None:
+        FORGOTTEN.labels(how=how).inc(len(ids))
         # The rows are gone already; a vector left behind is never returned, since
         # semantic results are joined back to rows, and `nexus doctor` removes it.
         try:

@@ -35,6 +35,7 @@ from nexusai.memory.texts import compose_context_text, compose_search_text
 from nexusai.memory.vector_state import VectorState
 from nexusai.models import (
     Episode,
+    EpisodeFilter,
     NewEpisode,
     Project,
     Scope,
@@ -556,9 +557,56 @@ class EpisodeStore(ABC):
 
     def delete_episode(self, episode_id: int) -> None:
         with self.atomic() as conn:
-            episode = self.get_episode(episode_id)
-            conn.execute("DELETE FROM episodes WHERE id = ?", (episode_id,))
-            _refresh_context_after(conn, episode.session_id, episode.occurred_at, episode_id)
+            self._delete(conn, self.get_episode(episode_id))
+
+    def _delete(self, conn: Connection, episode: Episode) -> None:
+        conn.execute("DELETE FROM episodes WHERE id = ?", (episode.id,))
+        _refresh_context_after(conn, episode.session_id, episode.occurred_at, episode.id)
+
+    def matching_ids(self, session_ids: Sequence[int] | None, rule: EpisodeFilter) -> list[int]:
+        """The episodes within the sessions given (all when None) that `rule` keeps, oldest
+        first."""
+        if session_ids is not None and not session_ids:
+            return []
+        where, params = self._filter_sql(rule)
+        if session_ids is not None:
+            where.append("session_id IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps([int(i) for i in session_ids]))
+        sql = "SELECT id FROM episodes"
+        sql += f" WHERE {' AND '.join(where)}" if where else ""
+        return _ids(self._rows(sql + " ORDER BY occurred_at, id", params))
+
+    def delete_episodes(self, ids: Sequence[int]) -> list[int]:
+        """Deletes these episodes (and, by cascade, their index entries, entity links and
+        import keys) in one transaction; returns those that were there."""
+        with self.atomic() as conn:
+            found = self.get_episodes(ids)
+            for episode in found:
+                self._delete(conn, episode)
+        return [episode.id for episode in found]
+
+    def _filter_sql(self, rule: EpisodeFilter) -> tuple[list[str], list[object]]:
+        where: list[str] = []
+        params: list[object] = []
+        if rule.after is not None:
+            where.append("occurred_at >= ?")
+            params.append(rule.after)
+        if rule.before is not None:
+            where.append("occurred_at < ?")
+            params.append(rule.before)
+        if rule.speakers:
+            where.append(f"speaker IN ({_marks(rule.speakers)})")
+            params += rule.speakers
+        for key, values in rule.metadata:
+            expression, key_params = self._metadata_text(key)
+            where.append(f"{expression} IN ({_marks(values)})")
+            params += [*key_params, *values]
+        return where, params
+
+    @abstractmethod
+    def _metadata_text(self, key: str) -> tuple[str, list[object]]:
+        """SQL for a top-level metadata key's value as text ('travel', '1', 'true'; NULL
+        when absent), and its parameters."""
 
     # -- keyword search -----------------------------------------------------------------
 
@@ -742,6 +790,11 @@ def _required_text(name: str, value: str, max_chars: int | None) -> str:
 
 def _optional_text(name: str, value: str | None, max_chars: int) -> str | None:
     return None if value is None else _required_text(name, value, max_chars)
+
+
+def _marks(values: Sequence[object]) -> str:
+    """A placeholder for each of a few text values (an id list goes as JSON instead)."""
+    return ", ".join("?" * len(values))
 
 
 def _ids(rows: Iterable[Any]) -> list[int]:

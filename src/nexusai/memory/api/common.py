@@ -12,13 +12,9 @@ from nexusai.errors import InvalidInput
 from nexusai.guard import is_open
 from nexusai.memory.service import Memory
 from nexusai.memory.tenancy import Tenancy
-from nexusai.schemas import (
-    MAX_ID,
-)
+from nexusai.schemas import MAX_ID
 
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size")]
-
-
 Offset = Annotated[int, Query(ge=0, le=MAX_ID, description="Rows to skip")]
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from pydantic import Discriminator, Field, Tag
 
 from nexusai.errors import InvalidInput, TooLarge
-from nexusai.http import PathId, errors
+from nexusai.http import PathId, errors, parse_id_list
 from nexusai.idempotency import answered_once
 from nexusai.memory.api.common import (
     PAGED,
@@ -20,13 +20,15 @@ from nexusai.memory.api.common import (
     TenancyHandle,
     page,
 )
+from nexusai.memory.api.filters import episode_filter
 from nexusai.memory.api.sessions import SessionResolveIn
 from nexusai.memory.store import UNSET
-from nexusai.models import NewEpisode
+from nexusai.models import EpisodeFilter, NewEpisode
 from nexusai.schemas import (
     EpisodeBatchOut,
     EpisodeDetailOut,
     EpisodeOut,
+    ForgetOut,
     MarkedEpisodeOut,
     StrictCamelModel,
 )
@@ -230,3 +232,33 @@ def delete_episode(memory: MemoryHandle, tenancy: TenancyHandle, episode_id: Pat
     tenancy.episode(episode_id)
     memory.delete_episode(episode_id)
     return Response(status_code=204)
+
+
+@router.delete("/episodes", tags=["episodes"], responses=errors(404, 422))
+def forget_episodes(
+    memory: MemoryHandle,
+    tenancy: TenancyHandle,
+    rule: Annotated[EpisodeFilter, Depends(episode_filter)],
+    session_ids: Annotated[
+        str | None,
+        Query(alias="sessionIds", description="Comma-separated session ids (all a key sees)"),
+    ] = None,
+    dry_run: Annotated[
+        bool, Query(alias="dryRun", description="Only count what would be deleted")
+    ] = False,
+) -> ForgetOut:
+    """Delete the episodes that a filter keeps, in these sessions, from the store, the
+    keyword index, the vectors and the entity links; `dryRun=true` counts them and deletes
+    nothing. A project key forgets only in its own project. With neither `sessionIds` nor a
+    filter it refuses: delete a project or a session for that."""
+    asked = parse_id_list("sessionIds", session_ids)
+    if asked is None and rule.is_empty():
+        raise InvalidInput(
+            "give sessionIds or a filter (after, before, speaker, metadata.KEY) to say which"
+            " episodes; to delete everything, delete the projects or sessions"
+        )
+    for session_id in asked or ():  # an unknown session is a 404, not "0 forgotten"
+        tenancy.session(session_id)
+    scope = tenancy.scope(asked)
+    ids = memory.store.matching_ids(scope, rule) if dry_run else memory.forget(scope, rule)
+    return ForgetOut(episodes=len(ids), episode_ids=ids[:1000], dry_run=dry_run)

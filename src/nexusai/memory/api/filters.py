@@ -1,0 +1,54 @@
+"""Which episodes a request means, from its query string: `after` and `before` (ISO 8601,
+either open), `speaker` (repeat it for one of several) and `metadata.KEY` (repeat it for
+one of several values). The shape every face gives a filter in (`models.EpisodeFilter`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import Query, Request
+
+from nexusai.errors import InvalidInput
+from nexusai.models import EpisodeFilter, to_utc_text
+
+# A query key of this prefix names a metadata key (`http.known_query_keys` lets it by).
+METADATA_PREFIX = "metadata."
+
+
+def episode_filter(
+    request: Request,
+    after: Annotated[
+        datetime | None, Query(description="Said at or after this time (ISO 8601)")
+    ] = None,
+    before: Annotated[
+        datetime | None, Query(description="Said before this time (ISO 8601)")
+    ] = None,
+    speaker: Annotated[
+        list[str] | None, Query(description="Said by this speaker; repeat it for one of several")
+    ] = None,
+    _metadata: Annotated[
+        str | None,
+        Query(
+            alias=METADATA_PREFIX + "*",
+            description="metadata.KEY=VALUE: a top-level metadata key has this value (compared"
+            " as text); repeat it for one of several values, or with other keys for all of them",
+        ),
+    ] = None,
+) -> EpisodeFilter:
+    start = None if after is None else to_utc_text(after)
+    end = None if before is None else to_utc_text(before)
+    if start is not None and end is not None and start >= end:
+        raise InvalidInput(f"after ({start}) must be earlier than before ({end})")
+    return EpisodeFilter(start, end, tuple(speaker or ()), _metadata_of(request))
+
+
+def _metadata_of(request: Request) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    values: dict[str, list[str]] = {}
+    for name, value in request.query_params.multi_items():
+        if name.startswith(METADATA_PREFIX):
+            key = name.removeprefix(METADATA_PREFIX)
+            if not key or key == "*":
+                raise InvalidInput(f"{name}: name a metadata key, as metadata.topic=travel")
+            values.setdefault(key, []).append(value)
+    return tuple((key, tuple(found)) for key, found in values.items())

@@ -1,0 +1,140 @@
+"""Forgetting by a filter (`DELETE /episodes`): a dry run counts and changes nothing, and
+after a forget nothing of an episode is found through any route, either leg, the whole-table
+keyword copy, the standing list or the entity search."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+from nexusai.app import create_app
+from nexusai.cli import cli
+from nexusai.config import Config
+from nexusai.memory.extractors import SpacyExtractor
+from nexusai.memory.service import Memory
+from tests.conftest import SwitchableEmbedder
+from tests.live_server import live_server
+
+ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
+
+GONE = "Maria Lopez moved to Lisbon in March. I prefer window seats on trains."
+
+
+@pytest.fixture
+def served(
+    config: Config, embedder: SwitchableEmbedder, spacy_extractor: SpacyExtractor
+) -> Iterator[tuple[TestClient, Memory]]:
+    memory = Memory.open(config, embedder, extractor=spacy_extractor)
+    with TestClient(create_app(config, embedder, memory=memory)) as client:
+        yield client, memory
+
+
+def _session(client: TestClient, project: int, *episodes: dict[str, Any]) -> tuple[int, list[int]]:
+    sid = client.post("/sessions", json={"projectId": project}).json()["id"]
+    stored = client.post(f"/sessions/{sid}/episodes", json={"episodes": list(episodes)})
+    return sid, [e["id"] for e in stored.json()["episodes"]]
+
+
+def _ids(found: Any) -> list[int]:
+    return [int(e["id"]) for e in found]
+
+
+def test_a_forgotten_episode_is_found_by_no_route(
+    served: tuple[TestClient, Memory], embedder: SwitchableEmbedder
+) -> None:
+    client, _memory = served
+    project = client.post("/projects", json={"name": "home"}).json()["id"]
+    first, (gone, kept) = _session(
+        client,
+        project,
+        {"speaker": "user", "content": GONE, "metadata": {"topic": "travel"}},
+        {
+            "speaker": "user",
+            "content": "The bread recipe needs flour.",
+            "metadata": {"topic": "food"},
+        },
+    )
+    second, _ = _session(client, project, {"speaker": "user", "content": "Biscuit likes Lisbon"})
+    asked = {"sessionIds": str(first), "metadata.topic": "travel"}
+    counted = client.delete("/episodes", params={**asked, "dryRun": "true"}).json()
+    assert counted == {"episodes": 1, "episodeIds": [gone], "dryRun": True}
+    assert client.get(f"/episodes/{gone}").status_code == 200  # a dry run changes nothing
+    assert client.get("/episodes/standing").json()[0]["id"] == gone  # a stated preference
+    assert "Lisbon" in [
+        e["name"] for e in client.get("/entities", params={"sessionId": first}).json()
+    ]
+    before = _forgotten(client)
+    done = client.delete("/episodes", params=asked).json()
+    assert done == {"episodes": 1, "episodeIds": [gone], "dryRun": False}
+
+    assert client.get(f"/episodes/{gone}").status_code == 404
+    assert client.get("/episodes", params={"ids": str(gone)}).json() == []
+    assert _ids(client.get(f"/sessions/{first}/episodes").json()) == [kept]
+    for scope in ({}, {"sessionIds": f"{first},{second}"}):  # the whole table, and a scope
+        found = client.get("/episodes/search", params={"q": "Maria Lopez Lisbon", **scope})
+        assert gone not in _ids(found.json())
+    vector = embedder.embed_one(GONE)
+    hits = client.post("/vectors/search", json={"vector": vector, "limit": 10}).json()
+    assert gone not in [h["id"] for h in hits]
+    turn = client.post(
+        "/context", json={"sessionId": second, "message": "Where did Maria Lopez move?"}
+    ).json()
+    assert gone not in _ids(turn["memories"]) + _ids(turn.get("standing", []))
+    assert client.get("/episodes/standing").json() == []
+    names = [e["name"] for e in client.get("/entities", params={"sessionId": first}).json()]
+    assert "Maria Lopez" not in names  # mentioned only there: gone with it
+    assert _forgotten(client) == before + 1
+
+
+def _forgotten(client: TestClient) -> float:
+    """The process's count of episodes forgotten by a filter, from /metrics."""
+    line = 'nexus_episodes_forgotten_total{how="filter"} '
+    found = [row for row in client.get("/metrics").text.splitlines() if row.startswith(line)]
+    return float(found[0].removeprefix(line)) if found else 0.0
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "says"),
+    [
+        ({}, 422, "give sessionIds or a filter"),
+        ({"after": "last tuesday"}, 422, "after"),
+        ({"after": "2026-03-02T00:00:00Z", "before": "2026-03-01T00:00:00Z"}, 422, "earlier"),
+        ({"speakr": "user"}, 422, "unknown query parameter 'speakr'"),
+        ({"metadata.": "x"}, 422, "name a metadata key"),
+        ({"sessionIds": "999", "speaker": "user"}, 404, "session 999"),
+        ({"sessionIds": "1,x"}, 422, "sessionIds"),
+    ],
+)
+def test_a_refused_forget_names_what_to_fix_and_deletes_nothing(
+    served: tuple[TestClient, Memory], params: dict[str, str], status: int, says: str
+) -> None:
+    client, memory = served
+    project = client.post("/projects", json={"name": "home"}).json()["id"]
+    _session(client, project, {"speaker": "user", "content": "keep me"})
+    refused = client.delete("/episodes", params=params)
+    assert refused.status_code == status
+    assert says in refused.json()["detail"]
+    assert memory.store.count_episodes() == 1
+
+
+def test_forget_from_the_command_line(
+    served: tuple[TestClient, Memory], config: Config, embedder: SwitchableEmbedder
+) -> None:
+    _, memory = served
+    with live_server(create_app(config, embedder, memory=memory)) as url:
+        runner = CliRunner()
+        sid = runner.invoke(cli, ["sessions", "create", "--url", url]).output.split()[1]
+        for text in ("alpha note", "beta note"):
+            runner.invoke(cli, ["add", "--session", sid, text, "--url", url])
+        rule = ["--session", sid, "--after", "2000-01-01", "--speaker", "user", "--url", url]
+        counted = runner.invoke(cli, ["forget", *rule, "--dry-run"])
+        assert counted.output == "2 episodes would be forgotten (dry run)\n"
+        assert memory.store.count_episodes() == 2
+        wrong = runner.invoke(cli, ["forget", *rule, "--metadata", "topic"])
+        assert "write KEY=VALUE" in wrong.output
+        assert runner.invoke(cli, ["forget", *rule]).output == "2 episodes forgotten\n"
+        assert memory.store.count_episodes() == 0

@@ -138,3 +138,45 @@ def test_forget_from_the_command_line(
         assert "write KEY=VALUE" in wrong.output
         assert runner.invoke(cli, ["forget", *rule]).output == "2 episodes forgotten\n"
         assert memory.store.count_episodes() == 0
+
+
+def test_a_filtered_search_ranks_only_what_the_filter_keeps(
+    served: tuple[TestClient, Memory],
+) -> None:
+    """The filter is inside the keyword search: `limit` results that it keeps come back
+    whenever that many match, though better matches it leaves out are many; with a scope
+    and over the whole table (the in-memory copy's path)."""
+    client, _ = served
+    project = client.post("/projects", json={"name": "home"}).json()["id"]
+    better = [
+        {
+            "speaker": "user",
+            "content": "zebra zebra zebra crossing",
+            "occurredAt": f"2026-03-{d:02}",
+        }
+        for d in range(10, 30)
+    ]
+    worse = [
+        {
+            "speaker": "guide",
+            "content": f"a zebra at the zoo, day {d}, with many other animals and words",
+            "occurredAt": f"2026-01-{d:02}",
+            "metadata": {"trip": "zoo" if d % 2 else "park"},
+        }
+        for d in range(1, 13)
+    ]
+    sid, ids = _session(client, project, *better, *worse)
+    guide = ids[len(better) :]
+    for scope in ({"sessionIds": str(sid)}, {}):
+        everything = client.get("/episodes/search", params={"q": "zebra", "limit": 5, **scope})
+        assert set(_ids(everything.json())) <= set(ids[: len(better)])  # the better ones lead
+        asked = {"q": "zebra", "limit": 5, "speaker": "guide", **scope}
+        found = _ids(client.get("/episodes/search", params=asked).json())
+        assert len(found) == 5
+        assert set(found) <= set(guide)
+        window = {**asked, "before": "2026-01-04T00:00:00Z"}
+        assert sorted(_ids(client.get("/episodes/search", params=window).json())) == guide[:3]
+        zoo = {**asked, "limit": 20, "metadata.trip": "zoo"}
+        assert sorted(_ids(client.get("/episodes/search", params=zoo).json())) == guide[::2]
+        both = {**zoo, "metadata.trip": ["zoo", "park"]}
+        assert len(client.get("/episodes/search", params=both).json()) == len(guide)

@@ -374,9 +374,14 @@ class Memory:
         return self.store.get_episodes(list(hits), hits)
 
     def search_keyword(
-        self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int = 0
+        self,
+        query: str,
+        limit: int,
+        session_ids: Sequence[int] | None,
+        budget: int = 0,
+        rule: EpisodeFilter | None = None,
     ) -> list[Episode]:
-        return self.store.search_keyword(query, limit, session_ids, budget)
+        return self.store.search_keyword(query, limit, session_ids, budget, rule)
 
     def standing_episodes(self, session_ids: Sequence[int] | None, limit: int) -> list[Episode]:
         return self.store.standing_episodes(session_ids, limit)

@@ -82,6 +82,8 @@ class _Unset:
 
 
 UNSET: Final = _Unset()
+# A filter as SQL over the episodes table: clauses to AND, with their `?` parameters.
+Where = tuple[list[str], list[object]]
 
 
 # A session's row and when its conversation began (the index on episodes' session and time
@@ -138,8 +140,15 @@ class EpisodeStore(ABC):
 
     @abstractmethod
     def _keyword_search(
-        self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int
-    ) -> list[Episode]: ...
+        self,
+        query: str,
+        limit: int,
+        session_ids: Sequence[int] | None,
+        budget: int,
+        where: Where | None,
+    ) -> list[Episode]:
+        """`where`: a filter's SQL over the episodes table (`_filter_sql`), applied inside
+        the search."""
 
     @abstractmethod
     def own_text_matches(self, query: str, ids: Sequence[int]) -> set[int]:
@@ -585,7 +594,7 @@ class EpisodeStore(ABC):
                 self._delete(conn, episode)
         return [episode.id for episode in found]
 
-    def _filter_sql(self, rule: EpisodeFilter) -> tuple[list[str], list[object]]:
+    def _filter_sql(self, rule: EpisodeFilter) -> Where:
         where: list[str] = []
         params: list[object] = []
         if rule.after is not None:
@@ -616,12 +625,16 @@ class EpisodeStore(ABC):
         limit: int = 20,
         session_ids: Sequence[int] | None = None,
         budget: int = 0,
+        rule: EpisodeFilter | None = None,
     ) -> list[Episode]:
         """Episodes matching the words of `query`, best BM25 first, within the sessions given
         (all when None; none when empty). Query syntax in `query` is searched for, never
         parsed. With a `budget`, the query's commonest terms are left out past that many
-        index entries (`keywords.within_budget`); 0 searches every term, as the spec says."""
-        return self._keyword_search(query, limit, session_ids, budget)
+        index entries (`keywords.within_budget`); 0 searches every term, as the spec says.
+        With a `rule`, only the episodes it keeps are ranked: `limit` of them come back
+        whenever that many match."""
+        where = None if rule is None or rule.is_empty() else self._filter_sql(rule)
+        return self._keyword_search(query, limit, session_ids, budget, where)
 
     def episode_ids(self) -> list[int]:
         return _ids(self._rows("SELECT id FROM episodes ORDER BY id"))

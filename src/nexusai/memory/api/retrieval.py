@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import Field
 
 from nexusai import keywords
@@ -17,8 +17,10 @@ from nexusai.memory.api.common import (
     TenancyHandle,
     check_dimension,
 )
+from nexusai.memory.api.filters import episode_filter
 from nexusai.memory.service import Memory
 from nexusai.memory.tenancy import Tenancy
+from nexusai.models import EpisodeFilter
 from nexusai.schemas import (
     EpisodeOut,
     Id,
@@ -114,6 +116,7 @@ def search_episodes(
     memory: MemoryHandle,
     tenancy: TenancyHandle,
     response: Response,
+    rule: Annotated[EpisodeFilter, Depends(episode_filter)],
     q: Annotated[str, Query(description="The user's text; FTS5 syntax in it is searched for")],
     session_ids: Annotated[
         str | None, Query(alias="sessionIds", description="Comma-separated session ids")
@@ -136,11 +139,13 @@ def search_episodes(
         ),
     ] = False,
 ) -> list[ScoredEpisodeOut]:
+    """Keyword (BM25) search. `after`, `before`, `speaker` and `metadata.KEY` filter inside
+    the search: `limit` episodes the filter keeps come back whenever that many match."""
     max_chars = request.app.state.config.max_query_chars
     if len(q) > max_chars:
         raise InvalidInput(f"q is {len(q)} characters; the limit is {max_chars}")
     scope = tenancy.scope(parse_id_list("sessionIds", session_ids))
-    episodes = memory.search_keyword(q, limit, scope, budget)
+    episodes = memory.search_keyword(q, limit, scope, budget, rule)
     # The words searched for, as the index got them (to mark them), percent-encoded.
     response.headers["X-Search-Terms"] = quote(",".join(keywords.query_terms(q)))
     found = [ScoredEpisodeOut.model_validate(e) for e in episodes]

@@ -197,10 +197,13 @@ def scored_search(
     session_ids: Sequence[int] | None,
     ranking: Ranking = "bm25",
     budget: int = 0,
+    where: tuple[Sequence[str], Sequence[object]] | None = None,
 ) -> list[tuple[int, float]]:
     """`search` with each episode's score (higher is better); with a `budget`, the
-    commonest terms are left out past it (`keywords.within_budget`), as in SQLite.
-    `connect` is called only when there is something to search."""
+    commonest terms are left out past it (`keywords.within_budget`), as in SQLite. `where`
+    (a filter's clauses over the episodes table, with `?` parameters) keeps only the
+    episodes it holds, inside the ranking. `connect` is called only when there is
+    something to search."""
     terms = query_terms(query)
     if not terms or finds_nothing(session_ids, limit):
         return []
@@ -210,6 +213,10 @@ def scored_search(
         tsquery, params = _tsquery(terms)
         params |= {"limit": limit, "sessions": [int(s) for s in session_ids or []]}
         scope = "AND session_id = ANY(%(sessions)s::bigint[])" if session_ids is not None else ""
+        if where is not None:
+            kept, named = _named(where)
+            scope += f" AND id IN (SELECT id FROM episodes WHERE {kept})"
+            params |= named
         if ranking == "ts_rank_cd":
             sql = (
                 f"SELECT id, ts_rank_cd('{{0, 0, {CONTEXT_WEIGHT}, {TURN_WEIGHT}}}', search_tsv,"
@@ -221,6 +228,19 @@ def scored_search(
         # Put together from constants and placeholders only: user text is a bound parameter.
         rows = conn.execute(sql, params).fetchall()
     return [(cast(int, row[0]), float(cast(float, row[1]))) for row in rows]
+
+
+def _named(where: tuple[Sequence[str], Sequence[object]]) -> tuple[str, dict[str, object]]:
+    """A filter's clauses, their `?` placeholders named (`%(f0)s`, ...) as this module's
+    queries bind parameters. The clauses are the store's constants: user values are only
+    ever parameters."""
+    clauses, values = where
+    sql = " AND ".join(f"({clause})" for clause in clauses)
+    pieces = sql.split("?")
+    if len(pieces) - 1 != len(values):
+        raise ValueError("a filter's placeholders and parameters differ in number")
+    named = "".join(f"{piece}%(f{i})s" for i, piece in enumerate(pieces[:-1])) + pieces[-1]
+    return named, {f"f{i}": value for i, value in enumerate(values)}
 
 
 def _tsquery(terms: Sequence[str]) -> tuple[str, dict[str, object]]:

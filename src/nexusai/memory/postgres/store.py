@@ -39,7 +39,7 @@ from nexusai.memory import vector_state
 from nexusai.memory.dbapi import Connection
 from nexusai.memory.postgres import fts as pg_fts
 from nexusai.memory.postgres.migrations import apply_migrations
-from nexusai.memory.store import EpisodeStore
+from nexusai.memory.store import EpisodeStore, Where
 from nexusai.models import Episode, to_utc_text
 
 PgConnection = psycopg.Connection[Any]
@@ -193,9 +193,17 @@ class PgStore(EpisodeStore):
             pg_fts.rebuild(conn.raw)
 
     def _keyword_search(
-        self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int
+        self,
+        query: str,
+        limit: int,
+        session_ids: Sequence[int] | None,
+        budget: int,
+        where: Where | None,
     ) -> list[Episode]:
-        hits = dict(pg_fts.scored_search(self._raw, query, limit, session_ids, budget=budget))
+        found = pg_fts.scored_search(
+            self._raw, query, limit, session_ids, budget=budget, where=where
+        )
+        hits = dict(found)
         return self.get_episodes(list(hits), hits) if hits else []
 
     def own_text_matches(self, query: str, ids: Sequence[int]) -> set[int]:

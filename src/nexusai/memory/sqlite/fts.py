@@ -156,6 +156,7 @@ def search(
     session_ids: Sequence[int] | None = None,
     budget: int = 0,
     whole_table: WholeTable | None = None,
+    where: tuple[Sequence[str], Sequence[object]] | None = None,
 ) -> list[sqlite3.Row]:
     """Full episode rows matching `query`, best BM25 first, optionally scoped to sessions.
 
@@ -163,6 +164,8 @@ def search(
     With a `budget`, the query's commonest terms are left out past that many index entries
     (`keywords.within_budget`); 0 is the spec's query, every term. A search of the whole
     table goes to `whole_table` first, which gives the same rows in the same order.
+    `where` (a filter's clauses over the episodes table, and their parameters) is joined
+    to the ranking, so that `limit` rows it keeps come back whenever that many match.
     `connect` is called only when there is something to search.
     """
     terms = query_terms(query)
@@ -173,6 +176,21 @@ def search(
         held = whole_table.held(terms) if whole_table is not None else None
         terms = within_budget(terms, term_counts(conn, terms) if held is None else held, budget)
     words = f"{{search_text context_text search_cjk}} : ({_match(terms)})"
+    if where is not None:
+        return _search_joined(conn, words, limit, session_ids, where)
+    return _ranked(conn, words, terms, limit, session_ids, whole_table)
+
+
+def _ranked(
+    conn: sqlite3.Connection,
+    words: str,
+    terms: Sequence[str],
+    limit: int,
+    session_ids: Sequence[int] | None,
+    whole_table: WholeTable | None,
+) -> list[sqlite3.Row]:
+    """The unfiltered search, by the fastest form for its scope: the whole-table copy, the
+    scope inside the MATCH, or a join for a large one."""
     if session_ids is not None and len(session_ids) > MATCH_SCOPE_LIMIT:
         if not _every_session(conn, session_ids):
             return _search_joined(conn, words, limit, session_ids)
@@ -266,13 +284,21 @@ def _every_session(conn: sqlite3.Connection, session_ids: Sequence[int]) -> bool
 
 
 def _search_joined(
-    conn: sqlite3.Connection, words: str, limit: int, session_ids: Sequence[int] | None
+    conn: sqlite3.Connection,
+    words: str,
+    limit: int,
+    session_ids: Sequence[int] | None,
+    where: tuple[Sequence[str], Sequence[object]] = ((), ()),
 ) -> list[sqlite3.Row]:
-    """The scope as a JOIN after FTS5 has ranked every match: for a large scope (and as the
-    reference the other forms are tested against)."""
+    """The scope (and a filter's clauses) as a JOIN after FTS5 has ranked every match: for
+    a large scope or a filter (and as the reference the other forms are tested against)."""
     sql = "SELECT e.*, -fts.rank AS score FROM episodes e JOIN episodes_fts fts ON e.id = fts.rowid"
     sql += " WHERE episodes_fts MATCH ?"
     params: list[object] = [words]
+    clauses, values = where
+    for clause in clauses:
+        sql += f" AND {clause}"
+    params += values
     if session_ids is not None:
         # json_each keeps this one bound parameter however large a project's scope grows.
         sql += " AND e.session_id IN (SELECT value FROM json_each(?))"

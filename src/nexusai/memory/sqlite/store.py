@@ -18,7 +18,7 @@ from nexusai.memory import vector_state
 from nexusai.memory.sqlite import fts
 from nexusai.memory.sqlite.bm25 import WholeTableBM25
 from nexusai.memory.sqlite.migrations import apply_migrations
-from nexusai.memory.store import EpisodeStore, StoreDamaged, disk_full
+from nexusai.memory.store import EpisodeStore, StoreDamaged, Where, disk_full
 from nexusai.models import Episode
 
 
@@ -156,9 +156,14 @@ class SqliteStore(EpisodeStore):
             fts.rebuild_index(conn)
 
     def _keyword_search(
-        self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int
+        self,
+        query: str,
+        limit: int,
+        session_ids: Sequence[int] | None,
+        budget: int,
+        where: Where | None,
     ) -> list[Episode]:
-        rows = fts.search(self.connection, query, limit, session_ids, budget, self._bm25)
+        rows = fts.search(self.connection, query, limit, session_ids, budget, self._bm25, where)
         return [self._episode_from_row(row, row["score"]) for row in rows]
 
     def own_text_matches(self, query: str, ids: Sequence[int]) -> set[int]:

@@ -136,6 +136,10 @@ def test_forget_from_the_command_line(
         assert memory.store.count_episodes() == 2
         wrong = runner.invoke(cli, ["forget", *rule, "--metadata", "topic"])
         assert "write KEY=VALUE" in wrong.output
+        when = runner.invoke(cli, ["forget", "--after", "last week", "--url", url])
+        assert when.exit_code == 2
+        assert "--after:" in when.output
+        assert "Traceback" not in when.output
         assert runner.invoke(cli, ["forget", *rule]).output == "2 episodes forgotten\n"
         assert memory.store.count_episodes() == 0
 
@@ -167,10 +171,11 @@ def test_a_filtered_search_ranks_only_what_the_filter_keeps(
     ]
     sid, ids = _session(client, project, *better, *worse)
     guide = ids[len(better) :]
-    for scope in ({"sessionIds": str(sid)}, {}):
+    scopes: list[dict[str, Any]] = [{"sessionIds": str(sid)}, {}]
+    for scope in scopes:
         everything = client.get("/episodes/search", params={"q": "zebra", "limit": 5, **scope})
         assert set(_ids(everything.json())) <= set(ids[: len(better)])  # the better ones lead
-        asked = {"q": "zebra", "limit": 5, "speaker": "guide", **scope}
+        asked: dict[str, Any] = {"q": "zebra", "limit": 5, "speaker": "guide", **scope}
         found = _ids(client.get("/episodes/search", params=asked).json())
         assert len(found) == 5
         assert set(found) <= set(guide)

@@ -35,6 +35,7 @@ from nexusai.schemas import (
     EntityOut,
     EpisodeBatchOut,
     EpisodeOut,
+    FilterIn,
     ForgetOut,
     Health,
     ImportOut,
@@ -140,6 +141,13 @@ class Call(Generic[T]):
 def _model(kind: type[Any]) -> Callable[[Any], Any]:
     adapter: TypeAdapter[Any] = TypeAdapter(kind)
     return adapter.validate_python
+
+
+def _filter_query(filter: FilterIn | Mapping[str, Any] | None) -> dict[str, Any]:
+    if filter is None:
+        return {}
+    checked = filter if isinstance(filter, FilterIn) else FilterIn.model_validate(filter)
+    return checked.query()
 
 
 def _nothing(_: Any) -> None:
@@ -261,23 +269,16 @@ class Endpoints:
     @staticmethod
     def forget(
         session_ids: Sequence[int] | None = None,
-        after: str | None = None,
-        before: str | None = None,
-        speakers: Sequence[str] = (),
-        metadata: Mapping[str, str | Sequence[str]] | None = None,
+        filter: FilterIn | Mapping[str, Any] | None = None,
         dry_run: bool = False,
     ) -> Call[ForgetOut]:
-        """Deletes the episodes these sessions hold that the filter keeps (times in ISO
-        8601; a metadata key's values are one of); `dry_run` only counts them."""
+        """Deletes the episodes of these sessions (all the key sees when None) that
+        `filter` keeps; `dry_run` only counts them."""
         params: dict[str, Any] = {
             "sessionIds": None if session_ids is None else ",".join(map(str, session_ids)),
-            "after": after,
-            "before": before,
-            "speaker": list(speakers) or None,
             "dryRun": "true" if dry_run else None,
+            **_filter_query(filter),
         }
-        for key, values in (metadata or {}).items():
-            params[f"metadata.{key}"] = [values] if isinstance(values, str) else list(values)
         return Call("DELETE", "/episodes", _model(ForgetOut), params=params)
 
     @staticmethod
@@ -291,11 +292,14 @@ class Endpoints:
         limit: int = 20,
         budget: int = 0,
         explain: bool = False,
+        filter: FilterIn | Mapping[str, Any] | None = None,
     ) -> Call[list[ScoredEpisodeOut]]:
-        """`explain`: each result says where it matched (`matched_in`)."""
+        """`explain`: each result says where it matched (`matched_in`); `filter` (a
+        `FilterIn` or its JSON) is applied inside the search."""
         scope = None if session_ids is None else ",".join(map(str, session_ids))
         params = {"q": q, "sessionIds": scope, "limit": limit, "budget": budget or None}
         params["explain"] = "true" if explain else None
+        params |= _filter_query(filter)
         model = _model(list[ScoredEpisodeOut])
         return Call("GET", "/episodes/search", model, params=params, safe=True)
 

@@ -6,13 +6,15 @@ client, so this module imports neither service: only the domain rows in `models`
 
 from __future__ import annotations
 
+import json
 import re
+from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from nexusai.models import Entity, Episode
+from nexusai.models import Entity, Episode, EpisodeFilter, to_utc_text
 
 # SQLite's integers are 64-bit: an id past this names nothing and is refused as out of
 # range, the same way in a path, a query and a body.
@@ -197,6 +199,55 @@ class VectorHit(CamelModel):
 
 class EntityDetail(EntityOut):
     mentions: list[EpisodeOut]
+
+
+Scalar = str | int | float | bool
+
+
+class FilterIn(StrictCamelModel):
+    """Which episodes, as every face says it: `{"after": "2026-03-01T00:00:00Z", "before":
+    null, "speaker": ["user"], "metadata": {"topic": "travel", "lang": ["de", "en"]}}`."""
+
+    after: datetime | None = Field(
+        default=None, strict=False, description="Said at or after this time (ISO 8601)"
+    )
+    before: datetime | None = Field(
+        default=None, strict=False, description="Said before this time (ISO 8601)"
+    )
+    speaker: list[str] | None = Field(default=None, description="Said by one of these")
+    metadata: dict[str, Scalar | list[Scalar]] | None = Field(
+        default=None,
+        description="A top-level metadata key has this value, or one of these (compared as"
+        ' text: 1 matches "1")',
+    )
+
+    def to_filter(self) -> EpisodeFilter:
+        after = None if self.after is None else to_utc_text(self.after)
+        before = None if self.before is None else to_utc_text(self.before)
+        if after is not None and before is not None and after >= before:
+            raise ValueError(f"after ({after}) must be earlier than before ({before})")
+        metadata = tuple(
+            (key, tuple(map(as_text, value if isinstance(value, list) else [value])))
+            for key, value in (self.metadata or {}).items()
+        )
+        return EpisodeFilter(after, before, tuple(self.speaker or ()), metadata)
+
+    def query(self) -> dict[str, Any]:
+        """The filter as `GET /episodes/search` and `DELETE /episodes` take it."""
+        rule = self.to_filter()
+        params: dict[str, Any] = {
+            "after": rule.after,
+            "before": rule.before,
+            "speaker": list(rule.speakers) or None,
+        }
+        for key, values in rule.metadata:
+            params[f"metadata.{key}"] = list(values)
+        return params
+
+
+def as_text(value: Scalar) -> str:
+    """A metadata value as a filter compares it: JSON's text for numbers and booleans."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 class ForgetOut(CamelModel):

@@ -12,7 +12,9 @@ import type {
   EntityOut,
   EpisodeDetailOut,
   EpisodeIn,
+  EpisodeFilter,
   EpisodeOut,
+  ForgetOut,
   MarkedEpisodeOut,
   EpisodePatch,
   Health,
@@ -39,7 +41,7 @@ export interface Page {
   offset?: number;
 }
 
-type Query = Record<string, string | number | boolean | undefined | null>;
+type Query = Record<string, string | number | boolean | string[] | undefined | null>;
 
 function fromEnv(name: string): string | undefined {
   const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
@@ -153,9 +155,18 @@ export class NexusClient {
   }
 
   /** Keyword (BM25) search, best first; FTS5 syntax in `q` is searched for, never parsed. */
-  search(q: string, options: { sessionIds?: number[]; limit?: number; explain?: boolean } = {}): Promise<ScoredEpisodeOut[]> {
+  search(
+    q: string,
+    options: { sessionIds?: number[]; limit?: number; explain?: boolean; filter?: EpisodeFilter } = {},
+  ): Promise<ScoredEpisodeOut[]> {
     const query = { q, limit: options.limit, sessionIds: options.sessionIds?.join(","), explain: options.explain };
-    return this.send("GET", "/episodes/search", { query });
+    return this.send("GET", "/episodes/search", { query: { ...query, ...filterQuery(options.filter) } });
+  }
+
+  /** Deletes the episodes of these sessions (all the key sees when none) that the filter keeps; `dryRun` only counts them. */
+  forget(options: { sessionIds?: number[]; filter?: EpisodeFilter; dryRun?: boolean }): Promise<ForgetOut> {
+    const query = { sessionIds: options.sessionIds?.join(","), dryRun: options.dryRun || undefined };
+    return this.send("DELETE", "/episodes", { query: { ...query, ...filterQuery(options.filter) } });
   }
 
   // -- a turn -----------------------------------------------------------------------------
@@ -256,7 +267,8 @@ export class NexusClient {
   private url(path: string, query: Query = {}): string {
     const params = new URLSearchParams();
     for (const [key, value] of Object.entries(query)) {
-      if (value !== undefined && value !== null) params.set(key, String(value));
+      if (Array.isArray(value)) for (const item of value) params.append(key, item);
+      else if (value !== undefined && value !== null) params.set(key, String(value));
     }
     const text = params.toString();
     return `${this.baseUrl}${path}${text ? `?${text}` : ""}`;
@@ -312,4 +324,15 @@ function chatEvent(event: string, data: Record<string, unknown>): ChatEvent {
     default:
       return { event: "error", detail: String(data.detail ?? event), userEpisodeId: (data.userEpisodeId as number | null) ?? null };
   }
+}
+
+/** A filter as the query string carries it: a metadata value is compared as text (1 as "1"). */
+function filterQuery(filter: EpisodeFilter | undefined): Query {
+  if (!filter) return {};
+  const query: Query = { after: filter.after ?? undefined, before: filter.before ?? undefined, speaker: filter.speaker ?? undefined };
+  for (const [key, value] of Object.entries(filter.metadata ?? {})) {
+    const values = Array.isArray(value) ? value : [value];
+    query[`metadata.${key}`] = values.map((v) => (typeof v === "string" ? v : JSON.stringify(v)));
+  }
+  return query;
 }

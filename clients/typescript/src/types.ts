@@ -172,6 +172,22 @@ export interface Settings {
   fusion: "rrf" | "learned";
 }
 
+/** Which episodes, as every face says it (FilterIn): times in ISO 8601, either open. */
+export interface FilterIn {
+  after?: string | null;
+  before?: string | null;
+  speaker?: string[] | null;
+  metadata?: Record<string, string | number | boolean | (string | number | boolean)[]> | null;
+}
+
+export type EpisodeFilter = FilterIn;
+
+export interface ForgetOut {
+  episodes: number;
+  episodeIds: number[];
+  dryRun: boolean;
+}
+
 export interface ImportOut {
   conversations: number;
   sessions: number;

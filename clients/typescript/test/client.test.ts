@@ -45,6 +45,10 @@ test("a first session: project, session, episodes, search, context", async () =>
   const given = [...(pinnedTurn.standing ?? []), ...pinnedTurn.memories].map((m) => m.id);
   assert.equal(given.filter((id) => id === stored[0]!.id).length, 1);
   assert.equal((await nexus.pin(stored[0]!.id, false)).pinned, false);
+  const tagged = await nexus.search("Biscuit", { sessionIds: [first.id], filter: { metadata: { tag: "x" } } });
+  assert.deepEqual(tagged.map((e) => e.id), [one.id]);
+  const counted = await nexus.forget({ sessionIds: [first.id], filter: { metadata: { tag: ["x", "y"] } }, dryRun: true });
+  assert.deepEqual([counted.episodes, counted.dryRun], [1, true]);
   await nexus.deleteEpisode(one.id);
   await assert.rejects(nexus.getEpisode(one.id), NotFoundError);
 });

@@ -387,16 +387,29 @@ def forget(
 ) -> None:
     """Delete the episodes a filter keeps (in the sessions given, or all the key sees), from
     the store, its indexes and the entity links. --dry-run counts them first."""
-    metadata: dict[str, list[str]] = {}
+    metadata: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise click.UsageError(f"--metadata {pair!r}: write KEY=VALUE, e.g. topic=travel")
         metadata.setdefault(key, []).append(value)
-    call = Endpoints.forget(
-        list(session_ids) or None, after, before, speakers, metadata, dry_run=dry_run
-    )
+    rule = {"after": after, "before": before, "speaker": list(speakers) or None}
+    try:
+        call = Endpoints.forget(
+            list(session_ids) or None, {**rule, "metadata": metadata or None}, dry_run=dry_run
+        )
+    except ValueError as exc:  # a date that is none, or a window that ends before it starts
+        raise click.UsageError(_first_line(exc)) from None
     with Service(url, api_key) as service:
         done = service(call)
     verb = "would be forgotten (dry run)" if dry_run else "forgotten"
     click.echo(f"{done.episodes} episodes {verb}")
+
+
+def _first_line(exc: ValueError) -> str:
+    """A refused filter in one line: pydantic's field and message, without its links."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        return f"--{first['loc'][0]}: {first['msg']}" if first.get("loc") else first["msg"]
+    return str(exc)

@@ -102,6 +102,14 @@ async def a_pinned_episode_comes_with_every_turn(session: ClientSession) -> None
     )
     missing = await session.call_tool("pin", {"episode_id": 999_999})
     assert missing.is_error
+    rule = {"filter": {"speaker": ["user"], "after": "2000-01-01T00:00:00Z"}, **where}
+    counted = payload(await session.call_tool("forget", rule))
+    assert sister in counted["episodeIds"]
+    assert counted["wouldForget"] == len(counted["episodeIds"])
+    window = {"filter": {"after": "2026-02-01", "before": "2026-01-01"}, **where}
+    backwards = await session.call_tool("forget", window)
+    assert backwards.is_error
+    assert "earlier" in backwards.content[0].text  # type: ignore[union-attr]
 
 
 async def reading_writes_nothing(session: ClientSession) -> None:

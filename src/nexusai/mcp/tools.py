@@ -24,7 +24,7 @@ from nexusai import __version__
 from nexusai.client import AsyncClient, Call, Endpoints, NexusAPIError
 from nexusai.http import field_path
 from nexusai.idempotency import digest
-from nexusai.schemas import MAX_ID, check_storable
+from nexusai.schemas import MAX_ID, FilterIn, check_storable
 
 INSTRUCTIONS = (
     "Long-term memory of earlier conversations. Store what the user says worth keeping with "
@@ -221,7 +221,16 @@ class Tools:
         session: SessionName = None,
         project: ProjectName = None,
         dry_run: Annotated[bool, Field(description="Only say what would go")] = True,
+        filter: Annotated[
+            FilterIn | None,
+            Field(
+                description="The session's episodes said in a time window (after, before),"
+                " by some speakers, or with some metadata values"
+            ),
+        ] = None,
     ) -> CallToolResult:
+        if filter is not None:
+            return await self._forget_filtered(ctx, filter, session_id, session, project, dry_run)
         targets, drop, episodes = await self._targets(
             ctx, episode_id, session_id, query, session, project
         )
@@ -230,6 +239,25 @@ class Tools:
         for target in targets:
             await self._send(ctx, drop(target))
         return compact({"forgot": len(episodes), "episodeIds": episodes})
+
+    async def _forget_filtered(
+        self,
+        ctx: Context,
+        rule: FilterIn,
+        session_id: int | None,
+        session: str | None,
+        project: str | None,
+        dry_run: bool,
+    ) -> CallToolResult:
+        """`DELETE /episodes` in the one session named: a filter never reaches further."""
+        sid = await self._find(ctx, session_id, session, project)
+        try:
+            call = Endpoints.forget([sid], rule, dry_run=dry_run)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        done = await self._send(ctx, call)
+        said = "wouldForget" if dry_run else "forgot"
+        return compact({said: done.episodes, "episodeIds": done.episode_ids})
 
     async def pin(
         self,
@@ -317,8 +345,9 @@ DESCRIPTIONS = {
     " entities.",
     "entities": "People, places and things the conversation's memory knows (q: by meaning,"
     " prefix: by name).",
-    "forget": "Forget an episode, a whole session, or the episodes of a conversation that say"
-    " every word of a query. dry_run (the default) only lists the episodes that would go.",
+    "forget": "Forget an episode, a whole session, the episodes of a conversation that say"
+    " every word of a query, or those a filter keeps (a time window, speakers, metadata"
+    " values). dry_run (the default) only lists the episodes that would go.",
     "pin": "Pin an episode (pinned: false unpins it): every turn of its project (or session)"
     " then carries it, among its standing memories, whatever the message.",
     "sessions": "List conversations (sessions), in a project or all; or create one"

@@ -16,6 +16,7 @@ from nexusai.cli import cli
 from nexusai.config import Config
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.service import Memory
+from nexusai.models import EpisodeFilter
 from tests.conftest import SwitchableEmbedder
 from tests.live_server import live_server
 
@@ -185,3 +186,36 @@ def test_a_filtered_search_ranks_only_what_the_filter_keeps(
         assert sorted(_ids(client.get("/episodes/search", params=zoo).json())) == guide[::2]
         both = {**zoo, "metadata.trip": ["zoo", "park"]}
         assert len(client.get("/episodes/search", params=both).json()) == len(guide)
+
+
+def test_an_expired_episode_is_never_returned_and_the_upkeep_deletes_it(
+    served: tuple[TestClient, Memory], embedder: SwitchableEmbedder
+) -> None:
+    client, memory = served
+    project = client.post("/projects", json={"name": "home"}).json()["id"]
+    soon = {"speaker": "user", "content": GONE, "expiresAt": "2000-01-01T00:00:00Z"}
+    later = {"speaker": "user", "content": "Lisbon has trams", "expiresAt": "2999-01-01T00:00Z"}
+    first, (gone, kept) = _session(client, project, soon, later)
+    second, _ = _session(client, project, {"speaker": "user", "content": "hello"})
+    # Past its time, before the upkeep has run: no read returns it.
+    assert client.get(f"/episodes/{gone}").status_code == 404
+    assert client.get("/episodes", params={"ids": f"{gone},{kept}"}).json()[0]["id"] == kept
+    assert _ids(client.get(f"/sessions/{first}/episodes").json()) == [kept]
+    for scope in ({}, {"sessionIds": str(first)}):
+        found = client.get("/episodes/search", params={"q": "Maria Lopez Lisbon", **scope})
+        assert _ids(found.json()) == [kept]
+    hits = client.post("/vectors/search", json={"vector": embedder.embed_one(GONE)}).json()
+    assert gone not in [h["id"] for h in hits]
+    turn = client.post("/context", json={"sessionId": second, "message": "Maria Lopez?"}).json()
+    assert gone not in _ids(turn["memories"]) + _ids(turn.get("standing", []))
+    assert client.get("/episodes/standing").json() == []  # its preference is gone with it
+    assert client.get(f"/episodes/{kept}").json()["expiresAt"] == "2999-01-01T00:00:00.000000Z"
+    # The upkeep deletes it from every index; the other stays.
+    assert memory.forget_expired() == 1
+    assert memory.store.expired_ids() == []
+    assert memory.store.matching_ids([first], EpisodeFilter()) == [kept]
+    cleared = client.patch(f"/episodes/{kept}", json={"expiresAt": None}).json()
+    assert cleared["expiresAt"] is None
+    again = client.patch(f"/episodes/{kept}", json={"expiresAt": "2000-01-01T00:00:00Z"})
+    assert again.json()["id"] == kept  # the answer of the change itself
+    assert client.get(f"/episodes/{kept}").status_code == 404

@@ -51,7 +51,8 @@ def test_episode_json_is_camel_case(client: TestClient) -> None:
     }
     assert ep["occurredAt"] == "2023-05-08T13:56:00.000000Z"
     # One episode read alone also says its marks (pinned, standing).
-    assert client.get(f"/episodes/{ep['id']}").json() == {**ep, "pinned": False, "standing": None}
+    marks = {"pinned": False, "standing": None, "expiresAt": None}
+    assert client.get(f"/episodes/{ep['id']}").json() == {**ep, **marks}
 
 
 def test_batch_write_and_paged_listing(client: TestClient) -> None:

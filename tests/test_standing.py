@@ -114,7 +114,7 @@ def test_m014_marks_the_episodes_of_an_existing_store(tmp_path: Path) -> None:
     conn.execute("COMMIT")
     conn.close()
     with SqliteStore(path) as store:
-        assert store.migrations_applied == ["m014_standing_and_pins"]
+        assert store.migrations_applied == ["m014_standing_and_pins", "m015_expiry"]
         assert [e.standing for e in store.list_episodes(1)] == ["instruction", None, "preference"]
 
 
@@ -129,7 +129,7 @@ def test_m005_marks_the_episodes_of_an_existing_postgresql(pg_pool: ConnectionPo
                 [text],
             )
         conn.commit()
-        assert pg_apply_migrations(conn) == ["m005_standing"]
+        assert pg_apply_migrations(conn, PG_MIGRATIONS[:5]) == ["m005_standing"]
         rows = conn.execute("SELECT standing, pinned FROM episodes ORDER BY id").fetchall()
         assert rows == [("instruction", False), (None, False)]
 

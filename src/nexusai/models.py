@@ -92,6 +92,7 @@ class NewEpisode:
     metadata: dict[str, Any] = field(default_factory=dict)
     image_caption: str | None = None
     pinned: bool = False  # stored pinned (an exported store's pins, imported again)
+    expires_at: datetime | None = None  # past it no read returns it; the upkeep deletes it
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class Episode:
     # (`memory/standing.py`): "instruction", "preference" or None.
     standing: str | None = None
     pinned: bool = False  # the user pinned it: a turn of its scope always carries it
+    expires_at: str | None = None  # when it stops being returned, and is deleted
 
 
 @dataclass(frozen=True)

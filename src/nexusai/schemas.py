@@ -124,6 +124,9 @@ class MarkedEpisodeOut(EpisodeOut):
     standing: Literal["instruction", "preference"] | None = Field(
         description="Recognised when stored as a rule the user set or a lasting preference"
     )
+    expires_at: str | None = Field(
+        default=None, description="From this time no read returns it; null: never"
+    )
 
 
 class ScoredEpisodeOut(EpisodeOut):

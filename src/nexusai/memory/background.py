@@ -30,12 +30,18 @@ class Memory(Protocol):
 
     def count_pending_vectors(self) -> int: ...
 
+    def forget_expired(self) -> int: ...
+
 
 def tend(memory: Memory) -> None:
-    """Every half minute: the vector indexes' buffers go to disk, an index with many deleted
-    points or many outside a search graph is optimized behind itself (in a child process),
-    and freed memory goes back to the system."""
+    """Every half minute: expired episodes are deleted, the vector indexes' buffers go to
+    disk, an index with many deleted points or many outside a search graph is optimized
+    behind itself (in a child process), and freed memory goes back to the system."""
     while not memory.stopping.wait(TEND_SECONDS):
+        try:
+            memory.forget_expired()
+        except Exception as exc:  # reads already leave them out; the next round tries again
+            log.warning("deleting expired episodes failed: %s", first_line(exc))
         try:
             memory.tend_vectors()
         except Exception as exc:  # a vanished index is found and rebuilt at the next start

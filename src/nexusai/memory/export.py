@@ -1,6 +1,6 @@
 """A project's memory as JSONL, one episode a line, in the format `nexus import` reads
-(`importing.read_jsonl`): its id, session, speaker, content, time, metadata, caption and
-pin. Sessions one after another, each in time order; a session's name is its title, made
+(`importing.read_jsonl`): its id, session, speaker, content, time, metadata, caption, pin
+and expiry. Sessions one after another, each in time order; a session's name is its title, made
 unique within the project (a title two sessions share, or none, gets the session's id), so
 that an import makes the same sessions again."""
 
@@ -48,6 +48,8 @@ def line(episode: Episode, session: str) -> dict[str, Any]:
         out["imageCaption"] = episode.image_caption
     if episode.pinned:
         out["pinned"] = True
+    if episode.expires_at is not None:
+        out["expiresAt"] = episode.expires_at
     return out
 
 

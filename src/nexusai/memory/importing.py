@@ -161,7 +161,7 @@ def _last_leaf(mapping: dict[str, Any]) -> str | None:
 
 def read_jsonl(stream: IO[bytes]) -> Iterator[SourceConversation]:
     """One episode per line: {session, speaker, content, occurredAt?, imageCaption?,
-    metadata?, pinned?, id?}, and no other key (`nexus export` writes this). A run of
+    metadata?, pinned?, expiresAt?, id?}, and no other key (`nexus export` writes this). A run of
     lines of one session is written together."""
     current: SourceConversation | None = None
     seen: Counter[str] = Counter()
@@ -193,6 +193,7 @@ JSONL_KEYS = {
     "metadata",
     "imageCaption",
     "pinned",
+    "expiresAt",
 }
 
 
@@ -222,6 +223,7 @@ def _jsonl_episode(raw: bytes, number: int, seen: Counter[str]) -> tuple[str, So
             metadata,
             _text(line, "imageCaption") if line.get("imageCaption") is not None else None,
             pinned,
+            _when(line.get("expiresAt"), "expiresAt"),
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ImportFormatError(f"line {number}: not a JSONL episode: {describe(exc)}") from None
@@ -265,15 +267,15 @@ def _without_utf8_bom(first: bytes) -> bytes:
     return first.removeprefix(codecs.BOM_UTF8)
 
 
-def _when(value: Any) -> datetime | None:
+def _when(value: Any, name: str = "occurredAt") -> datetime | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise TypeError(f"occurredAt must be an ISO 8601 string, not {_kind(value)}")
+        raise TypeError(f"{name} must be an ISO 8601 string, not {_kind(value)}")
     try:
         return datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(f"occurredAt {value!r} is not an ISO 8601 date and time") from None
+        raise ValueError(f"{name} {value!r} is not an ISO 8601 date and time") from None
 
 
 def _kind(value: Any) -> str:

@@ -277,6 +277,18 @@ class Memory:
         self.sync_pending(max_batches=1)  # the turns after them are read with others now
         return gone
 
+    def forget_expired(self) -> int:
+        """Deletes the episodes past their `expires_at` (reads stopped returning them at
+        that moment) from every index; how many."""
+        gone = 0
+        while found := self.store.expired_ids():
+            deleted = self.store.delete_episodes(found)
+            self._delete_vectors(deleted, "expired")
+            gone += len(deleted)
+            if len(found) < 1000:
+                break
+        return gone
+
     def _delete_vectors(self, ids: list[int], how: str) -> None:
         FORGOTTEN.labels(how=how).inc(len(ids))
         # The rows are gone already; a vector left behind is never returned, since

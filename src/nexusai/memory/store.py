@@ -82,6 +82,9 @@ class _Unset:
 
 
 UNSET: Final = _Unset()
+# What every read of episodes keeps (its one parameter: now): an episode past its
+# `expires_at` is never returned, though the upkeep has yet to delete it.
+LIVE = "(expires_at IS NULL OR expires_at > ?)"
 # A filter as SQL over the episodes table: clauses to AND, with their `?` parameters.
 Where = tuple[list[str], list[object]]
 
@@ -338,7 +341,7 @@ class EpisodeStore(ABC):
         with self.atomic() as conn:
             self.get_session(session_id)
             ids = [self._insert(conn, session_id, row) for row in rows]
-        return self.get_episodes(ids)
+        return self.get_episodes(ids, expired=True)  # what was stored, already past or not
 
     def add_episodes_named(
         self, project: str | None, title: str, episodes: Sequence[NewEpisode]
@@ -349,7 +352,7 @@ class EpisodeStore(ABC):
         with self.atomic() as conn:
             session_id = self.resolve_session(project, title).id
             ids = [self._insert(conn, session_id, row) for row in rows]
-        return self.get_episodes(ids)
+        return self.get_episodes(ids, expired=True)  # what was stored, already past or not
 
     def import_sessions(
         self, sessions: Sequence[ImportedSession], project_id: int | None
@@ -418,7 +421,7 @@ class EpisodeStore(ABC):
         cursor = conn.execute(
             "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at,"
             " metadata, search_text, context_text, image_caption, search_cjk, standing,"
-            " pinned) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            " pinned, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 session_id,
                 row.speaker,
@@ -432,6 +435,7 @@ class EpisodeStore(ABC):
                 keywords.cjk_text(text),
                 standing_kind(row.speaker, row.content),
                 row.pinned,
+                row.expires_at,
             ),
         )
         episode_id = inserted_id(cursor)
@@ -459,24 +463,32 @@ class EpisodeStore(ABC):
         occurred = to_utc_text(episode.occurred_at) if episode.occurred_at else now_text()
         speaker = _required_text("speaker", episode.speaker, 200)
         caption = _optional_text("imageCaption", episode.image_caption, 2000)
-        return _Row(speaker, content, occurred, metadata, caption, episode.pinned)
+        expires = None if episode.expires_at is None else to_utc_text(episode.expires_at)
+        return _Row(speaker, content, occurred, metadata, caption, episode.pinned, expires)
 
     def get_episode(self, episode_id: int) -> Episode:
-        rows = self._rows("SELECT * FROM episodes WHERE id = ?", [episode_id])
+        rows = self._rows(
+            f"SELECT * FROM episodes WHERE id = ? AND {LIVE}", [episode_id, now_text()]
+        )
         if not rows:
             raise NotFound(f"episode {episode_id} does not exist")
         return self._episode_from_row(rows[0])
 
     def get_episodes(
-        self, ids: Sequence[int], scores: Mapping[int, float] | None = None
+        self,
+        ids: Sequence[int],
+        scores: Mapping[int, float] | None = None,
+        expired: bool = False,
     ) -> list[Episode]:
-        """Episodes in the order of `ids`; an id with no row is skipped. With `scores`,
-        each carries its own (a search's)."""
+        """Episodes in the order of `ids`; an id with no row (or, unless `expired`, one
+        past its `expires_at`) is skipped. With `scores`, each carries its own (a
+        search's)."""
         if not ids:
             return []
+        live, params = ("", []) if expired else (f" AND {LIVE}", [now_text()])
         rows = self._rows(
-            "SELECT * FROM episodes WHERE id IN (SELECT value FROM json_each(?))",
-            [json.dumps([int(i) for i in ids])],
+            f"SELECT * FROM episodes WHERE id IN (SELECT value FROM json_each(?)){live}",
+            [json.dumps([int(i) for i in ids]), *params],
         )
         scored = scores or {}
         by_id = {row["id"]: self._episode_from_row(row, scored.get(row["id"])) for row in rows}
@@ -486,17 +498,18 @@ class EpisodeStore(ABC):
         """A session's episodes in time order (ties in insertion order)."""
         self.get_session(session_id)
         rows = self._rows(
-            "SELECT * FROM episodes WHERE session_id = ? ORDER BY occurred_at, id LIMIT ? OFFSET ?",
-            [session_id, limit, offset],
+            f"SELECT * FROM episodes WHERE session_id = ? AND {LIVE}"
+            " ORDER BY occurred_at, id LIMIT ? OFFSET ?",
+            [session_id, now_text(), limit, offset],
         )
         return [self._episode_from_row(row) for row in rows]
 
     def recent_episodes(self, session_id: int, limit: int) -> list[Episode]:
         """The last `limit` episodes of a session, oldest first."""
         rows = self._rows(
-            "SELECT * FROM episodes WHERE session_id = ?"
+            f"SELECT * FROM episodes WHERE session_id = ? AND {LIVE}"
             " ORDER BY occurred_at DESC, id DESC LIMIT ?",
-            [session_id, limit],
+            [session_id, now_text(), limit],
         )
         return [self._episode_from_row(row) for row in reversed(rows)]
 
@@ -510,6 +523,7 @@ class EpisodeStore(ABC):
         image_caption: str | _Unset | None = UNSET,
         occurred_at: datetime | None = None,
         pinned: bool | None = None,
+        expires_at: datetime | _Unset | None = UNSET,
     ) -> Episode:
         """Changes what is given. `metadata` is a JSON merge patch (RFC 7396) over the
         stored metadata (None clears it); `image_caption` None removes the caption. A new
@@ -520,12 +534,16 @@ class EpisodeStore(ABC):
             current = self.get_episode(episode_id)
             if pinned is not None:
                 conn.execute("UPDATE episodes SET pinned = ? WHERE id = ?", (pinned, episode_id))
+            if not isinstance(expires_at, _Unset):
+                when = None if expires_at is None else to_utc_text(expires_at)
+                conn.execute("UPDATE episodes SET expires_at = ? WHERE id = ?", (when, episode_id))
             texts = (content, speaker, occurred_at)
             marks = (metadata, image_caption)
             if any(v is not None for v in texts) or any(v is not UNSET for v in marks):
                 edited = _edited(current, content, speaker, metadata, image_caption, occurred_at)
                 self._edit(conn, current, edited, occurred_at is None)
-        return self.get_episode(episode_id)
+        [changed] = self.get_episodes([episode_id], expired=True)  # set to expire, it is
+        return changed
 
     def _edit(
         self, conn: Connection, current: Episode, edited: NewEpisode, same_time: bool
@@ -589,10 +607,15 @@ class EpisodeStore(ABC):
         """Deletes these episodes (and, by cascade, their index entries, entity links and
         import keys) in one transaction; returns those that were there."""
         with self.atomic() as conn:
-            found = self.get_episodes(ids)
+            found = self.get_episodes(ids, expired=True)
             for episode in found:
                 self._delete(conn, episode)
         return [episode.id for episode in found]
+
+    def expired_ids(self, limit: int = 1000) -> list[int]:
+        """Episodes past their `expires_at`, soonest first: what the upkeep deletes."""
+        sql = "SELECT id FROM episodes WHERE expires_at <= ? ORDER BY expires_at, id LIMIT ?"
+        return _ids(self._rows(sql, [now_text(), limit]))
 
     def _filter_sql(self, rule: EpisodeFilter) -> Where:
         where: list[str] = []
@@ -674,6 +697,7 @@ class EpisodeStore(ABC):
             score,
             row["standing"],
             bool(row["pinned"]),
+            row["expires_at"],
         )
 
 
@@ -685,6 +709,7 @@ class _Row:
     metadata: dict[str, Any]
     image_caption: str | None
     pinned: bool = False
+    expires_at: str | None = None
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

@@ -61,6 +61,7 @@ TABLES = (
             "search_cjk",
             "standing",
             "pinned",
+            "expires_at",
         ),
         identity=True,
         booleans=("pinned",),

@@ -50,10 +50,20 @@ class EpisodeIn(StrictCamelModel):
         max_length=2000,
         description="What an image shared in this turn shows; indexed with the text",
     )
+    expires_at: datetime | None = Field(
+        default=None,
+        strict=False,
+        description="From this time (ISO 8601) no read returns it, and the upkeep deletes it",
+    )
 
     def to_new(self) -> NewEpisode:
         return NewEpisode(
-            self.speaker, self.content, self.occurred_at, self.metadata, self.image_caption
+            self.speaker,
+            self.content,
+            self.occurred_at,
+            self.metadata,
+            self.image_caption,
+            expires_at=self.expires_at,
         )
 
 
@@ -81,6 +91,11 @@ class EpisodePatch(StrictCamelModel):
         default=None,
         description="true pins it: every turn of its scope carries it, under `standing`;"
         " false unpins it",
+    )
+    expires_at: datetime | None = Field(
+        default=None,
+        strict=False,
+        description="From this time no read returns it and the upkeep deletes it; null: never",
     )
 
 
@@ -221,6 +236,7 @@ def update_episode(
         image_caption=body.image_caption if "image_caption" in given else UNSET,
         occurred_at=body.occurred_at,
         pinned=body.pinned,
+        expires_at=body.expires_at if "expires_at" in given else UNSET,
     )
     return MarkedEpisodeOut.model_validate(episode)
 

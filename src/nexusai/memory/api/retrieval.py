@@ -87,7 +87,9 @@ def vector_search(
     """The semantic leg: nearest episodes to a query vector, filtered inside the query."""
     _checked_vector(memory, tenancy, body)
     hits = memory.search_vectors(body.vector, body.session_ids, body.exclude_ids, body.limit)
-    return [VectorHit(id=i, score=score) for i, score in hits]
+    # Only episodes a read may return: not expired, and still there.
+    live = {e.id for e in memory.store.get_episodes([i for i, _ in hits])}
+    return [VectorHit(id=i, score=score) for i, score in hits if i in live]
 
 
 @router.post("/vectors/search/episodes", tags=["retrieval"], responses=errors(415, 422))

@@ -169,6 +169,12 @@ def m005_standing(conn: Connection[tuple[object, ...]]) -> None:
         cursor.executemany("UPDATE episodes SET standing = %s WHERE id = %s", classified(rows))
 
 
+M006_EXPIRY = """
+ALTER TABLE episodes ADD COLUMN expires_at timestamptz;
+CREATE INDEX episodes_expiry ON episodes (expires_at) WHERE expires_at IS NOT NULL;
+"""
+
+
 Migration = str | Callable[[Connection[tuple[object, ...]]], None]
 
 MIGRATIONS: list[tuple[str, Migration]] = [
@@ -177,6 +183,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("m003_entities", M003_ENTITIES),
     ("m004_keyword_counts", pg_fts.STATS_DDL),  # counted from the rows there, then kept
     ("m005_standing", m005_standing),
+    ("m006_expiry", M006_EXPIRY),
 ]
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from nexusai.keywords import query_terms, within_budget
-from nexusai.models import finds_nothing
+from nexusai.models import finds_nothing, now_text
 
 # unicode61 folds diacritics so "café" finds "cafe"; porter makes "configure" find
 # "configuring". Measured against the alternatives on LoCoMo: see README.
@@ -202,7 +202,7 @@ def _ranked(
     if session_ids is not None:
         scope = " OR ".join(f'"{scope_token(s)}"' for s in session_ids)
         words = f"fts_scope : ({scope}) AND {words}"
-    return conn.execute(_SQL, [words, limit]).fetchall()
+    return conn.execute(_SQL, [words, limit, now_text()]).fetchall()
 
 
 def _rows_of(conn: sqlite3.Connection, scored: Sequence[tuple[int, float]]) -> list[sqlite3.Row]:
@@ -215,8 +215,8 @@ def _rows_of(conn: sqlite3.Connection, scored: Sequence[tuple[int, float]]) -> l
     return conn.execute(
         f"WITH scored(n, id, score) AS (VALUES {values})"
         " SELECT e.*, scored.score AS score FROM scored JOIN episodes e ON e.id = scored.id"
-        " ORDER BY scored.n",
-        params,
+        f" WHERE {_LIVE} ORDER BY scored.n",
+        [*params, now_text()],
     ).fetchall()
 
 
@@ -262,11 +262,14 @@ MATCH_SCOPE_LIMIT = 500
 # Tied bm25 scores come back in different orders on different SQLite versions, hence the
 # id. The rows are read after the sort, for the `limit` ids it kept: sorting every match
 # with its whole row took twice as long (measured at 100,000 episodes).
+# An episode past its `expires_at` is never returned (the upkeep deletes it soon after).
+_LIVE = "(e.expires_at IS NULL OR e.expires_at > ?)"
 _SQL = (
     "SELECT e.*, -ranked.rank AS score FROM ("
     " SELECT rowid AS id, rank FROM episodes_fts WHERE episodes_fts MATCH ?"
     " ORDER BY rank, rowid LIMIT ?"
-    ") ranked JOIN episodes e ON e.id = ranked.id ORDER BY ranked.rank, ranked.id"
+    f") ranked JOIN episodes e ON e.id = ranked.id WHERE {_LIVE}"
+    " ORDER BY ranked.rank, ranked.id"
 )
 
 
@@ -293,8 +296,8 @@ def _search_joined(
     """The scope (and a filter's clauses) as a JOIN after FTS5 has ranked every match: for
     a large scope or a filter (and as the reference the other forms are tested against)."""
     sql = "SELECT e.*, -fts.rank AS score FROM episodes e JOIN episodes_fts fts ON e.id = fts.rowid"
-    sql += " WHERE episodes_fts MATCH ?"
-    params: list[object] = [words]
+    sql += f" WHERE episodes_fts MATCH ? AND {_LIVE}"
+    params: list[object] = [words, now_text()]
     clauses, values = where
     for clause in clauses:
         sql += f" AND {clause}"

@@ -378,6 +378,19 @@ def m014_standing_and_pins(conn: sqlite3.Connection) -> None:
     conn.executemany("UPDATE episodes SET standing = ? WHERE id = ?", classified(rows))
 
 
+@migration
+def m015_expiry(conn: sqlite3.Connection) -> None:
+    """An episode may expire: past `expires_at` no read returns it, and the upkeep deletes
+    it."""
+    run_script(conn, EXPIRY_DDL)
+
+
+EXPIRY_DDL = """
+ALTER TABLE episodes ADD COLUMN expires_at TEXT;
+CREATE INDEX episodes_expiry ON episodes(expires_at) WHERE expires_at IS NOT NULL;
+"""
+
+
 STANDING_DDL = """
 ALTER TABLE episodes ADD COLUMN standing TEXT CHECK (standing IN ('instruction', 'preference'));
 ALTER TABLE episodes ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;

@@ -23,6 +23,8 @@ export interface EpisodeIn {
   occurredAt?: string | null;
   imageCaption?: string | null;
   metadata?: Record<string, unknown> | null;
+  /** From this time (ISO 8601) no read returns it, and the upkeep deletes it. */
+  expiresAt?: string | null;
 }
 
 export interface EpisodePatch {
@@ -33,6 +35,8 @@ export interface EpisodePatch {
   metadata?: Record<string, unknown> | null;
   /** true pins it: every turn of its scope carries it, under `standing`; false unpins it. */
   pinned?: boolean | null;
+  /** From this time no read returns it; null: never. */
+  expiresAt?: string | null;
 }
 
 export interface EpisodeOut {
@@ -58,6 +62,8 @@ export interface MarkedEpisodeOut extends EpisodeOut {
   pinned: boolean;
   /** Recognised when stored as a rule the user set, or a lasting preference. */
   standing: "instruction" | "preference" | null;
+  /** From this time no read returns it; null: never. */
+  expiresAt?: string | null;
 }
 
 export interface StandingOut extends MarkedEpisodeOut {

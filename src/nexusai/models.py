@@ -32,6 +32,16 @@ def to_utc_text(moment: datetime) -> str:
     return f"{utc.year:04d}{utc.strftime(_TIME_FORMAT)}"
 
 
+def time_window(after: datetime | None, before: datetime | None) -> tuple[str | None, str | None]:
+    """A filter's window on when episodes were said, as sortable UTC text (either open);
+    InvalidInput when it ends before it starts. The one rule for every face's filter."""
+    start = None if after is None else to_utc_text(after)
+    end = None if before is None else to_utc_text(before)
+    if start is not None and end is not None and start >= end:
+        raise InvalidInput(f"after ({start}) must be earlier than before ({end})")
+    return start, end
+
+
 def now_text() -> str:
     return to_utc_text(datetime.now(UTC))
 
@@ -67,6 +77,10 @@ class Scope:
     session_ids: list[int]
     every_session: bool = False
     project_id: int | None = None  # the session's project: what a project key's check reads
+
+    def filter_ids(self) -> list[int] | None:
+        """The sessions a search filters on; None, no filter, when that keeps every row."""
+        return None if self.every_session else self.session_ids
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from nexusai.models import Entity, Episode, EpisodeFilter, to_utc_text
+from nexusai.errors import InvalidInput
+from nexusai.models import Entity, Episode, EpisodeFilter, time_window
 
 # SQLite's integers are 64-bit: an id past this names nothing and is refused as out of
 # range, the same way in a path, a query and a body.
@@ -224,11 +225,17 @@ class FilterIn(StrictCamelModel):
         ' text: 1 matches "1")',
     )
 
+    @model_validator(mode="after")
+    def _a_window(self) -> Self:
+        """Refused when the filter is made, not when it is sent (pydantic's own error)."""
+        try:
+            time_window(self.after, self.before)
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
     def to_filter(self) -> EpisodeFilter:
-        after = None if self.after is None else to_utc_text(self.after)
-        before = None if self.before is None else to_utc_text(self.before)
-        if after is not None and before is not None and after >= before:
-            raise ValueError(f"after ({after}) must be earlier than before ({before})")
+        after, before = time_window(self.after, self.before)
         metadata = tuple(
             (key, tuple(map(as_text, value if isinstance(value, list) else [value])))
             for key, value in (self.metadata or {}).items()

@@ -22,7 +22,7 @@ from nexusai.orchestration.retrieval import (
     wants_keyword,
 )
 from nexusai.orchestration.settings import RuntimeSettings
-from nexusai.orchestration.standing import STANDING_DEPTH, standing_candidates
+from nexusai.orchestration.standing import standing_candidates, standing_of
 from nexusai.ranking.model import Ranker
 
 log = logging.getLogger("nexusai.context")
@@ -138,11 +138,7 @@ def assemble_context(
         if wants_keyword(settings, both)
         else None
     )
-    standing_call = POOL.submit(
-        lambda: memory.standing_episodes(
-            asking.query(scope_call.result()).filter_ids(), STANDING_DEPTH
-        )
-    )
+    standing_call = POOL.submit(lambda: standing_of(memory, scope_call.result()))
     wants_entities = settings.entity_limit > 0
     warnings = _warnings(settings, learned, embedder)
     vector = None

@@ -49,10 +49,12 @@ def scope_standing(
 ) -> list[FusedEpisode]:
     """The standing candidates of a scope, for a vector made already, with no recent turns
     left out: what `nexus eval` asks (a turn fetches them beside its legs)."""
-    found = memory.standing_episodes(
-        None if scope.every_session else scope.session_ids, STANDING_DEPTH
-    )
-    return standing_candidates(found, embedder, vector, limit)
+    return standing_candidates(standing_of(memory, scope), embedder, vector, limit)
+
+
+def standing_of(memory: MemoryClient, scope: Scope) -> list[Episode]:
+    """The pinned and standing episodes of a scope a turn chooses from."""
+    return memory.standing_episodes(scope.filter_ids(), STANDING_DEPTH)
 
 
 def _vectors(episodes: Sequence[Episode], embedder: Embedder) -> list[np.ndarray]:

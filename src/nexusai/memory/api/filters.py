@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import Query, Request
 
 from nexusai.errors import InvalidInput
-from nexusai.models import EpisodeFilter, to_utc_text
+from nexusai.models import EpisodeFilter, time_window
 
 # A query key of this prefix names a metadata key (`http.known_query_keys` lets it by).
 METADATA_PREFIX = "metadata."
@@ -36,10 +36,7 @@ def episode_filter(
         ),
     ] = None,
 ) -> EpisodeFilter:
-    start = None if after is None else to_utc_text(after)
-    end = None if before is None else to_utc_text(before)
-    if start is not None and end is not None and start >= end:
-        raise InvalidInput(f"after ({start}) must be earlier than before ({end})")
+    start, end = time_window(after, before)
     return EpisodeFilter(start, end, tuple(speaker or ()), _metadata_of(request))
 
 

@@ -16,7 +16,7 @@ from nexusai.config import Config
 from nexusai.errors import NotFound
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.service import Memory
-from nexusai.models import Entity, Episode, NewEpisode, Scope
+from nexusai.models import Entity, Episode, EpisodeFilter, NewEpisode, Scope
 from nexusai.orchestration.http_memory import HttpMemoryClient
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.retrieval import LegQuery, keyword_leg, semantic_leg
@@ -193,3 +193,26 @@ def test_the_scope_says_the_sessions_project(contract: Contract) -> None:
     inside, alone = contract.new_session(project), contract.new_session(None)
     assert contract.client.scope(inside).project_id == project
     assert contract.client.scope(alone).project_id is None
+
+
+def test_each_leg_searches_only_what_a_filter_keeps(contract: Contract) -> None:
+    """Eight better matches said by someone else are filtered out inside each search: the
+    filtered ones still come back, `limit` of them."""
+    sid = contract.new_session(None)
+    said = [
+        NewEpisode("ana", f"My kayak number {i} is red", metadata={"boat": True}) for i in range(8)
+    ]
+    said += [NewEpisode("user", f"a kayak trip, day {i}", metadata={"boat": 1}) for i in range(3)]
+    said.append(NewEpisode("user", "I always keep my kayak dry, I prefer that"))
+    added = contract.client.add_episodes(sid, said)
+    mine = {e.id for e in added[8:11]}
+    rule = EpisodeFilter(speakers=("user",), metadata=(("boat", ("1", "2")),))
+    vector = contract.embed("my red kayak")
+    assert {e.id for e in contract.client.vector_episodes(vector, [sid], [], 3, rule)} == mine
+    assert {e.id for e in contract.client.search_keyword("kayak", 3, [sid], 0, rule)} == mine
+    assert (
+        contract.client.vector_episodes(vector, [sid], [], 3, EpisodeFilter(speakers=("x",))) == []
+    )
+    standing = contract.client.standing_episodes([sid], 10, EpisodeFilter(speakers=("user",)))
+    assert [e.content for e in standing] == ["I always keep my kayak dry, I prefer that"]
+    assert contract.client.standing_episodes([sid], 10, EpisodeFilter(speakers=("ana",))) == []

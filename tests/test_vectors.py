@@ -64,6 +64,14 @@ def test_excluded_ids_never_come_back(index: VectorIndex) -> None:
     assert [h[0] for h in index.search(unit(1, 0, 0), [10, 20], [1, 5], 10)] == [2, 3]
 
 
+def test_only_the_ids_given_are_searched(index: VectorIndex) -> None:
+    fill(index)
+    assert [h[0] for h in index.search(unit(1, 0, 0), None, [], 2, [4, 3])] == [3, 4]
+    assert [h[0] for h in index.search(unit(1, 0, 0), [20], [3], 10, [3, 4, 5])] == [5]
+    assert index.search(unit(1, 0, 0), None, [], 10, []) == []
+    assert index.search(unit(1, 0, 0), [10], [], 10, [4]) == []
+
+
 def test_delete_upsert_and_reset(index: VectorIndex) -> None:
     fill(index)
     index.delete([1, 2])

@@ -305,10 +305,12 @@ class Endpoints:
 
     @staticmethod
     def standing(
-        session_ids: Sequence[int] | None = None, limit: int = 100
+        session_ids: Sequence[int] | None = None,
+        limit: int = 100,
+        filter: FilterIn | Mapping[str, Any] | None = None,
     ) -> Call[list[MarkedEpisodeOut]]:
         scope = None if session_ids is None else ",".join(map(str, session_ids))
-        params = {"sessionIds": scope, "limit": limit}
+        params = {"sessionIds": scope, "limit": limit, **_filter_query(filter)}
         model = _model(list[MarkedEpisodeOut])
         return Call("GET", "/episodes/standing", model, params=params, safe=True)
 
@@ -391,12 +393,14 @@ class Endpoints:
         session_ids: Sequence[int] | None,
         exclude_ids: Sequence[int],
         limit: int,
+        filter: FilterIn | None = None,
     ) -> Call[list[ScoredEpisodeOut]]:
         body = {
             "vector": list(vector),
             "sessionIds": None if session_ids is None else list(session_ids),
             "excludeIds": list(exclude_ids),
             "limit": limit,
+            **({} if filter is None else {"filter": _body(filter)}),
         }
         parse = _model(list[ScoredEpisodeOut])
         return Call("POST", "/vectors/search/episodes", parse, body, safe=True)

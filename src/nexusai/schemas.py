@@ -234,6 +234,16 @@ class FilterIn(StrictCamelModel):
             raise ValueError(str(exc)) from None
         return self
 
+    @classmethod
+    def of(cls, rule: EpisodeFilter) -> FilterIn:
+        """The filter as it is sent on (values as the text they are compared as)."""
+        return cls(
+            after=None if rule.after is None else datetime.fromisoformat(rule.after),
+            before=None if rule.before is None else datetime.fromisoformat(rule.before),
+            speaker=list(rule.speakers) or None,
+            metadata={key: list(values) for key, values in rule.metadata} or None,
+        )
+
     def to_filter(self) -> EpisodeFilter:
         after, before = time_window(self.after, self.before)
         metadata = tuple(

@@ -95,12 +95,21 @@ class EpisodeVectors:
         session_ids: Sequence[int] | None,
         exclude_ids: Sequence[int],
         limit: int,
+        only_ids: Sequence[int] | None = None,
     ) -> list[tuple[int, float]]:
-        """Episodes by their best window, best first; at most `limit`."""
+        """Episodes by their best window, best first; at most `limit`; only among
+        `only_ids` when given."""
         excluded = [p for episode_id in exclude_ids for p in point_ids(episode_id)]
+        # Only the windows episodes are embedded with now: an older store's further windows
+        # (see above) sit out a filtered search, where their episode is found by its first.
+        only = (
+            None
+            if only_ids is None
+            else [i + window * STRIDE for i in only_ids for window in range(VECTOR_WINDOWS)]
+        )
         fetch = limit * 2
         while True:
-            hits = self.index.search(vector, session_ids, excluded, fetch)
+            hits = self.index.search(vector, session_ids, excluded, fetch, only)
             best: dict[int, float] = {}
             for point_id, score in hits:
                 best.setdefault(episode_of(point_id), score)

@@ -357,11 +357,17 @@ class Memory:
         session_ids: Sequence[int] | None,
         exclude_ids: Sequence[int],
         limit: int,
+        rule: EpisodeFilter | None = None,
     ) -> list[tuple[int, float]]:
         """Best first; equal scores by id. The index returns tied points (the same words
         said twice have the same vector) in an order that changes from one build to the
-        next, and a ranker trained on those lists would change with it."""
-        hits = self.vectors.search(vector, session_ids, exclude_ids, limit)
+        next, and a ranker trained on those lists would change with it. With a `rule`, the
+        store says which episodes of the scope it keeps (from its indexed columns) and the
+        index searches only those: `limit` come back whenever that many match."""
+        only = None
+        if rule is not None and not rule.is_empty():
+            only = self.store.matching_ids(session_ids, rule)
+        hits = self.vectors.search(vector, session_ids, exclude_ids, limit, only)
         return sorted(hits, key=lambda hit: (-hit[1], hit[0]))
 
     # -- reads (what orchestration's MemoryClient asks for) -------------------------------
@@ -381,8 +387,9 @@ class Memory:
         session_ids: Sequence[int] | None,
         exclude_ids: Sequence[int],
         limit: int,
+        rule: EpisodeFilter | None = None,
     ) -> list[Episode]:
-        hits = dict(self.search_vectors(vector, session_ids, exclude_ids, limit))
+        hits = dict(self.search_vectors(vector, session_ids, exclude_ids, limit, rule))
         return self.store.get_episodes(list(hits), hits)
 
     def search_keyword(
@@ -395,8 +402,10 @@ class Memory:
     ) -> list[Episode]:
         return self.store.search_keyword(query, limit, session_ids, budget, rule)
 
-    def standing_episodes(self, session_ids: Sequence[int] | None, limit: int) -> list[Episode]:
-        return self.store.standing_episodes(session_ids, limit)
+    def standing_episodes(
+        self, session_ids: Sequence[int] | None, limit: int, rule: EpisodeFilter | None = None
+    ) -> list[Episode]:
+        return self.store.standing_episodes(session_ids, limit, rule)
 
     def vector_states(self, episode_ids: Sequence[int]) -> dict[int, VectorState]:
         return vector_state.vector_states(self.store.connection(), episode_ids)

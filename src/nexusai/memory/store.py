@@ -563,13 +563,15 @@ class EpisodeStore(ABC):
         _refresh_context_after(conn, current.session_id, current.occurred_at, episode_id)
         _refresh_context_after(conn, current.session_id, row.occurred_at, episode_id)
 
-    def standing_episodes(self, session_ids: Sequence[int] | None, limit: int) -> list[Episode]:
+    def standing_episodes(
+        self, session_ids: Sequence[int] | None, limit: int, rule: EpisodeFilter | None = None
+    ) -> list[Episode]:
         """The pinned and standing episodes (`memory/standing.py`) within the sessions given
-        (all when None), pinned first, then the newest."""
+        (all when None) that `rule` keeps, pinned first, then the newest."""
         if finds_nothing(session_ids, limit):
             return []
-        where = "(standing IS NOT NULL OR pinned)"
-        params: list[object] = []
+        clauses, params = self._filter_sql(rule or EpisodeFilter())
+        where = " AND ".join(["(standing IS NOT NULL OR pinned)", *clauses])
         if session_ids is not None:
             where += " AND session_id IN (SELECT value FROM json_each(?))"
             params.append(json.dumps([int(i) for i in session_ids]))

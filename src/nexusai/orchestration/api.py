@@ -18,7 +18,7 @@ from nexusai.errors import InvalidInput
 from nexusai.http import errors
 from nexusai.idempotency import answered_once
 from nexusai.keywords import query_terms
-from nexusai.models import Scope
+from nexusai.models import EpisodeFilter, Scope
 from nexusai.orchestration.chat import ChatFailed, chat_events, chat_turn, require_llm
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
@@ -31,6 +31,7 @@ from nexusai.schemas import (
     EntityOut,
     EpisodeOut,
     ExcerptOut,
+    FilterIn,
     Id,
     LegsOut,
     MarkedEpisodeOut,
@@ -72,6 +73,15 @@ def visible_session(request: Request, session_id: int) -> Scope | None:
 class TurnIn(StrictCamelModel):
     session_id: Id
     message: str = Field(min_length=1, examples=["What did I name my dog?"])
+    filter: FilterIn | None = Field(
+        default=None,
+        description="Only the episodes it keeps are memories or standing ones this turn,"
+        " chosen inside both searches: semanticLimit come back whenever that many match",
+        examples=[{"after": "2026-03-01T00:00:00Z", "speaker": ["user"]}],
+    )
+
+    def rule(self) -> EpisodeFilter | None:
+        return None if self.filter is None else self.filter.to_filter()
 
     def checked(self, request: Request) -> tuple[str, Scope | None]:
         """The message, and the session's scope when the key's check read it."""
@@ -205,7 +215,7 @@ def post_context(request: Request, response: Response, body: ContextIn) -> Conte
     started = time.perf_counter()
     message, scope = body.checked(request)
     context = orchestration_of(request).context(
-        body.session_id, message, body.settings, body.legs, body.explain, scope
+        body.session_id, message, body.settings, body.legs, body.explain, scope, body.rule()
     )
     shaped = time.perf_counter()
     out = context_out(context, body.explain)
@@ -245,13 +255,13 @@ def post_chat(request: Request, response: Response, body: ChatIn) -> Any:
     orchestration = orchestration_of(request)
     message, scope = body.checked(request)
     if body.stream:
-        context = orchestration.context(body.session_id, message, scope=scope)
+        context = orchestration.context(body.session_id, message, scope=scope, rule=body.rule())
         llm = require_llm(orchestration.llm)  # after the input's own 4xx, before any write
         events = chat_events(orchestration.memory, llm, context)
         return StreamingResponse(_sse(context, events), media_type="text/event-stream")
 
     def turn() -> ChatOut:
-        context = orchestration.context(body.session_id, message, scope=scope)
+        context = orchestration.context(body.session_id, message, scope=scope, rule=body.rule())
         result = chat_turn(orchestration.memory, require_llm(orchestration.llm), context)
         return ChatOut(
             reply=result.reply,

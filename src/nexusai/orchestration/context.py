@@ -8,7 +8,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from nexusai.embedders import Embedder, Vector
-from nexusai.models import Entity, Episode, Scope
+from nexusai.models import Entity, Episode, EpisodeFilter, Scope
 from nexusai.observability import EMBED_SECONDS, stopwatch, timed
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.memory_client import MemoryClient
@@ -66,6 +66,7 @@ class _Asking:
     # them no more than the recent turns it drops; RRF's formula reads the whole list, and
     # the inspector re-fuses the legs a turn returns (None: the spec's headroom).
     headroom: int | None
+    rule: EpisodeFilter | None
 
     def query(
         self, scope: Scope, vector: Vector | None = None, recent: list[int] | None = None
@@ -80,6 +81,7 @@ class _Asking:
             self.budget,
             scope.every_session,
             self.headroom,
+            self.rule,
         )
 
 
@@ -111,18 +113,21 @@ def assemble_context(
     explain: bool = False,
     ranker: Ranker | None = None,
     scope: Scope | None = None,
+    rule: EpisodeFilter | None = None,
 ) -> Context:
     """The turn's context: the legs the fusion mode asks for, fused by it, then packed
     into the `contextBudget` (`modes`, `packing`). With `legs`, both legs are asked
     whatever their weights and their lists come back too (the inspector re-fuses them at
     other weights). With `explain`, at `fusion` "learned", each memory says which features
     moved it most; `ranker` is the learned mode's (the shipped one when None); `scope` the
-    session's, when the caller read it already (a project key's check)."""
+    session's, when the caller read it already (a project key's check); `rule` which
+    episodes the turn may see (both legs and the standing ones choose inside their
+    searches; entities are not filtered)."""
     mode = fusion_mode(settings, ranker)
     learned = mode.ranker if isinstance(mode, Learned) else None
     asks = mode.asks(settings, legs)
     both = legs or asks.both
-    asking = _Asking(memory, message, asks.depth, settings.keyword_budget, asks.headroom)
+    asking = _Asking(memory, message, asks.depth, settings.keyword_budget, asks.headroom, rule)
     timings: dict[str, float] = {}
     # The scope and the recent turns are fetched, and the keyword leg searched, while the
     # message is embedded. The keyword leg waits in the pool for the scope, which was
@@ -138,7 +143,7 @@ def assemble_context(
         if wants_keyword(settings, both)
         else None
     )
-    standing_call = POOL.submit(lambda: standing_of(memory, scope_call.result()))
+    standing_call = POOL.submit(lambda: standing_of(memory, scope_call.result(), rule))
     wants_entities = settings.entity_limit > 0
     warnings = _warnings(settings, learned, embedder)
     vector = None

@@ -18,8 +18,8 @@ import httpx
 
 from nexusai.client import Call, Client, Endpoints, NexusAPIError, NotFoundError, UnavailableError
 from nexusai.errors import InvalidInput, NexusError, NotFound
-from nexusai.models import Entity, Episode, NewEpisode, Scope, finds_nothing
-from nexusai.schemas import ScopeOut
+from nexusai.models import Entity, Episode, EpisodeFilter, NewEpisode, Scope, finds_nothing
+from nexusai.schemas import FilterIn, ScopeOut
 
 T = TypeVar("T")
 
@@ -98,22 +98,31 @@ class HttpMemoryClient:
         session_ids: Sequence[int] | None,
         exclude_ids: Sequence[int],
         limit: int,
+        rule: EpisodeFilter | None = None,
     ) -> list[Episode]:
-        call = Endpoints.vector_episodes(vector, session_ids, exclude_ids, limit)
+        call = Endpoints.vector_episodes(vector, session_ids, exclude_ids, limit, _sent(rule))
         return [e.to_episode() for e in self._send(call)]
 
     def search_keyword(
-        self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int = 0
+        self,
+        query: str,
+        limit: int,
+        session_ids: Sequence[int] | None,
+        budget: int = 0,
+        rule: EpisodeFilter | None = None,
     ) -> list[Episode]:
         if finds_nothing(session_ids, limit):
             return []
-        call = Endpoints.search(query, session_ids, limit, budget)
+        call = Endpoints.search(query, session_ids, limit, budget, filter=_sent(rule))
         return [e.to_episode() for e in self._send(call)]
 
-    def standing_episodes(self, session_ids: Sequence[int] | None, limit: int) -> list[Episode]:
+    def standing_episodes(
+        self, session_ids: Sequence[int] | None, limit: int, rule: EpisodeFilter | None = None
+    ) -> list[Episode]:
         if finds_nothing(session_ids, limit):
             return []
-        return [e.to_episode() for e in self._send(Endpoints.standing(session_ids, limit))]
+        call = Endpoints.standing(session_ids, limit, _sent(rule))
+        return [e.to_episode() for e in self._send(call)]
 
     def search_entities(
         self, vector: Sequence[float] | None, session_ids: Sequence[int], limit: int
@@ -135,6 +144,10 @@ class HttpMemoryClient:
             for e in episodes
         ]
         return [e.to_episode() for e in self._send(Endpoints.add_episodes(session_id, batch))]
+
+
+def _sent(rule: EpisodeFilter | None) -> FilterIn | None:
+    return None if rule is None or rule.is_empty() else FilterIn.of(rule)
 
 
 def _scope(found: ScopeOut) -> Scope:

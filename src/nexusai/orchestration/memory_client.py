@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from nexusai.models import Entity, Episode, NewEpisode, Scope
+from nexusai.models import Entity, Episode, EpisodeFilter, NewEpisode, Scope
 
 
 class MemoryClient(Protocol):
@@ -37,19 +37,30 @@ class MemoryClient(Protocol):
         session_ids: Sequence[int] | None,
         exclude_ids: Sequence[int],
         limit: int,
+        rule: EpisodeFilter | None = None,
     ) -> list[Episode]:
         """The nearest episodes in the scope, `exclude_ids` left out inside the vector
-        query, as full rows in rank order (one round trip)."""
+        query, as full rows in rank order (one round trip); only those `rule` keeps,
+        chosen inside the query."""
         ...
 
     def search_keyword(
-        self, query: str, limit: int, session_ids: Sequence[int] | None, budget: int = 0
+        self,
+        query: str,
+        limit: int,
+        session_ids: Sequence[int] | None,
+        budget: int = 0,
+        rule: EpisodeFilter | None = None,
     ) -> list[Episode]:
-        """Best BM25 first; with a `budget`, the commonest terms left out past it."""
+        """Best BM25 first; with a `budget`, the commonest terms left out past it; only
+        those `rule` keeps, chosen inside the search."""
         ...
 
-    def standing_episodes(self, session_ids: Sequence[int] | None, limit: int) -> list[Episode]:
-        """The pinned and standing episodes of the scope, pinned first, then the newest."""
+    def standing_episodes(
+        self, session_ids: Sequence[int] | None, limit: int, rule: EpisodeFilter | None = None
+    ) -> list[Episode]:
+        """The pinned and standing episodes of the scope that `rule` keeps, pinned first,
+        then the newest."""
         ...
 
     def add_episodes(self, session_id: int, episodes: Sequence[NewEpisode]) -> list[Episode]: ...

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from nexusai.models import Episode
+from nexusai.models import Episode, EpisodeFilter
 from nexusai.observability import RETRIEVAL_SECONDS, stopwatch, timed
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.settings import RuntimeSettings
@@ -30,6 +30,7 @@ class LegQuery:
     # `limit` again when None. A caller that keeps only the first `limit` rows needs no more
     # than the recent turns' count, and reads the same first `limit`.
     headroom: int | None = None
+    rule: EpisodeFilter | None = None  # only the episodes it keeps, chosen inside each leg
 
     def keyword_rows(self) -> int:
         return self.limit + (self.limit if self.headroom is None else self.headroom)
@@ -56,7 +57,7 @@ def semantic_leg(asked: LegQuery) -> list[Episode]:
         return []
     with timed(RETRIEVAL_SECONDS, leg="semantic"):
         rows = asked.memory.vector_episodes(
-            asked.query_vector, asked.filter_ids(), asked.recent_ids, asked.limit
+            asked.query_vector, asked.filter_ids(), asked.recent_ids, asked.limit, asked.rule
         )
     return asked.within(rows)
 
@@ -67,7 +68,11 @@ def keyword_leg(asked: LegQuery) -> list[Episode]:
     them."""
     with timed(RETRIEVAL_SECONDS, leg="keyword"):
         rows = asked.memory.search_keyword(
-            asked.query, asked.keyword_rows(), asked.filter_ids(), asked.keyword_budget
+            asked.query,
+            asked.keyword_rows(),
+            asked.filter_ids(),
+            asked.keyword_budget,
+            asked.rule,
         )
     return asked.within(rows)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from nexusai.embedders import Embedder
 from nexusai.llm import OpenAIChat
-from nexusai.models import Scope
+from nexusai.models import EpisodeFilter, Scope
 from nexusai.orchestration.context import Context, assemble_context
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.settings import SettingsStore
@@ -30,10 +30,12 @@ class Orchestration:
         legs: bool = False,
         explain: bool = False,
         scope: Scope | None = None,
+        rule: EpisodeFilter | None = None,
     ) -> Context:
         """Settings are read fresh, so a PATCH takes effect on the very next turn;
         `overrides` change them for this turn only (validated like a PATCH, not saved).
-        `scope`: the session's, when a key's check read it already."""
+        `scope`: the session's, when a key's check read it already; `rule`: which
+        episodes the turn may see."""
         settings = self.settings.get().with_changes(overrides or {})
         return assemble_context(
             self.memory,
@@ -45,4 +47,5 @@ class Orchestration:
             explain=explain,
             ranker=self.ranker,
             scope=scope,
+            rule=rule,
         )

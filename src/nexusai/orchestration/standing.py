@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from nexusai.embedders import Embedder, Vector
-from nexusai.models import Episode, Scope
+from nexusai.models import Episode, EpisodeFilter, Scope
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.memory_client import MemoryClient
 
@@ -52,9 +52,12 @@ def scope_standing(
     return standing_candidates(standing_of(memory, scope), embedder, vector, limit)
 
 
-def standing_of(memory: MemoryClient, scope: Scope) -> list[Episode]:
-    """The pinned and standing episodes of a scope a turn chooses from."""
-    return memory.standing_episodes(scope.filter_ids(), STANDING_DEPTH)
+def standing_of(
+    memory: MemoryClient, scope: Scope, rule: EpisodeFilter | None = None
+) -> list[Episode]:
+    """The pinned and standing episodes of a scope a turn chooses from (those its filter
+    keeps: a turn sees nothing a filter left out)."""
+    return memory.standing_episodes(scope.filter_ids(), STANDING_DEPTH, rule)
 
 
 def _vectors(episodes: Sequence[Episode], embedder: Embedder) -> list[np.ndarray]:

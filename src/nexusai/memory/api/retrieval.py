@@ -23,6 +23,7 @@ from nexusai.memory.tenancy import Tenancy
 from nexusai.models import EpisodeFilter
 from nexusai.schemas import (
     EpisodeOut,
+    FilterIn,
     Id,
     MarkedEpisodeOut,
     ScopeOut,
@@ -78,6 +79,13 @@ class VectorSearchIn(StrictCamelModel):
     session_ids: list[Id] | None = Field(default=None, description="Scope; null: everywhere")
     exclude_ids: list[Id] = Field(default_factory=list, description="Episodes to leave out")
     limit: int = Field(default=10, ge=1, le=1000)
+    filter: FilterIn | None = Field(
+        default=None,
+        description="Only the episodes it keeps are searched (see GET /episodes/search)",
+    )
+
+    def rule(self) -> EpisodeFilter | None:
+        return None if self.filter is None else self.filter.to_filter()
 
 
 @router.post("/vectors/search", tags=["retrieval"], responses=errors(415, 422))
@@ -86,7 +94,9 @@ def vector_search(
 ) -> list[VectorHit]:
     """The semantic leg: nearest episodes to a query vector, filtered inside the query."""
     _checked_vector(memory, tenancy, body)
-    hits = memory.search_vectors(body.vector, body.session_ids, body.exclude_ids, body.limit)
+    hits = memory.search_vectors(
+        body.vector, body.session_ids, body.exclude_ids, body.limit, body.rule()
+    )
     # Only episodes a read may return: not expired, and still there.
     live = {e.id for e in memory.store.get_episodes([i for i, _ in hits])}
     return [VectorHit(id=i, score=score) for i, score in hits if i in live]
@@ -98,7 +108,9 @@ def vector_search_episodes(
 ) -> list[ScoredEpisodeOut]:
     """The semantic leg in one round trip: the nearest episodes' full rows, in rank order."""
     _checked_vector(memory, tenancy, body)
-    episodes = memory.vector_episodes(body.vector, body.session_ids, body.exclude_ids, body.limit)
+    episodes = memory.vector_episodes(
+        body.vector, body.session_ids, body.exclude_ids, body.limit, body.rule()
+    )
     return [ScoredEpisodeOut.model_validate(e) for e in episodes]
 
 
@@ -162,13 +174,16 @@ def search_episodes(
 def standing_episodes(
     memory: MemoryHandle,
     tenancy: TenancyHandle,
+    rule: Annotated[EpisodeFilter, Depends(episode_filter)],
     session_ids: Annotated[
         str | None, Query(alias="sessionIds", description="Comma-separated session ids")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[MarkedEpisodeOut]:
     """The pinned episodes and the standing ones (a rule the user set, a lasting
-    preference) in these sessions (all a key sees when none are given): pinned first,
-    then the newest. A turn chooses from them what it carries under `standing`."""
+    preference) in these sessions (all a key sees when none are given) that the filter
+    keeps: pinned first, then the newest. A turn chooses from them what it carries under
+    `standing`."""
     scope = tenancy.scope(parse_id_list("sessionIds", session_ids))
-    return [MarkedEpisodeOut.model_validate(e) for e in memory.standing_episodes(scope, limit)]
+    found = memory.standing_episodes(scope, limit, rule)
+    return [MarkedEpisodeOut.model_validate(e) for e in found]

@@ -37,9 +37,12 @@ class VectorIndex(Protocol):
         session_ids: Sequence[int] | None,
         exclude_ids: Sequence[int],
         limit: int,
+        only_ids: Sequence[int] | None = None,
     ) -> list[tuple[int, float]]:
         """Nearest points by cosine similarity, best first, within the sessions given (all
-        when None), never one of `exclude_ids`."""
+        when None), never one of `exclude_ids`, and only among `only_ids` when given (a
+        filter the store answered: the engine searches those points, so `limit` come back
+        whenever that many are there)."""
         ...
 
     def count(self) -> int: ...

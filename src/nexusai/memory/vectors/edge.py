@@ -140,14 +140,17 @@ class EdgeVectorIndex:
         session_ids: Sequence[int] | None,
         exclude_ids: Sequence[int],
         limit: int,
+        only_ids: Sequence[int] | None = None,
     ) -> list[tuple[int, float]]:
-        if finds_nothing(session_ids, limit):
+        if finds_nothing(session_ids, limit) or finds_nothing(only_ids, limit):
             return []
-        must: list[edge.FieldCondition] = []
+        must: list[edge.FieldCondition | edge.HasIdCondition] = []
         if session_ids is not None:
             must.append(
                 edge.FieldCondition(SCOPE_KEY, match=edge.MatchAny([*map(int, session_ids)]))
             )
+        if only_ids is not None:
+            must.append(edge.HasIdCondition(set(map(int, only_ids))))
         must_not = [edge.HasIdCondition(set(map(int, exclude_ids)))] if exclude_ids else []
         request = edge.QueryRequest(
             limit=limit,

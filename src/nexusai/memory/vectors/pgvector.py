@@ -126,12 +126,15 @@ class PgVectorIndex:
         session_ids: Sequence[int] | None,
         exclude_ids: Sequence[int],
         limit: int,
+        only_ids: Sequence[int] | None = None,
     ) -> list[tuple[int, float]]:
-        if finds_nothing(session_ids, limit):
+        if finds_nothing(session_ids, limit) or finds_nothing(only_ids, limit):
             return []
         where = [sql.SQL("NOT (id = ANY(%(exclude)s::bigint[]))")]
         if session_ids is not None:
             where.append(sql.SQL("sessions && %(sessions)s::bigint[]"))
+        if only_ids is not None:
+            where.append(sql.SQL("id = ANY(%(only)s::bigint[])"))
         query = sql.SQL(
             "SELECT id, 1 - (embedding <=> %(vector)s::vector) FROM {} WHERE {}"
             " ORDER BY embedding <=> %(vector)s::vector LIMIT %(limit)s"
@@ -140,11 +143,12 @@ class PgVectorIndex:
             "vector": _literal(vector),
             "exclude": [int(i) for i in exclude_ids],
             "sessions": [int(s) for s in session_ids or []],
+            "only": [int(i) for i in only_ids or []],
             "limit": limit,
         }
         with self._pool.connection() as conn, conn.transaction():
             # SET LOCAL: these last for this transaction only, not for the pooled connection.
-            if session_ids is not None and self._in_scope(conn, params) <= self.exact_max:
+            if self._exact(conn, params, session_ids, only_ids):
                 conn.execute("SET LOCAL enable_indexscan = off")  # exact, over the GIN bitmap
             else:
                 conn.execute(
@@ -154,6 +158,18 @@ class PgVectorIndex:
                 )
             rows = conn.execute(query, params).fetchall()
         return [(int(i), float(score)) for i, score in cast(list[tuple[int, float]], rows)]
+
+    def _exact(
+        self,
+        conn: Connection[tuple[object, ...]],
+        params: dict[str, object],
+        session_ids: Sequence[int] | None,
+        only_ids: Sequence[int] | None,
+    ) -> bool:
+        """Whether to search exactly: the ids given, or the scope, are few enough."""
+        if only_ids is not None and len(only_ids) <= self.exact_max:
+            return True
+        return session_ids is not None and self._in_scope(conn, params) <= self.exact_max
 
     def _in_scope(self, conn: Connection[tuple[object, ...]], params: dict[str, object]) -> int:
         """How many points the scope holds, counted up to one past `exact_max`."""

@@ -64,10 +64,11 @@ class QdrantVectorIndex:
         session_ids: Sequence[int] | None,
         exclude_ids: Sequence[int],
         limit: int,
+        only_ids: Sequence[int] | None = None,
     ) -> list[tuple[int, float]]:
         from qdrant_client import models
 
-        if finds_nothing(session_ids, limit):
+        if finds_nothing(session_ids, limit) or finds_nothing(only_ids, limit):
             return []
         must: list[models.Condition] = []
         if session_ids is not None:
@@ -76,6 +77,8 @@ class QdrantVectorIndex:
                     key=SCOPE_KEY, match=models.MatchAny(any=[*map(int, session_ids)])
                 )
             )
+        if only_ids is not None:
+            must.append(models.HasIdCondition(has_id=[*map(int, only_ids)]))
         must_not: list[models.Condition] = (
             [models.HasIdCondition(has_id=[*map(int, exclude_ids)])] if exclude_ids else []
         )

@@ -1,0 +1,142 @@
+"""A turn's filter (`POST /context {"filter": ...}`) is applied inside both legs and the
+standing list: a filtered turn gives the memories an unfiltered turn gives over a project
+that holds only the episodes the filter keeps, at either fusion mode, on either store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from nexusai.app import create_app
+from nexusai.config import Config
+from tests.conftest import SwitchableEmbedder
+
+ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
+
+# Two months of one user's chats: the filters below keep May's (or the travel topic's),
+# whole sessions, so every kept episode's neighbours are the same in both projects.
+MARCH = [
+    ("user", "I booked a flight to Lisbon for the conference."),
+    ("assistant", "Lisbon in spring is lovely; the conference venue is near the river."),
+    ("user", "My manager wants the quarterly report before the Lisbon trip."),
+    ("user", "Always answer me in short bullet points."),
+    ("assistant", "Understood, short bullet points from now on."),
+    ("user", "The report covers sales in Portugal and Spain."),
+]
+MAY = [
+    ("user", "We are going back to Lisbon with the kids in the summer."),
+    ("assistant", "The Oceanarium in Lisbon is a favourite with children."),
+    ("user", "I prefer trains to flights when we travel with the kids."),
+    ("user", "My daughter Ana wants to see the trams in Lisbon."),
+    ("assistant", "Tram 28 crosses the old town; it gets crowded by noon."),
+    ("user", "We found a flat near the river in Lisbon for two weeks."),
+]
+QUESTIONS = [
+    "What did I plan in Lisbon?",
+    "How do we travel with the kids?",
+    "Which report does my manager want?",
+    "What should we see with Ana?",
+]
+SMALL = {"semanticLimit": 3, "recentLimit": 0, "entityLimit": 0}
+
+
+@pytest.fixture
+def client(config: Config, embedder: SwitchableEmbedder) -> Iterator[TestClient]:
+    with TestClient(create_app(config, embedder)) as c:
+        yield c
+
+
+def _store(client: TestClient, project: int, month: str, turns: list[tuple[str, str]]) -> None:
+    """Two sessions of the month, three turns each, an hour apart."""
+    for half in (0, 1):
+        sid = client.post("/sessions", json={"projectId": project}).json()["id"]
+        episodes = [
+            {
+                "speaker": speaker,
+                "content": content,
+                "occurredAt": f"2026-{month}-{10 + half:02d}T{9 + i:02d}:00:00Z",
+                "metadata": {"topic": "travel" if month == "05" else "work"},
+            }
+            for i, (speaker, content) in enumerate(turns[half * 3 : half * 3 + 3])
+        ]
+        assert client.post(f"/sessions/{sid}/episodes", json={"episodes": episodes}).is_success
+
+
+def _asker(client: TestClient, project: int) -> int:
+    return int(client.post("/sessions", json={"projectId": project}).json()["id"])
+
+
+def _turn(client: TestClient, session: int, question: str, **extra: Any) -> dict[str, Any]:
+    answer = client.post("/context", json={"sessionId": session, "message": question, **extra})
+    assert answer.status_code == 200, answer.text
+    found: dict[str, Any] = answer.json()
+    return found
+
+
+def _said(turn: dict[str, Any], key: str) -> list[str]:
+    return [m["content"] for m in turn.get(key, [])]
+
+
+@pytest.mark.parametrize("fusion", ["rrf", "learned"])
+@pytest.mark.parametrize(
+    "rule", [{"after": "2026-05-01T00:00:00Z"}, {"metadata": {"topic": ["travel", "food"]}}]
+)
+def test_a_filtered_turn_is_a_turn_over_only_what_it_keeps(
+    client: TestClient, fusion: str, rule: dict[str, Any]
+) -> None:
+    everything = client.post("/projects", json={"name": "everything"}).json()["id"]
+    kept_only = client.post("/projects", json={"name": "may"}).json()["id"]
+    _store(client, everything, "03", MARCH)
+    _store(client, everything, "05", MAY)
+    _store(client, kept_only, "05", MAY)
+    filtered, plain = _asker(client, everything), _asker(client, kept_only)
+    settings = {**SMALL, "fusion": fusion}
+    unfiltered: set[str] = set()
+    for question in QUESTIONS:
+        unfiltered |= set(_said(_turn(client, filtered, question, settings=settings), "memories"))
+        narrowed = _turn(client, filtered, question, settings=settings, filter=rule)
+        alone = _turn(client, plain, question, settings=settings)
+        assert _said(narrowed, "memories") == _said(alone, "memories"), question
+        assert _said(narrowed, "standing") == _said(alone, "standing"), question
+        assert len(narrowed["memories"]) == SMALL["semanticLimit"]
+        assert not {m["content"] for m in narrowed["memories"]} & {c for _, c in MARCH}
+    # The filter matters: unfiltered, the same questions find March's turns.
+    assert {c for _, c in MARCH} & unfiltered
+
+
+def test_the_standing_list_keeps_to_the_filter(client: TestClient) -> None:
+    project = client.post("/projects", json={"name": "home"}).json()["id"]
+    _store(client, project, "03", MARCH)
+    _store(client, project, "05", MAY)
+    asker = _asker(client, project)
+    turn = _turn(client, asker, "How should we travel?", settings=SMALL)
+    assert "Always answer me in short bullet points." in _said(turn, "standing")
+    narrowed = _turn(
+        client, asker, "How should we travel?", settings=SMALL, filter={"after": "2026-05-01"}
+    )
+    # A standing episode that is among the memories is not given twice.
+    carried = _said(narrowed, "standing") + _said(narrowed, "memories")
+    assert "I prefer trains to flights when we travel with the kids." in carried
+    assert "Always answer me in short bullet points." not in carried
+
+
+@pytest.mark.parametrize(
+    ("rule", "named"),
+    [
+        ({"after": "last week"}, "after"),
+        ({"after": "2026-05-02", "before": "2026-05-01"}, "after"),
+        ({"topic": "travel"}, "topic"),
+        ({"metadata": {"topic": {"nested": 1}}}, "metadata"),
+    ],
+)
+def test_a_bad_filter_is_a_422_naming_it(
+    client: TestClient, rule: dict[str, Any], named: str
+) -> None:
+    project = client.post("/projects", json={"name": "home"}).json()["id"]
+    asker = _asker(client, project)
+    answer = client.post("/context", json={"sessionId": asker, "message": "hi", "filter": rule})
+    assert answer.status_code == 422
+    assert named in answer.text

@@ -69,6 +69,9 @@ def test_retriever_in_a_chain_gives_memories_with_their_ranks(nexus: Client) -> 
     [only] = budgeted.invoke("what is my dog called?")  # both would cost more than 20
     assert only.page_content == "I adopted a puppy called Biscuit"
     assert 0 < only.metadata["tokens"] <= 20
+    theirs = {"speaker": ["assistant"]}  # every episode here is the user's
+    narrowed = NexusRetriever(client=nexus, session="tuesday", project="home", filter=theirs)
+    assert narrowed.invoke("what is my dog called?") == []
     missing = NexusRetriever(client=nexus, session="sunday", project="home")
     with pytest.raises(LookupError, match="no session named 'sunday'"):
         missing.invoke("x")

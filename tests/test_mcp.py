@@ -63,11 +63,32 @@ async def exercise(session: ClientSession) -> None:
     assert "session 999 does not exist" in getattr(missing.content[0], "text", "")
     wrong = await session.call_tool("remember", {"messages": "not a list", **where})
     assert wrong.is_error
+    await a_filter_keeps_recall_and_context_to_what_it_names(session)
     await a_refused_remember_makes_nothing(session)
     await a_pinned_episode_comes_with_every_turn(session)
     await reading_writes_nothing(session)
     await arguments_are_strict(session)
     await answers_are_compact(session)
+
+
+async def a_filter_keeps_recall_and_context_to_what_it_names(session: ClientSession) -> None:
+    where = {"session": "wed", "project": "dated"}
+    said = [
+        {"content": "The garden needs water", "occurredAt": "2026-01-05T10:00:00Z"},
+        {"content": "The garden got new tulips", "occurredAt": "2026-03-05T10:00:00Z"},
+    ]
+    _old, new = payload(await session.call_tool("remember", {"messages": said, **where}))[
+        "episodeIds"
+    ]
+    march = {"filter": {"after": "2026-03-01T00:00:00Z"}, **where}
+    found = payload(await session.call_tool("recall", {"query": "the garden", **march}))
+    assert [m["id"] for m in found] == [new]
+    await session.call_tool("sessions", {"action": "create", "title": "thu", "project": "dated"})
+    later = {**march, "session": "thu"}  # a later session: both are memories there, not recent
+    turn = payload(await session.call_tool("context", {"message": "the garden?", **later}))
+    assert [m["id"] for m in turn["memories"]] == [new]  # not _old, said in January
+    bad = await session.call_tool("recall", {"query": "x", **where, "filter": {"when": "May"}})
+    assert bad.is_error
 
 
 async def a_refused_remember_makes_nothing(session: ClientSession) -> None:

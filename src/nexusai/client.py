@@ -144,10 +144,16 @@ def _model(kind: type[Any]) -> Callable[[Any], Any]:
 
 
 def _filter_query(filter: FilterIn | Mapping[str, Any] | None) -> dict[str, Any]:
-    if filter is None:
-        return {}
-    checked = filter if isinstance(filter, FilterIn) else FilterIn.model_validate(filter)
-    return checked.query()
+    return {} if filter is None else _checked_filter(filter).query()
+
+
+def _filter_body(filter: FilterIn | Mapping[str, Any]) -> Any:
+    return _body(_checked_filter(filter))
+
+
+def _checked_filter(filter: FilterIn | Mapping[str, Any]) -> FilterIn:
+    """Checked here, so a bad filter is a ValueError before anything is sent."""
+    return filter if isinstance(filter, FilterIn) else FilterIn.model_validate(filter)
 
 
 def _nothing(_: Any) -> None:
@@ -322,12 +328,16 @@ class Endpoints:
         legs: bool = False,
         settings: Mapping[str, float | str] | None = None,
         budget: int | None = None,
+        filter: FilterIn | Mapping[str, Any] | None = None,
     ) -> Call[ContextOut]:
         """`legs`: both legs' full lists too; `settings`: for this turn only, not saved;
-        `budget`: the memories' tokens at most (`contextBudget` for this turn)."""
+        `budget`: the memories' tokens at most (`contextBudget` for this turn); `filter`
+        (a `FilterIn` or its JSON): only the episodes it keeps, chosen inside the search."""
         body: dict[str, Any] = {"sessionId": session_id, "message": message, "explain": explain}
         if legs:
             body["legs"] = True
+        if filter is not None:
+            body["filter"] = _filter_body(filter)
         chosen = {**(settings or {}), **({} if budget is None else {"contextBudget": budget})}
         if chosen:
             body["settings"] = chosen
@@ -335,16 +345,21 @@ class Endpoints:
 
     @staticmethod
     def recall(
-        session_id: int, query: str, k: int = 10, budget: int | None = None
+        session_id: int,
+        query: str,
+        k: int = 10,
+        budget: int | None = None,
+        filter: FilterIn | Mapping[str, Any] | None = None,
     ) -> Call[list[MemoryOut]]:
         """A search of the session's memory, not a chat turn: its latest messages are
         searched too (`recentLimit` 0 for this call), `k` memories with their scores; with
-        a `budget`, what fits that many tokens instead (long ones as excerpts). The turn's
-        standing memories (pinned, the user's rules and preferences) come first, unscored."""
+        a `budget`, what fits that many tokens instead (long ones as excerpts); with a
+        `filter`, only what it keeps. The turn's standing memories (pinned, the user's
+        rules and preferences) come first, unscored."""
         settings: dict[str, float] = {"recentLimit": 0, "semanticLimit": k}
         if budget is not None:
             settings["contextBudget"] = budget
-        turn = Endpoints.context(session_id, query, explain=True, settings=settings)
+        turn = Endpoints.context(session_id, query, True, settings=settings, filter=filter)
         return Call(turn.method, turn.path, lambda j: _given(turn.parse(j)), turn.json, safe=True)
 
     @staticmethod
@@ -400,7 +415,7 @@ class Endpoints:
             "sessionIds": None if session_ids is None else list(session_ids),
             "excludeIds": list(exclude_ids),
             "limit": limit,
-            **({} if filter is None else {"filter": _body(filter)}),
+            **({} if filter is None else {"filter": _filter_body(filter)}),
         }
         parse = _model(list[ScoredEpisodeOut])
         return Call("POST", "/vectors/search/episodes", parse, body, safe=True)

@@ -226,6 +226,8 @@ export interface ContextOptions {
   settings?: Partial<Settings>;
   /** The memories' tokens at most (`contextBudget` for this turn). */
   budget?: number;
+  /** Only the episodes it keeps are searched, inside both legs. */
+  filter?: EpisodeFilter;
 }
 
 /** One server-sent event of a streamed chat turn. */

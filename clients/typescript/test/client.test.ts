@@ -63,6 +63,17 @@ test("a batch sent again with its idempotency key is stored once", async () => {
   await assert.rejects(nexus.addEpisodes(session.id, [{ speaker: "user", content: "bad \ud800" }]), InvalidInputError);
 });
 
+test("a filtered turn searches only what the filter keeps", async () => {
+  const session = await nexus.resolveSession(`filtered-${Date.now()}`, null);
+  await nexus.addEpisodes(session.id, [
+    { speaker: "user", content: "The garden needs water", occurredAt: "2026-01-05T10:00:00Z" },
+    { speaker: "user", content: "The garden got new tulips", occurredAt: "2026-03-05T10:00:00Z" },
+  ]);
+  const settings = { recentLimit: 0 };
+  const turn = await nexus.context(session.id, "the garden?", { settings, filter: { after: "2026-03-01T00:00:00Z" } });
+  assert.deepEqual(turn.memories.map((m) => m.content), ["The garden got new tulips"]);
+});
+
 test("a turn packed into a token budget", async () => {
   const session = await nexus.resolveSession(`budget-${Date.now()}`, null);
   await nexus.addEpisodes(session.id, [{ speaker: "user", content: "My cat Miso is allergic to salmon" }]);

@@ -23,7 +23,7 @@ from pydantic import ConfigDict, Field
 
 from nexusai.client import Client
 from nexusai.integrations.common import all_episodes, client_from, find_session
-from nexusai.schemas import EpisodeOut, MemoryOut
+from nexusai.schemas import EpisodeOut, FilterIn, MemoryOut
 
 
 class NexusRetriever(BaseRetriever):
@@ -32,7 +32,8 @@ class NexusRetriever(BaseRetriever):
     with its episode's id, session, speaker, time, fused score and both ranks in
     `metadata` (or, with `budget`, what fits that many tokens, each with its `tokens` and,
     when cut, its `excerpt`). Searches the session's whole project, its latest messages
-    included."""
+    included; with a `filter` (`{"after": ..., "speaker": [...], "metadata": {...}}`), only
+    the episodes it keeps, chosen inside the search."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -45,6 +46,7 @@ class NexusRetriever(BaseRetriever):
     k: int = Field(default=10, ge=1, le=100)
     # Tokens the memories may cost (contextBudget): what fits, long ones as excerpts.
     budget: int | None = Field(default=None, ge=0, le=32_000)
+    filter: FilterIn | None = None
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
@@ -55,7 +57,7 @@ class NexusRetriever(BaseRetriever):
             if not self.session:
                 raise ValueError("give session_id, or session (a title) and project")
             sid = find_session(client, self.session, self.project)
-        found = client.recall(sid, query, self.k, self.budget)
+        found = client.recall(sid, query, self.k, self.budget, self.filter)
         return [_document(memory) for memory in found]
 
 

@@ -9,6 +9,7 @@ episode's metadata, so `get_items` gives back exactly what was added.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from agents import (
@@ -22,7 +23,7 @@ from pydantic import ValidationError
 
 from nexusai.client import AsyncClient, NexusAPIError
 from nexusai.integrations.common import async_client_from
-from nexusai.schemas import EpisodeOut
+from nexusai.schemas import EpisodeOut, FilterIn
 
 MARK = "openaiAgentsItem"  # the metadata key an item is kept under
 PAGE = 1000
@@ -104,9 +105,12 @@ class NexusSession:
         return found
 
 
-def recall_tool(session: NexusSession, k: int = 8) -> FunctionTool:
+def recall_tool(
+    session: NexusSession, k: int = 8, filter: FilterIn | Mapping[str, Any] | None = None
+) -> FunctionTool:
     """A `recall` function tool: the memories of the session's project that match what
-    the agent asks, best first, each with its date, who said it and its fused score."""
+    the agent asks, best first, each with its date, who said it and its fused score; with
+    a `filter`, only among the episodes it keeps (the agent cannot widen it)."""
 
     @function_tool(name_override="recall", failure_error_function=_said_plainly)
     async def recall(query: str) -> str:
@@ -116,7 +120,7 @@ def recall_tool(session: NexusSession, k: int = 8) -> FunctionTool:
             query: what to look for, e.g. "the recipe you gave me" or "my sister's name".
         """
         sid = await session.nexus_session_id()
-        found = await session.client.recall(sid, query, k)
+        found = await session.client.recall(sid, query, k, filter=filter)
         lines = [
             f"[{m.occurred_at[:10]}] {m.speaker}: {m.content} (score {m.score or 0:.4f})"
             for m in found

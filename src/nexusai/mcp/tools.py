@@ -52,6 +52,13 @@ Budget = Annotated[
 SessionId = Annotated[
     int | None, Field(description="The session's id, instead of its name", ge=1, le=MAX_ID)
 ]
+Filter = Annotated[
+    FilterIn | None,
+    Field(
+        description="Only the episodes said in a time window (after, before), by some"
+        " speakers, or with some metadata values (a search chooses among them only)"
+    ),
+]
 
 
 class MessageIn(BaseModel):
@@ -170,9 +177,10 @@ class Tools:
         session_id: SessionId = None,
         limit: Annotated[int, Field(description="How many memories, at most", ge=1, le=100)] = 10,
         budget: Budget = None,
+        filter: Filter = None,
     ) -> CallToolResult:
         sid = await self._find(ctx, session_id, session, project)
-        found = await self._send(ctx, Endpoints.recall(sid, query, limit, budget))
+        found = await self._send(ctx, Endpoints.recall(sid, query, limit, budget, filter))
         return compact([_memory(m) for m in found])
 
     async def context(
@@ -183,9 +191,11 @@ class Tools:
         project: ProjectName = None,
         session_id: SessionId = None,
         budget: Budget = None,
+        filter: Filter = None,
     ) -> CallToolResult:
         sid = await self._find(ctx, session_id, session, project)
-        found = await self._send(ctx, Endpoints.context(sid, message, True, budget=budget))
+        call = Endpoints.context(sid, message, True, budget=budget, filter=filter)
+        found = await self._send(ctx, call)
         return compact(
             {
                 "recent": [_said(e) for e in found.recent],
@@ -221,13 +231,7 @@ class Tools:
         session: SessionName = None,
         project: ProjectName = None,
         dry_run: Annotated[bool, Field(description="Only say what would go")] = True,
-        filter: Annotated[
-            FilterIn | None,
-            Field(
-                description="The session's episodes said in a time window (after, before),"
-                " by some speakers, or with some metadata values"
-            ),
-        ] = None,
+        filter: Filter = None,
     ) -> CallToolResult:
         if filter is not None:
             return await self._forget_filtered(ctx, filter, session_id, session, project, dry_run)

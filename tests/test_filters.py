@@ -140,3 +140,31 @@ def test_a_bad_filter_is_a_422_naming_it(
     answer = client.post("/context", json={"sessionId": asker, "message": "hi", "filter": rule})
     assert answer.status_code == 422
     assert named in answer.text
+
+
+def test_a_time_aware_turn_searches_the_time_the_message_names(client: TestClient) -> None:
+    project = client.post("/projects", json={"name": "home"}).json()["id"]
+    _store(client, project, "03", MARCH)
+    _store(client, project, "05", MAY)
+    asker = _asker(client, project)
+    question = "What did I plan for Lisbon in March?"
+    replayed = {"now": "2026-06-20T12:00:00+00:00"}  # a turn of the chat, replayed later
+    aware = {**SMALL, "timeAware": "filter"}
+    turn = _turn(client, asker, question, settings=aware, **replayed)
+    assert turn["timeWindow"] == {
+        "after": "2026-03-01T00:00:00Z",
+        "before": "2026-04-01T00:00:00Z",
+        "said": "March",
+    }
+    assert set(_said(turn, "memories")) <= {c for _, c in MARCH}
+    assert len(turn["memories"]) == SMALL["semanticLimit"]
+    plain = _turn(client, asker, question, settings=SMALL, **replayed)
+    assert "timeWindow" not in plain
+    # Within an explicit filter, the named time narrows it further: May has nothing of March.
+    narrowed = _turn(
+        client, asker, question, settings=aware, filter={"after": "2026-05-01"}, **replayed
+    )
+    assert narrowed["memories"] == []
+    # Read against the turn's time: in February 2026, "March" is March 2025, which is empty.
+    earlier = _turn(client, asker, question, settings=aware, now="2026-02-01T00:00:00Z")
+    assert earlier["memories"] == []

@@ -14,6 +14,7 @@ import pytest
 from nexusai.app import create_app
 from nexusai.client import AsyncClient, Client
 from nexusai.config import Config
+from nexusai.schemas import FilterIn
 from tests.conftest import SwitchableEmbedder
 from tests.live_server import live_server
 from tests.openai_stub import openai_stub
@@ -70,7 +71,9 @@ def test_retriever_in_a_chain_gives_memories_with_their_ranks(nexus: Client) -> 
     assert only.page_content == "I adopted a puppy called Biscuit"
     assert 0 < only.metadata["tokens"] <= 20
     theirs = {"speaker": ["assistant"]}  # every episode here is the user's
-    narrowed = NexusRetriever(client=nexus, session="tuesday", project="home", filter=theirs)
+    narrowed = NexusRetriever(
+        client=nexus, session="tuesday", project="home", filter=FilterIn.model_validate(theirs)
+    )
     assert narrowed.invoke("what is my dog called?") == []
     missing = NexusRetriever(client=nexus, session="sunday", project="home")
     with pytest.raises(LookupError, match="no session named 'sunday'"):

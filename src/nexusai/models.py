@@ -7,7 +7,7 @@ receives them (in-process or over HTTP), and `schemas` maps them to JSON.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -96,6 +96,12 @@ class EpisodeFilter:
 
     def is_empty(self) -> bool:
         return self == EpisodeFilter()
+
+    def narrowed(self, after: str, before: str) -> EpisodeFilter:
+        """This filter within [after, before) too (a window that ends up empty keeps none)."""
+        start = max(t for t in (self.after, after) if t is not None)
+        end = min(t for t in (self.before, before) if t is not None)
+        return replace(self, after=start, before=end)
 
 
 @dataclass(frozen=True)

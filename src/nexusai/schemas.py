@@ -373,6 +373,16 @@ class ContextOut(CamelModel):
         " prompt, in all",
     )
     budget: int | None = Field(default=None, description="The contextBudget this turn kept")
+    time_window: TimeWindowOut | None = Field(
+        default=None,
+        description="With timeAware filter: the time the message named, the only one searched",
+    )
+
+
+class TimeWindowOut(CamelModel):
+    after: datetime
+    before: datetime
+    said: str = Field(description="The message's words that named it")
 
 
 class ChatOut(CamelModel):

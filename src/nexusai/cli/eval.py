@@ -61,6 +61,14 @@ def eval_options(fn: F) -> F:
                 help="The keywordBudget setting for every turn (0: every word, the spec's query)",
             ),
             click.option(
+                "--time-aware",
+                type=click.Choice(["off", "filter"]),
+                default="off",
+                show_default=True,
+                help="The timeAware setting for every turn; a question is asked at its"
+                " conversation's last message's time",
+            ),
+            click.option(
                 "--turns-per-episode",
                 type=click.IntRange(1, 50),
                 default=1,
@@ -92,13 +100,20 @@ def _options(
     depth: int | None,
     turns_per_episode: int,
     keyword_budget: int,
+    time_aware: str,
 ) -> EvalOptions:
     from nexusai.evaluation.report import EvalOptions
 
     if plot_out is not None:
         require_extra("matplotlib", "plot", "--plot")
     return EvalOptions(
-        ks, depth, turns_per_episode, json_out, plot_out, keyword_budget=keyword_budget
+        ks,
+        depth,
+        turns_per_episode,
+        json_out,
+        plot_out,
+        keyword_budget=keyword_budget,
+        time_aware=time_aware,
     )
 
 

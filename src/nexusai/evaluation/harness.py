@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from nexusai.memory.texts import said
 from nexusai.models import NewEpisode, Scope
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.modes import fusion_mode, packed, turn_fused
-from nexusai.orchestration.settings import DEFAULTS
+from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
 from nexusai.orchestration.standing import scope_standing
 from nexusai.ranking.features import named_speakers
 
@@ -87,11 +88,13 @@ def evaluate(
     depth: int | None = None,
     turns_per_episode: int = 1,
     also: Callable[[Imported, str, str], None] | None = None,
-    keyword_budget: int = 0,
+    base: RuntimeSettings = DEFAULTS,
 ) -> dict[str, Any]:
     """Every weight pair's scores on one labelled set; `also` is called with each
     conversation while it is imported (the learned ranker's pools are collected there).
-    The JSON's `questions` are kept under `asked` for rows scored later."""
+    `base`: the settings every turn starts from (its keywordBudget and timeAware; each
+    run sets its weights and limit). The JSON's `questions` are kept under `asked` for
+    rows scored later."""
     if depth is not None and depth < max(ks):
         raise InvalidInput(f"--depth {depth} is less than the largest k ({max(ks)})")
     limits = [depth] if depth else sorted(set(ks))
@@ -103,7 +106,7 @@ def evaluate(
     dropped = 0
     for item in evalset.conversations:
         asked, lost = _evaluate_conversation(
-            evalset.name, item, embedder, runs, turns_per_episode, also, keyword_budget
+            evalset.name, item, embedder, runs, turns_per_episode, also, base
         )
         questions += asked
         dropped += lost
@@ -117,7 +120,8 @@ def evaluate(
         "droppedEvidenceRefs": dropped,
         "semanticLimit": depth or "k",
         "turnsPerEpisode": turns_per_episode,
-        "keywordBudget": keyword_budget,
+        "keywordBudget": base.keyword_budget,
+        "timeAware": base.time_aware,
         "results": [
             {"dataset": evalset.name, **summary(runs[pair], questions, ks, categories)}
             for pair in pairs
@@ -152,6 +156,7 @@ class Imported:
     questions: list[Asked]
     dropped: int  # evidence refs that named no message
     scope: list[int]  # all its sessions
+    now: datetime | None = None  # when its questions are asked: its last message's time
     vectors: dict[str, Vector] = field(default_factory=dict)
 
     def vector(self, embedder: Embedder, text: str) -> Vector:
@@ -178,7 +183,9 @@ def imported(
             scope = [s.id for s in memory.store.list_sessions(project, limit=10_000)]
             speakers = {e.episode.speaker for s in conversation.sessions for e in s.episodes}
             sliced = [with_slices(memory, q, speakers) for q in questions]
-            chat = Imported(memory, sliced, dropped, scope)
+            said = [e.episode.occurred_at for s in conversation.sessions for e in s.episodes]
+            now = max((t for t in said if t is not None), default=None)
+            chat = Imported(memory, sliced, dropped, scope, now)
             chat.questions[:] = [with_standing(chat, embedder, q) for q in sliced]
             yield chat
         finally:
@@ -220,12 +227,12 @@ def _evaluate_conversation(
     runs: dict[Weights, Run],
     turns_per_episode: int,
     also: Callable[[Imported, str, str], None] | None,
-    keyword_budget: int,
+    base: RuntimeSettings,
 ) -> tuple[list[Asked], int]:
     with imported(item, embedder, turns_per_episode) as chat:
         for question in chat.questions:
             vector = chat.vector(embedder, question.text)
-            _ask(chat.memory, vector, question, chat.scope, runs, keyword_budget)
+            _ask(chat, vector, question, runs, base)
         if also:
             also(chat, dataset, item.conversation.key)
     return chat.questions, chat.dropped
@@ -278,37 +285,28 @@ def resolve_questions(item: EvalConversation, ids: dict[str, int]) -> tuple[list
 
 
 def _ask(
-    memory: Memory,
-    vector: Vector,
-    question: Asked,
-    scope: list[int],
-    runs: dict[Weights, Run],
-    keyword_budget: int,
+    chat: Imported, vector: Vector, question: Asked, runs: dict[Weights, Run], base: RuntimeSettings
 ) -> None:
+    scope = Scope(chat.scope)
     for (semantic, keyword), run in runs.items():  # every run here is a weight pair
         for limit, ranked in run.ranked.items():
             settings = replace(
-                DEFAULTS,
-                semantic_weight=semantic,
-                keyword_weight=keyword,
-                semantic_limit=limit,
-                keyword_budget=keyword_budget,
+                base, semantic_weight=semantic, keyword_weight=keyword, semantic_limit=limit
             )
             started = time.perf_counter()
-            deep = turn_fused(memory, question.text, vector, Scope(scope), settings)
+            deep = turn_fused(chat.memory, question.text, vector, scope, settings, now=chat.now)
             fused = packed(fusion_mode(settings), deep, question.text, settings).memories
             if limit == max(run.ranked):
                 run.latency_ms.append((time.perf_counter() - started) * 1000)
             ranked.append([f.episode.id for f in fused])
         if run.packed is not None:
             settings = replace(
-                DEFAULTS,
+                base,
                 semantic_weight=semantic,
                 keyword_weight=keyword,
-                keyword_budget=keyword_budget,
                 context_budget=BUDGETS[-1],  # asked as a budgeted turn asks: deeper
             )
-            deep = turn_fused(memory, question.text, vector, Scope(scope), settings)
+            deep = turn_fused(chat.memory, question.text, vector, scope, settings, now=chat.now)
             run.packed.add(question.text, deep, question.standing)
 
 

@@ -26,8 +26,8 @@ from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.learned import rank_learned
 from nexusai.orchestration.packing import PACK_DEPTH
-from nexusai.orchestration.retrieval import LegQuery, get_legs
-from nexusai.orchestration.settings import DEFAULTS
+from nexusai.orchestration.retrieval import LegQuery, get_legs, within_named_time
+from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
 from nexusai.ranking.features import FEATURES, Matrix, candidates
 from nexusai.ranking.model import ARRAYS, Ranker, from_trees
 
@@ -79,13 +79,18 @@ def pools_of(
     conversation: str,
     embedder: Embedder,
     depth: int,
-    keyword_budget: int = 0,
+    base: RuntimeSettings = DEFAULTS,
 ) -> list[Pool]:
-    """Every question of one imported conversation, asked as a learned turn asks."""
+    """Every question of one imported conversation, asked as a learned turn asks (from
+    the `base` settings' keywordBudget and timeAware)."""
     found = []
     for question in chat.questions:
         vector = chat.vector(embedder, question.text)  # the weight pairs' own, when they ran
-        asked = LegQuery(chat.memory, question.text, vector, chat.scope, [], depth, keyword_budget)
+        rule, _ = within_named_time(base, question.text, chat.now, None)
+        asked = LegQuery(
+            chat.memory, question.text, vector, chat.scope, [], depth, base.keyword_budget
+        )
+        asked = replace(asked, rule=rule)
         started = time.perf_counter()
         legs = get_legs(asked, BOTH_LEGS, legs=True)
         spent = (time.perf_counter() - started) * 1000
@@ -243,16 +248,16 @@ class LearnedEval:
     imported, then every conversation scored by a ranker fitted to all the others (of
     every set given), as a row beside the weight pairs."""
 
-    def __init__(self, embedder: Embedder, depth: int = DEPTH, keyword_budget: int = 0) -> None:
+    def __init__(
+        self, embedder: Embedder, depth: int = DEPTH, base: RuntimeSettings = DEFAULTS
+    ) -> None:
         self.embedder = embedder
         self.depth = depth
-        self.keyword_budget = keyword_budget
+        self.base = base
         self.pools: list[Pool] = []
 
     def collect(self, chat: Imported, dataset: str, conversation: str) -> None:
-        found = pools_of(
-            chat, dataset, conversation, self.embedder, self.depth, self.keyword_budget
-        )
+        found = pools_of(chat, dataset, conversation, self.embedder, self.depth, self.base)
         self.pools += found
 
     def rows(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from nexusai.evaluation.budgets import BUDGETS
 from nexusai.evaluation.datasets import EvalSet
 from nexusai.evaluation.harness import Imported, evaluate, plot
 from nexusai.evaluation.learned import LearnedEval
-from nexusai.orchestration.settings import read_settings_file
+from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings, read_settings_file
 
 RECOMMENDED = (1.0, 1.0)  # the one weight pair that holds on both kinds of chat
 # What the README recommends: the learned ranker (weights kept at the best pair, for RRF).
@@ -54,7 +54,7 @@ def _learned(
     if options.depth or options.turns_per_episode != 1:
         console.print("fusion learned: not scored with --depth or --turns-per-episode")
         return None
-    return LearnedEval(embedder, keyword_budget=options.keyword_budget)
+    return LearnedEval(embedder, base=options.base())
 
 
 def _cross_validate(
@@ -77,6 +77,11 @@ class EvalOptions:
     plot_out: Path | None = None
     learned: bool = True
     keyword_budget: int = 0
+    time_aware: str = "off"
+
+    def base(self) -> RuntimeSettings:
+        """The settings every turn starts from."""
+        return replace(DEFAULTS, keyword_budget=self.keyword_budget, time_aware=self.time_aware)
 
 
 def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
@@ -157,7 +162,7 @@ def _with_progress(
             options.depth,
             options.turns_per_episode,
             also,
-            options.keyword_budget,
+            options.base(),
         )
 
 

@@ -6,6 +6,7 @@ import json
 import math
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Request, Response
@@ -39,6 +40,7 @@ from nexusai.schemas import (
     MovedOut,
     StandingOut,
     StrictCamelModel,
+    TimeWindowOut,
 )
 
 router = APIRouter()
@@ -78,6 +80,13 @@ class TurnIn(StrictCamelModel):
         description="Only the episodes it keeps are memories or standing ones this turn,"
         " chosen inside both searches: semanticLimit come back whenever that many match",
         examples=[{"after": "2026-03-01T00:00:00Z", "speaker": ["user"]}],
+    )
+
+    now: datetime | None = Field(
+        default=None,
+        strict=False,
+        description="The turn's own time (ISO 8601), which a time the message names is read"
+        " against (timeAware); for replaying an old chat. Now when left out",
     )
 
     def rule(self) -> EpisodeFilter | None:
@@ -141,6 +150,9 @@ def context_out(context: Context, explain: bool) -> ContextOut:
         out.legs = legs_out(context.message, context.legs)
     if context.standing:
         out.standing = [_standing(fused) for fused in context.standing]
+    if context.window is not None:
+        window = context.window
+        out.time_window = TimeWindowOut(after=window.start, before=window.end, said=window.said)
     if context.budget:
         out.tokens = sum(f.tokens for f in [*context.memories, *context.standing])
         out.budget = context.budget
@@ -215,7 +227,14 @@ def post_context(request: Request, response: Response, body: ContextIn) -> Conte
     started = time.perf_counter()
     message, scope = body.checked(request)
     context = orchestration_of(request).context(
-        body.session_id, message, body.settings, body.legs, body.explain, scope, body.rule()
+        body.session_id,
+        message,
+        body.settings,
+        body.legs,
+        body.explain,
+        scope,
+        body.rule(),
+        body.now,
     )
     shaped = time.perf_counter()
     out = context_out(context, body.explain)
@@ -255,13 +274,17 @@ def post_chat(request: Request, response: Response, body: ChatIn) -> Any:
     orchestration = orchestration_of(request)
     message, scope = body.checked(request)
     if body.stream:
-        context = orchestration.context(body.session_id, message, scope=scope, rule=body.rule())
+        context = orchestration.context(
+            body.session_id, message, scope=scope, rule=body.rule(), now=body.now
+        )
         llm = require_llm(orchestration.llm)  # after the input's own 4xx, before any write
         events = chat_events(orchestration.memory, llm, context)
         return StreamingResponse(_sse(context, events), media_type="text/event-stream")
 
     def turn() -> ChatOut:
-        context = orchestration.context(body.session_id, message, scope=scope, rule=body.rule())
+        context = orchestration.context(
+            body.session_id, message, scope=scope, rule=body.rule(), now=body.now
+        )
         result = chat_turn(orchestration.memory, require_llm(orchestration.llm), context)
         return ChatOut(
             reply=result.reply,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from nexusai.embedders import Embedder, Vector
 from nexusai.models import Entity, Episode, EpisodeFilter, Scope
@@ -20,10 +21,12 @@ from nexusai.orchestration.retrieval import (
     get_legs,
     start_keyword,
     wants_keyword,
+    within_named_time,
 )
 from nexusai.orchestration.settings import RuntimeSettings
 from nexusai.orchestration.standing import standing_candidates, standing_of
 from nexusai.ranking.model import Ranker
+from nexusai.timewords import TimeWindow
 
 log = logging.getLogger("nexusai.context")
 
@@ -41,6 +44,7 @@ class Context:
     legs: Legs | None = None  # both legs' full lists, when asked for
     timings: dict[str, float] = field(default_factory=dict)  # ms per step, for Server-Timing
     budget: int = 0  # the contextBudget the memories were packed into (0: none)
+    window: TimeWindow | None = None  # the time the message named, searched within (timeAware)
 
 
 def embed_query(embedder: Embedder, text: str) -> Vector | None:
@@ -114,6 +118,7 @@ def assemble_context(
     ranker: Ranker | None = None,
     scope: Scope | None = None,
     rule: EpisodeFilter | None = None,
+    now: datetime | None = None,
 ) -> Context:
     """The turn's context: the legs the fusion mode asks for, fused by it, then packed
     into the `contextBudget` (`modes`, `packing`). With `legs`, both legs are asked
@@ -122,7 +127,9 @@ def assemble_context(
     moved it most; `ranker` is the learned mode's (the shipped one when None); `scope` the
     session's, when the caller read it already (a project key's check); `rule` which
     episodes the turn may see (both legs and the standing ones choose inside their
-    searches; entities are not filtered)."""
+    searches; entities are not filtered); `now` the turn's own time, which a time the
+    message names is read against (the clock's when None)."""
+    rule, window = within_named_time(settings, message, now, rule)
     mode = fusion_mode(settings, ranker)
     learned = mode.ranker if isinstance(mode, Learned) else None
     asks = mode.asks(settings, legs)
@@ -182,6 +189,7 @@ def assemble_context(
         kept,
         timings,
         settings.context_budget,
+        window,
     )
 
 

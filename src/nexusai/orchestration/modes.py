@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from nexusai.models import Scope
 from nexusai.observability import stopwatch
@@ -17,7 +18,7 @@ from nexusai.orchestration.fusion import FusedEpisode, fuse_ranked
 from nexusai.orchestration.learned import rank_learned
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.packing import PACK_DEPTH, pack_turn
-from nexusai.orchestration.retrieval import LegQuery, Legs, get_legs
+from nexusai.orchestration.retrieval import LegQuery, Legs, get_legs, within_named_time
 from nexusai.orchestration.settings import RuntimeSettings
 from nexusai.ranking.model import Ranker, shipped
 
@@ -157,10 +158,12 @@ def turn_fused(
     scope: Scope,
     settings: RuntimeSettings,
     ranker: Ranker | None = None,
+    now: datetime | None = None,
 ) -> list[FusedEpisode]:
     """A turn's fused list for a vector made already, with no recent turns left out: what
     `nexus eval` asks (the legs and fusion as `POST /context` runs them; `packed` after,
-    or one list packed at several budgets)."""
+    or one list packed at several budgets); `now` the turn's time (`timeAware`)."""
+    rule, _ = within_named_time(settings, message, now, None)
     mode = fusion_mode(settings, ranker)
     asks = mode.asks(settings, False)
     asked = LegQuery(
@@ -173,6 +176,7 @@ def turn_fused(
         settings.keyword_budget,
         scope.every_session,
         asks.headroom,
+        rule,
     )
     found = get_legs(asked, settings, asks.both)
     return mode.fuse(message, found, settings, asks.limit, False)

@@ -38,7 +38,7 @@ from nexusai.orchestration.chat import (
 )
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.service import Orchestration
-from nexusai.schemas import MAX_ID, CamelModel, check_storable
+from nexusai.schemas import MAX_ID, CamelModel, FilterIn, check_storable
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
 
@@ -70,6 +70,9 @@ class ChatCompletionIn(BaseModel):
     stream: bool = False
     user: str | None = None
     n: int = 1
+    # nexusai's own (the openai SDK sends it as `extra_body={"filter": {...}}`): which
+    # episodes the turn may draw memories from, as POST /context takes it.
+    filter: FilterIn | None = None
 
     @model_validator(mode="after")
     def _storable(self) -> Self:
@@ -174,7 +177,8 @@ def _turn(
     session_id = _session(orchestration, session_header, project, asked.user)
     scope = visible_session(request, session_id)
     llm = require_llm(orchestration.llm)  # before anything is stored
-    context = orchestration.context(session_id, _last_user_message(asked), scope=scope)
+    rule = None if asked.filter is None else asked.filter.to_filter()
+    context = orchestration.context(session_id, _last_user_message(asked), scope=scope, rule=rule)
     messages = _with_memories(context, asked.messages)
     model = None if asked.model == OUR_MODEL else asked.model
     # A retry of a turn whose answer failed finds its message stored, and reuses it.

@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from nexusai.models import Episode, EpisodeFilter
+from nexusai.models import Episode, EpisodeFilter, to_utc_text
 from nexusai.observability import RETRIEVAL_SECONDS, stopwatch, timed
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.settings import RuntimeSettings
+from nexusai.timewords import TimeWindow, named_window
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,20 @@ def keyword_leg(asked: LegQuery) -> list[Episode]:
             asked.rule,
         )
     return asked.within(rows)
+
+
+def within_named_time(
+    settings: RuntimeSettings, message: str, now: datetime | None, rule: EpisodeFilter | None
+) -> tuple[EpisodeFilter | None, TimeWindow | None]:
+    """With `timeAware` "filter", the turn's filter narrowed to the time its message names
+    (read against `now`, the clock's when None), and that time; else the filter as given."""
+    window = (
+        None if settings.time_aware == "off" else named_window(message, now or datetime.now(UTC))
+    )
+    if window is None:
+        return rule, None
+    start, end = to_utc_text(window.start), to_utc_text(window.end)
+    return (rule or EpisodeFilter()).narrowed(start, end), window
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from nexusai.embedders import Embedder
 from nexusai.llm import OpenAIChat
@@ -31,11 +32,12 @@ class Orchestration:
         explain: bool = False,
         scope: Scope | None = None,
         rule: EpisodeFilter | None = None,
+        now: datetime | None = None,
     ) -> Context:
         """Settings are read fresh, so a PATCH takes effect on the very next turn;
         `overrides` change them for this turn only (validated like a PATCH, not saved).
         `scope`: the session's, when a key's check read it already; `rule`: which
-        episodes the turn may see."""
+        episodes the turn may see; `now`: the turn's own time (a replayed chat's)."""
         settings = self.settings.get().with_changes(overrides or {})
         return assemble_context(
             self.memory,
@@ -48,4 +50,5 @@ class Orchestration:
             ranker=self.ranker,
             scope=scope,
             rule=rule,
+            now=now,
         )

@@ -112,6 +112,16 @@ SETTINGS: tuple[Setting, ...] = (
         choices=("rank", "time"),
     ),
     Setting(
+        "timeAware",
+        str,
+        0,
+        0,
+        "off",
+        'A time the message names ("last week", "in March", "yesterday"), read'
+        " relative to the turn's time: with filter, only episodes said then are searched",
+        choices=("off", "filter"),
+    ),
+    Setting(
         "fusion",
         str,
         0,
@@ -137,6 +147,7 @@ class RuntimeSettings:
     context_budget: int = 0
     memory_order: str = "rank"
     standing_limit: int = 3
+    time_aware: str = "off"
 
     @classmethod
     def from_values(cls, values: Mapping[str, Value]) -> RuntimeSettings:
@@ -151,6 +162,7 @@ class RuntimeSettings:
             context_budget=int(values["contextBudget"]),
             memory_order=str(values["memoryOrder"]),
             standing_limit=int(values["standingLimit"]),
+            time_aware=str(values["timeAware"]),
         )
 
     def with_changes(self, changes: Mapping[str, object]) -> RuntimeSettings:
@@ -170,6 +182,7 @@ class RuntimeSettings:
             "contextBudget": self.context_budget,
             "standingLimit": self.standing_limit,
             "memoryOrder": self.memory_order,
+            "timeAware": self.time_aware,
             "fusion": self.fusion,
         }
 

@@ -219,3 +219,33 @@ def test_an_expired_episode_is_never_returned_and_the_upkeep_deletes_it(
     again = client.patch(f"/episodes/{kept}", json={"expiresAt": "2000-01-01T00:00:00Z"})
     assert again.json()["id"] == kept  # the answer of the change itself
     assert client.get(f"/episodes/{kept}").status_code == 404
+
+
+def test_a_projects_retention_sets_every_deadline(served: tuple[TestClient, Memory]) -> None:
+    client, memory = served
+    made = client.post("/projects", json={"name": "home", "retentionDays": 30}).json()
+    assert made["retentionDays"] == 30
+    old = {"speaker": "user", "content": "Maria Lopez moved", "occurredAt": "2020-01-01T00:00Z"}
+    own = {"speaker": "user", "content": "a note", "expiresAt": "2000-06-01T00:00:00Z"}
+    new = {"speaker": "user", "content": "Lisbon has trams"}
+    session, (gone, mine, kept) = _session(client, made["id"], old, own, new)
+    # Said more than 30 days ago: never returned; its own expiry still counts for the next.
+    assert client.get(f"/episodes/{gone}").status_code == 404
+    assert client.get(f"/episodes/{mine}").status_code == 404
+    assert client.get(f"/episodes/{kept}").json()["expiresAt"] is not None
+    # Lengthened, then cleared: every deadline is set anew at once; its own expiry stays.
+    assert client.patch(f"/projects/{made['id']}", json={"retentionDays": 36500}).is_success
+    assert client.get(f"/episodes/{gone}").json()["expiresAt"] == "2119-12-08T00:00:00.000000Z"
+    cleared = client.patch(f"/projects/{made['id']}", json={"retentionDays": None}).json()
+    assert cleared["retentionDays"] is None
+    assert client.get(f"/episodes/{gone}").json()["expiresAt"] is None
+    assert client.get(f"/episodes/{mine}").status_code == 404
+    # Shortened again: the upkeep deletes what it no longer keeps, and only that.
+    client.patch(f"/projects/{made['id']}", json={"retentionDays": 30})
+    assert memory.forget_expired() == 2
+    assert _ids(client.get(f"/sessions/{session}/episodes").json()) == [kept]
+    for bad in ({"retentionDays": 0}, {"retentionDays": "30"}, {}, {"retention": 30}):
+        refused = client.patch(f"/projects/{made['id']}", json=bad)
+        assert refused.status_code == 422, bad
+    assert client.get(f"/projects/{made['id']}").json()["retentionDays"] == 30  # unchanged
+    assert client.patch("/projects/999", json={"retentionDays": 5}).status_code == 404

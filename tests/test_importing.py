@@ -322,7 +322,8 @@ def test_an_export_imports_back_as_it_was(memory: Memory, config: Config, tmp_pa
     out = tmp_path / "home.jsonl"
     written = runner.invoke(cli, ["export", "--project", "home", "--out", str(out)])
     assert written.exit_code == 0, written.output
-    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    [head, *lines] = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert head == {"project": "home", "retentionDays": None}
     assert [(line["session"], line["content"]) for line in lines] == [
         (f"monday ({monday})", "I adopted Biscuit"),
         (f"monday ({monday})", "Lovely!"),
@@ -343,7 +344,8 @@ def test_an_export_imports_back_as_it_was(memory: Memory, config: Config, tmp_pa
     imported = runner.invoke(cli, ["import", str(out), "--project", "copy"])
     assert imported.exit_code == 0, imported.output
     printed = runner.invoke(cli, ["export", "--project", "copy"])
-    copied = [json.loads(line) for line in printed.stdout.splitlines()]
+    [copy_head, *copied] = [json.loads(line) for line in printed.stdout.splitlines()]
+    assert copy_head == {"project": "copy", "retentionDays": None}  # --project named it
 
     def without_ids(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{k: v for k, v in row.items() if k not in ("id", "session")} for row in rows]
@@ -371,3 +373,100 @@ def test_an_export_that_cannot_run_writes_nothing(
         typo = CliRunner().invoke(cli, ["export", "--project", "home", "--data-dir", str(empty)])
         assert "there is no nexusai store" in typo.output
         assert not empty.exists()
+
+
+ROUND_TRIP = [
+    ("monday", "user", "I adopted a beagle called Biscuit", {"pet": "dog"}),
+    ("monday", "assistant", "Beagles love long walks in the park.", {}),
+    ("monday", "user", "Always answer me in short sentences.", {}),
+    ("tuesday", "user", "My sister Ana moved to Lisbon in March.", {"family": True}),
+    ("tuesday", "assistant", "Lisbon has lovely trams and the Oceanarium.", {}),
+    ("tuesday", "user", "I prefer trains to flights.", {"travel": "train"}),
+    ("friday", "user", "The quarterly report is due on Friday.", {"work": 1}),
+    ("friday", "user", "Biscuit chewed the report draft, sadly.", {}),
+]
+QUESTIONS = ["What is my dog called?", "Where does Ana live?", "When is the report due?"]
+
+
+@pytest.fixture
+def empty_config(config: Config, tmp_path: Path, request: pytest.FixtureRequest) -> Config:
+    """A second, empty store of the same kind as `config`'s."""
+    url = None
+    if config.database_url:
+        import uuid
+        from urllib.parse import urlsplit
+
+        import psycopg
+
+        admin = request.getfixturevalue("postgres")
+        name = f"copy_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        url = urlsplit(admin)._replace(path=f"/{name}").geturl()
+    return Config.from_env({}, data_dir=tmp_path / "copy", extractor="none", database_url=url)
+
+
+def test_an_export_imported_into_an_empty_store_answers_the_same(
+    config: Config, empty_config: Config, embedder: Any
+) -> None:
+    """GET /projects/{id}/export, then POST /import into an empty store: the same project
+    and retention, the same episodes (pins and expiry too), the same turns."""
+    from nexusai.app import create_app
+
+    with TestClient(create_app(config, embedder)) as source:
+        project = source.post("/projects", json={"name": "home", "retentionDays": 3650}).json()
+        sessions: dict[str, int] = {}
+        for day, (title, speaker, content, metadata) in enumerate(ROUND_TRIP):
+            if title not in sessions:
+                made = source.post("/sessions", json={"projectId": project["id"], "title": title})
+                sessions[title] = made.json()["id"]
+            said = {"speaker": speaker, "content": content, "metadata": metadata}
+            said["occurredAt"] = f"2026-03-{day + 2:02d}T10:00:00Z"
+            if day == 2:
+                said["expiresAt"] = "2030-01-01T00:00:00Z"
+            source.post(f"/sessions/{sessions[title]}/episodes", json={"episodes": [said]})
+        first = source.get(f"/sessions/{sessions['monday']}/episodes").json()[0]["id"]
+        assert source.patch(f"/episodes/{first}", json={"pinned": True}).is_success
+        exported = source.get(f"/projects/{project['id']}/export")
+        assert exported.headers["content-type"].startswith("application/x-ndjson")
+        before = _snapshot(source)
+    with TestClient(create_app(empty_config, embedder)) as copy:
+        imported = copy.post(
+            "/import",
+            params={"format": "jsonl"},
+            content=exported.content,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        assert imported.json()["episodes"] == len(ROUND_TRIP), imported.text
+        assert _snapshot(copy) == before
+    monday = before["episodes"]["monday"]
+    assert monday[0]["pinned"] and monday[2]["expiresAt"] == "2030-01-01T00:00:00.000000Z"
+    assert monday[1]["expiresAt"] == "2036-02-29T10:00:00.000000Z"  # 3,650 days on
+
+
+def _snapshot(client: TestClient) -> dict[str, Any]:
+    """What a user sees of the store: projects, episodes by session, and turns asked from
+    a new session of the project at both fusion modes (ids left out: a store makes its own)."""
+    [project] = client.get("/projects").json()
+    episodes = {}
+    for session in client.get("/sessions", params={"projectId": project["id"]}).json():
+        listed = client.get(f"/sessions/{session['id']}/episodes").json()
+        marked = [client.get(f"/episodes/{e['id']}").json() for e in listed]  # pins, expiry
+        episodes[session["title"]] = [
+            {k: v for k, v in e.items() if k not in ("id", "sessionId", "createdAt")}
+            for e in marked
+        ]
+    asker = client.post("/sessions", json={"projectId": project["id"]}).json()["id"]
+    turns = {}
+    for fusion in ("rrf", "learned"):
+        for question in QUESTIONS:
+            body = {"sessionId": asker, "message": question, "settings": {"fusion": fusion}}
+            turn = client.post("/context", json=body).json()
+            turns[fusion, question] = [
+                [m["content"] for m in turn.get(key, [])] for key in ("memories", "standing")
+            ]
+    return {
+        "project": {k: v for k, v in project.items() if k not in ("id", "createdAt")},
+        "episodes": episodes,
+        "turns": turns,
+    }

@@ -121,6 +121,14 @@ def test_a_project_key_forgets_only_in_its_own_project(served: dict[str, Any]) -
     assert done["episodeIds"] == [ids["alpha"]["episode"]]
     admin = served["admin"]
     assert client.get(f"/episodes/{ids['bravo']['episode']}", headers=admin).status_code == 200
+    # Its own project's retention, and its export, but nothing of another project's.
+    alpha, bravo = ids["alpha"]["project"], ids["bravo"]["project"]
+    kept = {"retentionDays": 90}
+    assert client.patch(f"/projects/{alpha}", json=kept, headers=own).json()["retentionDays"] == 90
+    assert client.patch(f"/projects/{alpha}", json=kept, headers=reader).status_code == 403
+    assert client.patch(f"/projects/{bravo}", json=kept, headers=own).status_code == 404
+    assert client.get(f"/projects/{alpha}/export", headers=reader).status_code == 200
+    assert client.get(f"/projects/{bravo}/export", headers=own).status_code == 404
 
 
 def test_settings_and_metrics_need_the_admin_key(served: dict[str, Any]) -> None:
@@ -321,6 +329,7 @@ def _body(schema: dict[str, Any], shape: dict[str, Any], bravo: dict[str, int]) 
         "vector": [0.1] * 384,
         "limit": 5,
         "keywordWeight": 1.0,
+        "retentionDays": 1,
         "model": "nexusai",
         "messages": [{"role": "user", "content": MARKER}],
     }

@@ -57,6 +57,7 @@ class Project:
     id: int
     name: str
     created_at: str
+    retention_days: int | None = None  # its episodes are kept this long after being said
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,8 @@ class Episode:
     standing: str | None = None
     pinned: bool = False  # the user pinned it: a turn of its scope always carries it
     expires_at: str | None = None  # when it stops being returned, and is deleted
+    # Its own expiry, as written; `expires_at` may be sooner, from its project's retention.
+    expiry_asked: str | None = None
 
 
 @dataclass(frozen=True)

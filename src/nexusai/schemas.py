@@ -91,6 +91,9 @@ class ProjectOut(CamelModel):
     id: int
     name: str
     created_at: str
+    retention_days: int | None = Field(
+        default=None, description="Its episodes are kept this many days after being said"
+    )
 
 
 class SessionOut(CamelModel):

@@ -402,15 +402,16 @@ def _extract_entities(memory: Memory) -> None:
 @DATA_DIR
 @clean_errors
 def export_command(project: str, out: Path | None, data_dir: Path | None) -> None:
-    """Write a project's episodes as JSONL, in the format `nexus import` reads: ids,
-    sessions, speakers, dates, metadata, captions and pins. The service may keep running."""
+    """Write a project's episodes as JSONL, in the format `nexus import` reads: the
+    project's name and retention, then ids, sessions, speakers, dates, metadata, captions,
+    pins and expiry. The service may keep running."""
     from nexusai.config import Config
-    from nexusai.memory.export import project_lines
+    from nexusai.memory.export import named_project, project_lines
     from nexusai.memory.service import open_store
 
     config = _existing_store(Config.from_env(data_dir=data_dir))
     with open_store(config) as store:
-        lines = project_lines(store, project)
+        lines = project_lines(store, named_project(store, project))
         count = _write_lines(lines, sys.stdout) if out is None else _write_file(lines, out)
     click.echo(f"{count} episodes of project {project!r} exported", err=True)
 
@@ -428,10 +429,11 @@ def _write_file(lines: Iterator[dict[str, Any]], out: Path) -> int:
 
 
 def _write_lines(lines: Iterator[dict[str, Any]], stream: Any) -> int:
-    import json
+    """Writes the lines; returns how many were episodes."""
+    from nexusai.memory.export import as_jsonl
 
     count = 0
     for line in lines:
-        stream.write(json.dumps(line, ensure_ascii=False) + "\n")
-        count += 1
+        stream.write(as_jsonl(line))
+        count += "content" in line
     return count

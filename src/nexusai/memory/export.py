@@ -1,29 +1,36 @@
-"""A project's memory as JSONL, one episode a line, in the format `nexus import` reads
-(`importing.read_jsonl`): its id, session, speaker, content, time, metadata, caption, pin
-and expiry. Sessions one after another, each in time order; a session's name is its title, made
-unique within the project (a title two sessions share, or none, gets the session's id), so
-that an import makes the same sessions again."""
+"""A project's memory as JSONL in the format `nexus import` reads (`importing.read_jsonl`):
+first the project's own line (its name and retention), then one episode a line: its id,
+session, speaker, content, time, metadata, caption, pin and its own expiry. Sessions one
+after another, each in time order; a session's name is its title, made unique within the
+project (a title two sessions share, or none, gets the session's id), so that an import
+makes the same sessions again."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 from nexusai.errors import NotFound
 from nexusai.memory.store import EpisodeStore
-from nexusai.models import Episode, Session
+from nexusai.models import Episode, Project, Session
 
 PAGE = 1000
 
 
-def project_lines(store: EpisodeStore, name: str) -> Iterator[dict[str, Any]]:
-    """Every episode of the project called `name`, as export lines; NotFound (naming the
-    projects there are) before anything is given when there is no such project."""
+def named_project(store: EpisodeStore, name: str) -> Project:
+    """The project called `name`; NotFound naming the projects there are."""
     project = store.find_project(name)
     if project is None:
         known = ", ".join(repr(p.name) for p in store.list_projects(limit=50)) or "none"
         raise NotFound(f"there is no project named {name!r}; projects: {known}")
+    return project
+
+
+def project_lines(store: EpisodeStore, project: Project) -> Iterator[dict[str, Any]]:
+    """The project's line, then every episode of it, as export lines."""
+    yield {"project": project.name, "retentionDays": project.retention_days}
     sessions = _all_sessions(store, project.id)
     titles = Counter(s.title for s in sessions)
     for session in sessions:
@@ -48,9 +55,13 @@ def line(episode: Episode, session: str) -> dict[str, Any]:
         out["imageCaption"] = episode.image_caption
     if episode.pinned:
         out["pinned"] = True
-    if episode.expires_at is not None:
-        out["expiresAt"] = episode.expires_at
+    if episode.expiry_asked is not None:  # its own: the retention comes with the project
+        out["expiresAt"] = episode.expiry_asked
     return out
+
+
+def as_jsonl(line: dict[str, Any]) -> str:
+    return json.dumps(line, ensure_ascii=False) + "\n"
 
 
 def _all_sessions(store: EpisodeStore, project_id: int) -> list[Session]:

@@ -25,6 +25,7 @@ import ijson
 
 from nexusai.errors import InvalidInput, NexusError, first_line
 from nexusai.memory.service import Memory
+from nexusai.memory.store import MAX_RETENTION_DAYS
 from nexusai.models import NewEpisode
 
 
@@ -51,6 +52,15 @@ class SourceConversation:
     project: str | None
     sessions: list[SourceSession]
     skipped: int = 0
+    # An export's own project line: the project the import makes when none is named, and
+    # the retention a project it makes is given.
+    exported_from: ExportedProject | None = None
+
+
+@dataclass(frozen=True)
+class ExportedProject:
+    name: str
+    retention_days: int | None = None
 
 
 @dataclass
@@ -164,11 +174,14 @@ def read_jsonl(stream: IO[bytes]) -> Iterator[SourceConversation]:
     metadata?, pinned?, expiresAt?, id?}, and no other key (`nexus export` writes this). A run of
     lines of one session is written together."""
     current: SourceConversation | None = None
+    exported: ExportedProject | None = None
     seen: Counter[str] = Counter()
     for number, raw in enumerate(stream, start=1):
         if number == 1:
             raw = _without_utf8_bom(raw)
         if not raw.strip():
+            continue
+        if number == 1 and (exported := _project_line(raw)) is not None:
             continue
         name, source = _jsonl_episode(raw, number, seen)
         if current is not None and current.sessions[0].title != name:
@@ -176,7 +189,7 @@ def read_jsonl(stream: IO[bytes]) -> Iterator[SourceConversation]:
             current = None
         if current is None:
             session = SourceSession(f"jsonl:{name}", name)
-            current = SourceConversation(session.key, None, [session])
+            current = SourceConversation(session.key, None, [session], exported_from=exported)
         current.sessions[0].episodes.append(source)
     if current is not None:
         yield current
@@ -195,6 +208,31 @@ JSONL_KEYS = {
     "pinned",
     "expiresAt",
 }
+
+
+def _project_line(raw: bytes) -> ExportedProject | None:
+    """The first line of an export: {"project": name, "retentionDays": days or null}; None
+    when the line is an episode."""
+    try:
+        line = json.loads(raw)
+    except ValueError:
+        return None  # the episode reader says what is wrong with it
+    if not isinstance(line, dict) or "project" not in line:
+        return None
+    days = line.get("retentionDays")
+    unknown = sorted(set(line) - {"project", "retentionDays"})
+    if unknown or not isinstance(line["project"], str) or not line["project"].strip():
+        raise ImportFormatError(
+            'line 1: a project line is {"project": "a name", "retentionDays": days or null}'
+        )
+    if days is not None and (
+        isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_RETENTION_DAYS
+    ):
+        raise ImportFormatError(
+            f"line 1: retentionDays must be a whole number from 1 to {MAX_RETENTION_DAYS},"
+            f" or null; not {days!r}"
+        )
+    return ExportedProject(line["project"], days)
 
 
 def _jsonl_episode(raw: bytes, number: int, seen: Counter[str]) -> tuple[str, SourceEpisode]:
@@ -340,7 +378,9 @@ def import_stream(
     progress: Callable[[ImportSummary], None] | None = None,
 ) -> ImportSummary:
     """Imports every conversation in the stream; `project` puts them all in that project
-    (created when missing) unless the format has projects of its own. The stream is read
+    (created when missing) unless the format has projects of its own; an export's own
+    project line names the project when `project` is None, and gives a project the import
+    makes its retention. The stream is read
     through once first (it must be seekable): a bad record stops the import before it has
     written anything."""
     if fmt not in FORMATS:
@@ -352,9 +392,12 @@ def import_stream(
     summary = ImportSummary()
     started = time.perf_counter()
     for conversation in FORMATS[fmt](stream):
-        name = conversation.project or project
-        project_id = memory.store.ensure_project(name) if name else None
-        sessions = _placed(conversation, None if conversation.project else project)
+        exported = conversation.exported_from
+        placed = project or (exported.name if exported else None)
+        name = conversation.project or placed
+        days = exported.retention_days if exported else None
+        project_id = memory.store.ensure_project(name, days) if name else None
+        sessions = _placed(conversation, None if conversation.project else placed)
         new_sessions, episodes, skipped = memory.import_conversation(sessions, project_id)
         summary.conversations += 1
         summary.sessions += new_sessions

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, Self
 
@@ -183,22 +183,25 @@ class EpisodeStore(ABC):
 
     # -- projects -----------------------------------------------------------------------
 
-    def create_project(self, name: str) -> Project:
+    def create_project(self, name: str, retention_days: int | None = None) -> Project:
         name = _required_text("name", name, 200)
+        _check_retention(retention_days)
         with self.atomic() as conn:
             if conn.execute("SELECT 1 FROM projects WHERE name = ?", (name,)).fetchone():
                 raise Conflict(f"a project named {name!r} exists already")
             cur = conn.execute(
-                "INSERT INTO projects (name, created_at) VALUES (?, ?) RETURNING id",
-                (name, now_text()),
+                "INSERT INTO projects (name, created_at, retention_days) VALUES (?, ?, ?)"
+                " RETURNING id",
+                (name, now_text(), retention_days),
             )
             project_id = inserted_id(cur)
         return self.get_project(project_id)
 
-    def ensure_project(self, name: str) -> int:
+    def ensure_project(self, name: str, retention_days: int | None = None) -> int:
+        """The project's id, made (with this retention) when there is none of that name."""
         with self.atomic():
             found = self.find_project(name)
-            return found.id if found else self.create_project(name).id
+            return found.id if found else self.create_project(name, retention_days).id
 
     def get_project(self, project_id: int) -> Project:
         rows = self._rows("SELECT * FROM projects WHERE id = ?", [project_id])
@@ -213,6 +216,18 @@ class EpisodeStore(ABC):
     def list_projects(self, limit: int = 100, offset: int = 0) -> list[Project]:
         rows = self._rows("SELECT * FROM projects ORDER BY id LIMIT ? OFFSET ?", [limit, offset])
         return [Project(**dict(row)) for row in rows]
+
+    def set_retention(self, project_id: int, days: int | None) -> Project:
+        """Keeps the project's episodes `days` after they were said (None: as long as each
+        episode's own expiry says); every episode's deadline is set anew, at once."""
+        _check_retention(days)
+        with self.atomic() as conn:
+            self.get_project(project_id)
+            sql = "UPDATE projects SET retention_days = ? WHERE id = ?"
+            conn.execute(sql, (days, project_id))
+            where = "e.session_id IN (SELECT id FROM sessions WHERE project_id = ?)"
+            _renew_deadlines(conn, where, [project_id])
+        return self.get_project(project_id)
 
     def delete_project(self, project_id: int) -> list[int]:
         """Deletes the project, its sessions and their episodes; returns the episode ids."""
@@ -418,10 +433,12 @@ class EpisodeStore(ABC):
     def _insert(self, conn: Connection, session_id: int, row: _Row) -> int:
         previous = _context_before(conn, session_id, row.occurred_at, None)
         text = _search_text(row)  # once: both the text and its CJK bigrams are stored
+        kept_for = _retention(conn, session_id)
         cursor = conn.execute(
             "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at,"
             " metadata, search_text, context_text, image_caption, search_cjk, standing,"
-            " pinned, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            " pinned, expires_at, expiry_asked)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 session_id,
                 row.speaker,
@@ -435,6 +452,7 @@ class EpisodeStore(ABC):
                 keywords.cjk_text(text),
                 standing_kind(row.speaker, row.content),
                 row.pinned,
+                deadline(row.expires_at, row.occurred_at, kept_for),
                 row.expires_at,
             ),
         )
@@ -536,12 +554,15 @@ class EpisodeStore(ABC):
                 conn.execute("UPDATE episodes SET pinned = ? WHERE id = ?", (pinned, episode_id))
             if not isinstance(expires_at, _Unset):
                 when = None if expires_at is None else to_utc_text(expires_at)
-                conn.execute("UPDATE episodes SET expires_at = ? WHERE id = ?", (when, episode_id))
+                sql = "UPDATE episodes SET expiry_asked = ? WHERE id = ?"
+                conn.execute(sql, (when, episode_id))
             texts = (content, speaker, occurred_at)
             marks = (metadata, image_caption)
             if any(v is not None for v in texts) or any(v is not UNSET for v in marks):
                 edited = _edited(current, content, speaker, metadata, image_caption, occurred_at)
                 self._edit(conn, current, edited, occurred_at is None)
+            if not isinstance(expires_at, _Unset) or occurred_at is not None:
+                _renew_deadlines(conn, "e.id = ?", [episode_id])
         [changed] = self.get_episodes([episode_id], expired=True)  # set to expire, it is
         return changed
 
@@ -700,7 +721,50 @@ class EpisodeStore(ABC):
             row["standing"],
             bool(row["pinned"]),
             row["expires_at"],
+            row["expiry_asked"],
         )
+
+
+MAX_RETENTION_DAYS = 36_500
+
+
+def deadline(asked: str | None, occurred_at: str, days: int | None) -> str | None:
+    """When an episode stops being returned: the sooner of its own expiry (`asked`) and
+    its time plus its project's retention, if the project has one."""
+    if days is None:
+        return asked
+    try:
+        kept = to_utc_text(datetime.fromisoformat(occurred_at) + timedelta(days=days))
+    except OverflowError:  # said near the year 9999: kept past the calendar's end
+        return asked
+    return kept if asked is None else min(asked, kept)
+
+
+def _check_retention(days: int | None) -> None:
+    if days is not None and not 1 <= days <= MAX_RETENTION_DAYS:
+        raise InvalidInput(f"retentionDays must be 1 to {MAX_RETENTION_DAYS}, or null")
+
+
+def _retention(conn: Connection, session_id: int) -> int | None:
+    found = conn.execute(
+        "SELECT p.retention_days FROM sessions s JOIN projects p ON p.id = s.project_id"
+        " WHERE s.id = ?",
+        (session_id,),
+    ).fetchone()
+    return None if found is None or found[0] is None else int(found[0])
+
+
+def _renew_deadlines(conn: Connection, where: str, params: list[object]) -> None:
+    """Each chosen episode's deadline (`e` in `where`) from its own expiry, its time and
+    its project's retention: after either changes."""
+    rows = conn.execute(
+        "SELECT e.id, e.occurred_at, e.expiry_asked, p.retention_days FROM episodes e"
+        " JOIN sessions s ON s.id = e.session_id LEFT JOIN projects p ON p.id = s.project_id"
+        f" WHERE {where}",
+        params,
+    ).fetchall()
+    changed = [(deadline(asked, when, days), episode_id) for episode_id, when, asked, days in rows]
+    conn.executemany("UPDATE episodes SET expires_at = ? WHERE id = ?", changed)
 
 
 @dataclass(frozen=True)

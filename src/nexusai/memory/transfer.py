@@ -42,7 +42,7 @@ class Table:
 
 
 TABLES = (
-    Table("projects", ("id", "name", "created_at"), identity=True),
+    Table("projects", ("id", "name", "created_at", "retention_days"), identity=True),
     Table("sessions", ("id", "project_id", "title", "created_at"), identity=True),
     Table(
         "episodes",
@@ -62,6 +62,7 @@ TABLES = (
             "standing",
             "pinned",
             "expires_at",
+            "expiry_asked",
         ),
         identity=True,
         booleans=("pinned",),

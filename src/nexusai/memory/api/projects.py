@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import StreamingResponse
 from pydantic import Field
 
 from nexusai.http import PathId, errors
@@ -14,6 +17,8 @@ from nexusai.memory.api.common import (
     TenancyHandle,
     page,
 )
+from nexusai.memory.export import as_jsonl, project_lines
+from nexusai.memory.store import MAX_RETENTION_DAYS
 from nexusai.schemas import (
     ProjectOut,
     StrictCamelModel,
@@ -22,13 +27,39 @@ from nexusai.schemas import (
 router = APIRouter()
 
 
+RetentionDays = Annotated[
+    int | None,
+    Field(
+        ge=1,
+        le=MAX_RETENTION_DAYS,
+        description="Keep each episode this many days after it was said, then forget it"
+        " (null: as long as its own expiresAt says)",
+    ),
+]
+
+
 class ProjectIn(StrictCamelModel):
     name: str = Field(min_length=1, max_length=200)
+    retention_days: RetentionDays = None
+
+
+class ProjectPatch(StrictCamelModel):
+    retention_days: RetentionDays
 
 
 @router.post("/projects", status_code=201, tags=["projects"], responses=errors(409, 415, 422))
 def create_project(memory: MemoryHandle, body: ProjectIn) -> ProjectOut:
-    return ProjectOut.model_validate(memory.store.create_project(body.name))
+    return ProjectOut.model_validate(memory.store.create_project(body.name, body.retention_days))
+
+
+@router.patch("/projects/{project_id}", tags=["projects"], responses=errors(404, 415, 422))
+def update_project(
+    memory: MemoryHandle, tenancy: TenancyHandle, project_id: PathId, body: ProjectPatch
+) -> ProjectOut:
+    """Sets the project's retention: every episode's deadline is set anew at once (one said
+    longer ago than the new period is no longer returned, and the upkeep deletes it)."""
+    tenancy.project(project_id)
+    return ProjectOut.model_validate(memory.store.set_retention(project_id, body.retention_days))
 
 
 @router.get("/projects", tags=["projects"], responses=errors(422), openapi_extra=PAGED)
@@ -53,6 +84,21 @@ def list_projects(
 def get_project(memory: MemoryHandle, tenancy: TenancyHandle, project_id: PathId) -> ProjectOut:
     tenancy.project(project_id)
     return ProjectOut.model_validate(memory.store.get_project(project_id))
+
+
+@router.get(
+    "/projects/{project_id}/export",
+    tags=["projects"],
+    responses={**errors(404, 422), 200: {"content": {"application/x-ndjson": {}}}},
+    response_class=StreamingResponse,
+)
+def export_project(memory: MemoryHandle, tenancy: TenancyHandle, project_id: PathId) -> Any:
+    """The project as JSONL, streamed: what `nexus export` writes and `nexus import` (or
+    POST /import) reads, its first line the project's name and retention."""
+    tenancy.project(project_id)
+    project = memory.store.get_project(project_id)
+    lines = (as_jsonl(line) for line in project_lines(memory.store, project))
+    return StreamingResponse(lines, media_type="application/x-ndjson")
 
 
 @router.delete(

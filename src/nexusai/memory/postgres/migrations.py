@@ -174,6 +174,13 @@ ALTER TABLE episodes ADD COLUMN expires_at timestamptz;
 CREATE INDEX episodes_expiry ON episodes (expires_at) WHERE expires_at IS NOT NULL;
 """
 
+M007_RETENTION = """
+ALTER TABLE projects ADD COLUMN retention_days integer;
+ALTER TABLE episodes ADD COLUMN expiry_asked timestamptz;
+UPDATE episodes SET expiry_asked = expires_at WHERE expires_at IS NOT NULL;
+CREATE INDEX episodes_time ON episodes (occurred_at);
+"""
+
 
 Migration = str | Callable[[Connection[tuple[object, ...]]], None]
 
@@ -184,6 +191,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("m004_keyword_counts", pg_fts.STATS_DDL),  # counted from the rows there, then kept
     ("m005_standing", m005_standing),
     ("m006_expiry", M006_EXPIRY),
+    ("m007_retention", M007_RETENTION),  # SQLite's m016
 ]
 
 

@@ -385,6 +385,22 @@ def m015_expiry(conn: sqlite3.Connection) -> None:
     run_script(conn, EXPIRY_DDL)
 
 
+@migration
+def m016_retention(conn: sqlite3.Connection) -> None:
+    """A project may keep its episodes for a number of days: each episode's deadline is the
+    sooner of its own expiry (`expiry_asked`) and its time plus those days. Searches by a
+    time window over a whole store read an index on the time."""
+    run_script(conn, RETENTION_DDL)
+
+
+RETENTION_DDL = """
+ALTER TABLE projects ADD COLUMN retention_days INTEGER;
+ALTER TABLE episodes ADD COLUMN expiry_asked TEXT;
+UPDATE episodes SET expiry_asked = expires_at WHERE expires_at IS NOT NULL;
+CREATE INDEX episodes_time ON episodes(occurred_at);
+"""
+
+
 EXPIRY_DDL = """
 ALTER TABLE episodes ADD COLUMN expires_at TEXT;
 CREATE INDEX episodes_expiry ON episodes(expires_at) WHERE expires_at IS NOT NULL;

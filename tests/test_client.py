@@ -100,6 +100,34 @@ def test_every_kind_of_call_with_typed_answers_and_errors(served: str) -> None:
             nexus.get_episode(stored[1].id)
 
 
+def test_retention_export_and_a_turns_own_time(served: str) -> None:
+    from datetime import UTC, datetime
+
+    with Client(served, api_key="k-9") as nexus:
+        project = nexus.create_project("kept", retention_days=3650)
+        assert project.retention_days == 3650
+        session = nexus.create_session(project_id=project.id, title="notes")
+        said = [
+            {"speaker": "user", "content": "We planted tulips", "occurredAt": "2026-03-05T10:00Z"},
+            {"speaker": "user", "content": "We planted roses", "occurredAt": "2026-05-05T10:00Z"},
+        ]
+        nexus.add_episodes(session.id, said)
+        asker = nexus.create_session(project_id=project.id)
+        turn = nexus.context(
+            asker.id,
+            "What did we plant in March?",
+            settings={"timeAware": "filter", "recentLimit": 0},
+            now=datetime(2026, 6, 1, tzinfo=UTC),
+        )
+        assert [m.content for m in turn.memories] == ["We planted tulips"]
+        assert turn.time_window is not None
+        assert turn.time_window.said == "March"
+        assert nexus.set_retention(project.id, None).retention_days is None
+        [head, *lines] = nexus.export_project(project.id).splitlines()
+        assert json.loads(head) == {"project": "kept", "retentionDays": None}
+        assert [json.loads(line)["content"] for line in lines] == [e["content"] for e in said]
+
+
 def nexus_bad_call() -> Call[SessionOut]:
     """A body the API refuses: a boolean is not an id."""
     return Call("POST", "/sessions", SessionOut.model_validate, {"projectId": True})
@@ -165,6 +193,8 @@ def test_methods_show_their_real_signatures() -> None:
             "legs",
             "settings",
             "budget",
+            "filter",
+            "now",
         ]
         assert shown.return_annotation == "ContextOut"
         assert client.context.__name__ == "context"

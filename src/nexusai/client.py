@@ -23,6 +23,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import IO, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import httpx
@@ -160,6 +161,10 @@ def _nothing(_: Any) -> None:
     return None
 
 
+def _text(answer: Any) -> str:
+    return str(answer)
+
+
 def _body(model: BaseModel | dict[str, Any]) -> Any:
     return (
         model.model_dump(by_alias=True, exclude_unset=True, mode="json")
@@ -172,8 +177,24 @@ class Endpoints:
     """Every endpoint, once: what to send and how to read the answer."""
 
     @staticmethod
-    def create_project(name: str) -> Call[ProjectOut]:
-        return Call("POST", "/projects", _model(ProjectOut), {"name": name})
+    def create_project(name: str, retention_days: int | None = None) -> Call[ProjectOut]:
+        """`retention_days`: each episode is kept that long after it was said."""
+        body: dict[str, Any] = {"name": name}
+        if retention_days is not None:
+            body["retentionDays"] = retention_days
+        return Call("POST", "/projects", _model(ProjectOut), body)
+
+    @staticmethod
+    def set_retention(project_id: int, days: int | None) -> Call[ProjectOut]:
+        """Keeps the project's episodes `days` after they were said (None: no limit but
+        each episode's own expiry); every deadline is set anew at once."""
+        body = {"retentionDays": days}
+        return Call("PATCH", f"/projects/{project_id}", _model(ProjectOut), body)
+
+    @staticmethod
+    def export_project(project_id: int) -> Call[str]:
+        """The project as JSONL, in the format `import_file` reads."""
+        return Call("GET", f"/projects/{project_id}/export", _text, safe=True)
 
     @staticmethod
     def list_projects(limit: int = 100, offset: int = 0) -> Call[list[ProjectOut]]:
@@ -329,11 +350,16 @@ class Endpoints:
         settings: Mapping[str, float | str] | None = None,
         budget: int | None = None,
         filter: FilterIn | Mapping[str, Any] | None = None,
+        now: datetime | None = None,
     ) -> Call[ContextOut]:
         """`legs`: both legs' full lists too; `settings`: for this turn only, not saved;
         `budget`: the memories' tokens at most (`contextBudget` for this turn); `filter`
-        (a `FilterIn` or its JSON): only the episodes it keeps, chosen inside the search."""
+        (a `FilterIn` or its JSON): only the episodes it keeps, chosen inside the search;
+        `now`: the turn's own time, which a time the message names is read against
+        (`timeAware`)."""
         body: dict[str, Any] = {"sessionId": session_id, "message": message, "explain": explain}
+        if now is not None:
+            body["now"] = now.isoformat()
         if legs:
             body["legs"] = True
         if filter is not None:
@@ -500,6 +526,8 @@ def _checked(response: httpx.Response) -> Any:
         except (ValueError, KeyError, TypeError):
             detail = response.text[:300]
         raise _ERRORS.get(response.status_code, NexusAPIError)(response.status_code, detail)
+    if response.headers.get("content-type", "").startswith("application/x-ndjson"):
+        return response.text  # an export: JSON lines, given as they came
     return response.json() if response.content else None
 
 
@@ -660,6 +688,8 @@ class Client:
     list_projects = _blocking(Endpoints.list_projects)
     get_project = _blocking(Endpoints.get_project)
     delete_project = _blocking(Endpoints.delete_project)
+    set_retention = _blocking(Endpoints.set_retention)
+    export_project = _blocking(Endpoints.export_project)
     create_session = _blocking(Endpoints.create_session)
     list_sessions = _blocking(Endpoints.list_sessions)
     get_session = _blocking(Endpoints.get_session)
@@ -757,6 +787,8 @@ class AsyncClient:
     list_projects = _awaiting(Endpoints.list_projects)
     get_project = _awaiting(Endpoints.get_project)
     delete_project = _awaiting(Endpoints.delete_project)
+    set_retention = _awaiting(Endpoints.set_retention)
+    export_project = _awaiting(Endpoints.export_project)
     create_session = _awaiting(Endpoints.create_session)
     list_sessions = _awaiting(Endpoints.list_sessions)
     get_session = _awaiting(Endpoints.get_session)

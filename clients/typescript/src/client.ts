@@ -61,8 +61,19 @@ export class NexusClient {
 
   // -- projects ---------------------------------------------------------------------------
 
-  createProject(name: string): Promise<ProjectOut> {
-    return this.send("POST", "/projects", { body: { name } });
+  /** `retentionDays`: each episode is kept that long after it was said. */
+  createProject(name: string, retentionDays?: number): Promise<ProjectOut> {
+    return this.send("POST", "/projects", { body: retentionDays === undefined ? { name } : { name, retentionDays } });
+  }
+
+  /** Keeps the project's episodes `days` after they were said (null: no limit but each one's own expiry). */
+  setRetention(projectId: number, days: number | null): Promise<ProjectOut> {
+    return this.send("PATCH", `/projects/${projectId}`, { body: { retentionDays: days } });
+  }
+
+  /** The project as JSONL, in the format `importFile` reads. */
+  async exportProject(projectId: number): Promise<string> {
+    return (await this.request("GET", `/projects/${projectId}/export`, {})).text();
   }
 
   listProjects(page: Page = {}): Promise<ProjectOut[]> {

@@ -6,6 +6,8 @@ export interface ProjectOut {
   id: number;
   name: string;
   createdAt: string;
+  /** Its episodes are kept this many days after being said. */
+  retentionDays?: number | null;
 }
 
 export interface SessionOut {
@@ -151,6 +153,15 @@ export interface ContextOut {
   tokens?: number | null;
   /** The contextBudget this turn kept. */
   budget?: number | null;
+  /** With timeAware filter: the time the message named, the only one searched. */
+  timeWindow?: TimeWindowOut | null;
+}
+
+export interface TimeWindowOut {
+  after: string;
+  before: string;
+  /** The message's words that named it. */
+  said: string;
 }
 
 export interface ChatOut {
@@ -174,6 +185,8 @@ export interface Settings {
   standingLimit: number;
   /** "rank" (best first) or "time" (by when each was said). */
   memoryOrder: "rank" | "time";
+  /** "filter": a time the message names ("last week", "in March") is the only one searched. */
+  timeAware: "off" | "filter";
   /** "rrf" (the spec's weighted RRF) or "learned" (the ranker). */
   fusion: "rrf" | "learned";
 }
@@ -228,6 +241,8 @@ export interface ContextOptions {
   budget?: number;
   /** Only the episodes it keeps are searched, inside both legs. */
   filter?: EpisodeFilter;
+  /** The turn's own time (ISO 8601), which a time the message names is read against (timeAware). */
+  now?: string;
 }
 
 /** One server-sent event of a streamed chat turn. */

@@ -72,6 +72,23 @@ test("a filtered turn searches only what the filter keeps", async () => {
   const settings = { recentLimit: 0 };
   const turn = await nexus.context(session.id, "the garden?", { settings, filter: { after: "2026-03-01T00:00:00Z" } });
   assert.deepEqual(turn.memories.map((m) => m.content), ["The garden got new tulips"]);
+  const named = await nexus.context(session.id, "What happened to the garden in January?", {
+    settings: { ...settings, timeAware: "filter" },
+    now: "2026-06-01T00:00:00Z",
+  });
+  assert.equal(named.timeWindow?.said, "January");
+  assert.deepEqual(named.memories.map((m) => m.content), ["The garden needs water"]);
+});
+
+test("a project's retention, and its export", async () => {
+  const project = await nexus.createProject(`kept-${Date.now()}`, 3650);
+  assert.equal(project.retentionDays, 3650);
+  const session = await nexus.createSession({ projectId: project.id, title: "notes" });
+  await nexus.addEpisodes(session.id, [{ speaker: "user", content: "We planted roses" }]);
+  assert.equal((await nexus.setRetention(project.id, null)).retentionDays, null);
+  const [head, ...lines] = (await nexus.exportProject(project.id)).trim().split("\n");
+  assert.deepEqual(JSON.parse(head!), { project: project.name, retentionDays: null });
+  assert.deepEqual(lines.map((line) => JSON.parse(line).content), ["We planted roses"]);
 });
 
 test("a turn packed into a token budget", async () => {

@@ -327,6 +327,20 @@ def test_projects_sessions_and_add_from_the_cli_with_a_key(
         assert missing.exit_code == 1
         assert "session 999 does not exist" in missing.output
         assert "assistant>" not in missing.output
+        kept = runner.invoke(cli, ["projects", "retention", str(project), "30", *base])
+        assert (
+            kept.output == f"project {project}'s episodes are kept 30 days after they were said\n"
+        )
+        assert (
+            runner.invoke(cli, ["projects", "list", *base]).output
+            == f"{project}\thome\tkept 30 days\n"
+        )
+        assert (
+            "Invalid value"
+            in runner.invoke(cli, ["projects", "retention", str(project), "0", *base]).output
+        )
+        runner.invoke(cli, ["projects", "retention", str(project), *base])
+        assert runner.invoke(cli, ["projects", "list", *base]).output == f"{project}\thome\n"
         bad = runner.invoke(cli, ["settings", "set", "keywordWeight", *base])
         assert "write NAME=VALUE, e.g. keywordWeight=1" in bad.output
     gone = runner.invoke(cli, ["projects", "list", "--url", url])

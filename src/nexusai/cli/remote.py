@@ -268,26 +268,56 @@ def projects() -> None:
 @JSON
 @service_options
 def projects_list(as_json: bool, url: str, api_key: str | None) -> None:
-    """Every project: its id and name."""
+    """Every project: its id, name and retention."""
     with Service(url, api_key) as service:
         found = _json(service(Endpoints.list_projects(limit=1000)))
     if as_json:
         return _print_json(found)
     for project in found:
-        click.echo(f"{project['id']}\t{project['name']}")
+        days = project.get("retentionDays")
+        click.echo(f"{project['id']}\t{project['name']}" + (f"\tkept {days} days" if days else ""))
     if not found:
         click.echo("no projects yet: nexus projects create NAME", err=True)
 
 
+RETENTION = click.option(
+    "--retention-days",
+    type=click.IntRange(1, 36_500),
+    default=None,
+    help="Keep each episode this many days after it was said, then forget it",
+)
+
+
 @projects.command("create")
 @click.argument("name")
+@RETENTION
 @JSON
 @service_options
-def projects_create(name: str, as_json: bool, url: str, api_key: str | None) -> None:
+def projects_create(
+    name: str, retention_days: int | None, as_json: bool, url: str, api_key: str | None
+) -> None:
     """Make a project named NAME (names are unique)."""
     with Service(url, api_key) as service:
-        project = _json(service(Endpoints.create_project(name)))
+        project = _json(service(Endpoints.create_project(name, retention_days)))
     _print_json(project) if as_json else click.echo(f"project {project['id']}: {name}")
+
+
+@projects.command("retention")
+@click.argument("project_id", type=int)
+@click.argument("days", type=click.IntRange(1, 36_500), required=False)
+@JSON
+@service_options
+def projects_retention(
+    project_id: int, days: int | None, as_json: bool, url: str, api_key: str | None
+) -> None:
+    """Keep project PROJECT_ID's episodes DAYS days after they were said (no DAYS: keep
+    them until their own expiry). Applies at once to the episodes stored already."""
+    with Service(url, api_key) as service:
+        project = _json(service(Endpoints.set_retention(project_id, days)))
+    if as_json:
+        return _print_json(project)
+    kept = f"kept {days} days after they were said" if days else "kept until their own expiry"
+    click.echo(f"project {project_id}'s episodes are {kept}")
 
 
 @click.group()

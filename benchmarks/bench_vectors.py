@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import closing
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -152,12 +153,15 @@ def build_store(
     per_project: int = 0,
     database_url: str | None = None,
     texts: Iterator[str] | None = None,
+    labelled: bool = False,
 ) -> float:
     """A store of `size` episodes over SESSIONS sessions with their vectors (written
     straight to the index), ready to open: SQLite in `data_dir`, or PostgreSQL at
     `database_url`. With `per_project`, sessions are grouped into projects of that many
-    sessions; `texts` gives the episodes' texts (default: the sentence generator's). Returns
-    the seconds the rows took."""
+    sessions; `texts` gives the episodes' texts (default: the sentence generator's). With
+    `labelled`, session i is dated i hours after LABELLED_START (its turns a second apart)
+    and each episode's metadata `tag` is one of LABELS values, in turn (filters' rows).
+    Returns the seconds the rows took."""
     config = Config.from_env({}, data_dir=data_dir, extractor="none", database_url=database_url)
     started = time.perf_counter()
     texts = texts or sentences(size)
@@ -167,7 +171,10 @@ def build_store(
             if per_project and i % per_project == 0:
                 project = store.create_project(f"p{i // per_project}").id
             session_id = store.create_session(project).id
-            batch = [NewEpisode("u", next(texts)) for _ in range(size // SESSIONS)]
+            batch = [
+                _labelled(next(texts), i, n) if labelled else NewEpisode("u", next(texts))
+                for n in range(size // SESSIONS)
+            ]
             store.add_episodes(session_id, batch)
         rows = time.perf_counter() - started
         # The vectors first, then the rows say so: an open finding rows marked indexed
@@ -176,6 +183,15 @@ def build_store(
         with store.atomic() as conn:
             vector_state.set_vectors(conn, list(range(1, size + 1)), VectorState.INDEXED)
     return rows
+
+
+LABELLED_START = datetime(2026, 1, 1, tzinfo=UTC)
+LABELS = 100
+
+
+def _labelled(text: str, session: int, turn: int) -> NewEpisode:
+    when = LABELLED_START + timedelta(hours=session, seconds=turn)
+    return NewEpisode("u", text, when, {"tag": f"t{(session * 7 + turn) % LABELS}"})
 
 
 def reopen(embedder: LocalEmbedder, base: np.ndarray, size: int, tmp: Path) -> Report:

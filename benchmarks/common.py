@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -34,10 +35,16 @@ def time_ms(fn: Callable[[], object], runs: int, warmup: int = 5) -> list[float]
     return samples
 
 
-def timed_context(http: httpx.Client, session: int, message: str) -> tuple[float, dict[str, float]]:
-    """One `POST /context` turn: its wall time (ms) and its `Server-Timing` steps (ms)."""
+def timed_context(
+    http: httpx.Client, session: int, message: str, rule: dict[str, Any] | None = None
+) -> tuple[float, dict[str, float]]:
+    """One `POST /context` turn (with `rule` as its filter): its wall time (ms) and its
+    `Server-Timing` steps (ms)."""
+    body: dict[str, Any] = {"sessionId": session, "message": message}
+    if rule is not None:
+        body["filter"] = rule
     started = time.perf_counter()
-    answer = http.post("/context", json={"sessionId": session, "message": message})
+    answer = http.post("/context", json=body)
     elapsed = (time.perf_counter() - started) * 1000
     answer.raise_for_status()
     steps = {}

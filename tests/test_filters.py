@@ -4,14 +4,24 @@ that holds only the episodes the filter keeps, at either fusion mode, on either 
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
 from nexusai.app import create_app
 from nexusai.config import Config
+from nexusai.memory.postgres.migrations import MIGRATIONS as PG_MIGRATIONS
+from nexusai.memory.postgres.migrations import apply_migrations as pg_apply_migrations
+from nexusai.memory.postgres.store import PgStore
+from nexusai.memory.sqlite.migrations import MIGRATIONS, apply_migrations
+from nexusai.memory.sqlite.store import SqliteStore
+from nexusai.memory.store import EpisodeStore
+from nexusai.models import EpisodeFilter
 from tests.conftest import SwitchableEmbedder
 
 ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
@@ -168,3 +178,63 @@ def test_a_time_aware_turn_searches_the_time_the_message_names(client: TestClien
     # Read against the turn's time: in February 2026, "March" is March 2025, which is empty.
     earlier = _turn(client, asker, question, settings=aware, now="2026-02-01T00:00:00Z")
     assert earlier["memories"] == []
+
+
+OLD_ROWS = [  # metadata, expires_at
+    ('{"topic": "travel", "n": 1, "ok": true}', "2999-01-01T00:00:00.000000Z"),
+    ('{"topic": {"nested": 1}, "n": 1.5}', None),
+]
+
+
+def test_an_older_sqlite_store_gets_its_labels_and_own_expiry(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    apply_migrations(conn, MIGRATIONS[:15])  # up to m015_expiry
+    conn.execute("INSERT INTO sessions (id, created_at) VALUES (1, 't')")
+    for i, (metadata, expires) in enumerate(OLD_ROWS, start=1):
+        conn.execute(
+            "INSERT INTO episodes (id, session_id, speaker, content, occurred_at, created_at,"
+            " metadata, expires_at) VALUES (?, 1, 'user', 'x', '2026-01-01', 't', ?, ?)",
+            (i, metadata, expires),
+        )
+    conn.execute("COMMIT")
+    conn.close()
+    with SqliteStore(path) as store:
+        assert store.migrations_applied == ["m016_retention", "m017_labels"]
+        _labels_and_expiry_kept(store)
+
+
+def test_an_older_postgresql_gets_its_labels_and_own_expiry(pg_url: str) -> None:
+    with psycopg.connect(pg_url) as conn:
+        pg_apply_migrations(conn, PG_MIGRATIONS[:6])  # up to m006_expiry
+        conn.execute("INSERT INTO sessions (created_at) VALUES (now())")  # id 1
+        for i, (metadata, expires) in enumerate(OLD_ROWS, start=1):
+            conn.execute(
+                "INSERT INTO episodes (id, session_id, speaker, content, occurred_at, created_at,"
+                " metadata, expires_at) OVERRIDING SYSTEM VALUE"
+                " VALUES (%s, 1, 'user', 'x', now(), now(), %s, %s)",
+                (i, metadata, expires),
+            )
+        conn.commit()
+    with PgStore(pg_url) as store:
+        assert store.migrations_applied == ["m007_retention", "m008_labels"]
+        _labels_and_expiry_kept(store)
+
+
+def _labels_and_expiry_kept(store: EpisodeStore) -> None:
+    def kept(**metadata: tuple[str, ...]) -> list[int]:
+        return store.matching_ids(None, EpisodeFilter(metadata=tuple(metadata.items())))
+
+    assert kept(topic=("travel",)) == [1]
+    assert kept(n=("1",)) == [1]
+    assert kept(n=("1.5",)) == [2]
+    assert kept(ok=("true",)) == [1]
+    assert kept(topic=('{"nested": 1}', "nested")) == []  # objects never match
+    assert store.get_episode(1).expiry_asked == "2999-01-01T00:00:00.000000Z"
+    # Labels follow an edit of the metadata, and go with the episode.
+    store.update_episode(1, metadata={"topic": "food"})
+    assert kept(topic=("travel",)) == []
+    assert kept(topic=("food",)) == [1]
+    store.delete_episodes([1])
+    assert kept(topic=("food",)) == []

@@ -114,7 +114,7 @@ def test_m014_marks_the_episodes_of_an_existing_store(tmp_path: Path) -> None:
     conn.execute("COMMIT")
     conn.close()
     with SqliteStore(path) as store:
-        assert store.migrations_applied == ["m014_standing_and_pins", "m015_expiry"]
+        assert store.migrations_applied[:2] == ["m014_standing_and_pins", "m015_expiry"]
         assert [e.standing for e in store.list_episodes(1)] == ["instruction", None, "preference"]
 
 

@@ -653,15 +653,14 @@ class EpisodeStore(ABC):
             where.append(f"speaker IN ({_marks(rule.speakers)})")
             params += rule.speakers
         for key, values in rule.metadata:
-            expression, key_params = self._metadata_text(key)
-            where.append(f"{expression} IN ({_marks(values)})")
-            params += [*key_params, *values]
+            # The labels index holds each top-level value as text ('travel', '1', 'true'),
+            # kept by the engine's triggers: no episode's JSON is read.
+            where.append(
+                "id IN (SELECT episode_id FROM episode_labels"
+                f" WHERE key = ? AND value IN ({_marks(values)}))"
+            )
+            params += [key, *values]
         return where, params
-
-    @abstractmethod
-    def _metadata_text(self, key: str) -> tuple[str, list[object]]:
-        """SQL for a top-level metadata key's value as text ('travel', '1', 'true'; NULL
-        when absent), and its parameters."""
 
     # -- keyword search -----------------------------------------------------------------
 

@@ -181,6 +181,36 @@ UPDATE episodes SET expiry_asked = expires_at WHERE expires_at IS NOT NULL;
 CREATE INDEX episodes_time ON episodes (occurred_at);
 """
 
+# Each top-level metadata value a filter can match, as `metadata ->> key` gives it, in an
+# index kept by a trigger (SQLite's m017).
+M008_LABELS = """
+CREATE TABLE episode_labels (
+    key text NOT NULL,
+    value text NOT NULL,
+    episode_id bigint NOT NULL REFERENCES episodes(id) ON DELETE CASCADE,
+    PRIMARY KEY (key, value, episode_id)
+);
+CREATE INDEX episode_labels_episode ON episode_labels (episode_id);
+CREATE FUNCTION episode_labels_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        IF NEW.metadata IS NOT DISTINCT FROM OLD.metadata THEN
+            RETURN NULL;
+        END IF;
+        DELETE FROM episode_labels WHERE episode_id = OLD.id;
+    END IF;
+    INSERT INTO episode_labels (key, value, episode_id)
+    SELECT key, NEW.metadata ->> key, NEW.id FROM jsonb_each(NEW.metadata)
+    WHERE jsonb_typeof(value) IN ('string', 'number', 'boolean');
+    RETURN NULL;
+END $$;
+CREATE TRIGGER episode_labels_kept AFTER INSERT OR UPDATE OF metadata ON episodes
+    FOR EACH ROW EXECUTE FUNCTION episode_labels_kept();
+INSERT INTO episode_labels (key, value, episode_id)
+SELECT key, metadata ->> key, id FROM episodes, jsonb_each(metadata)
+WHERE jsonb_typeof(value) IN ('string', 'number', 'boolean');
+"""
+
 
 Migration = str | Callable[[Connection[tuple[object, ...]]], None]
 
@@ -192,6 +222,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("m005_standing", m005_standing),
     ("m006_expiry", M006_EXPIRY),
     ("m007_retention", M007_RETENTION),  # SQLite's m016
+    ("m008_labels", M008_LABELS),  # SQLite's m017
 ]
 
 

@@ -210,13 +210,6 @@ class PgStore(EpisodeStore):
         with self._raw() as raw:
             return pg_fts.own_text_matches(raw, query, ids)
 
-    def _metadata_text(self, key: str) -> tuple[str, list[object]]:
-        expression = (
-            "CASE jsonb_typeof(metadata -> ?::text) WHEN 'object' THEN NULL"
-            " WHEN 'array' THEN NULL ELSE metadata ->> ?::text END"
-        )
-        return expression, [key, key]
-
 
 class _Row:
     """A row read by position or by column name, as `sqlite3.Row` is."""

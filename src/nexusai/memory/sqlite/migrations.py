@@ -393,6 +393,45 @@ def m016_retention(conn: sqlite3.Connection) -> None:
     run_script(conn, RETENTION_DDL)
 
 
+@migration
+def m017_labels(conn: sqlite3.Connection) -> None:
+    """Each top-level metadata value that a filter can match (text, number, true, false),
+    as text, in an index kept by triggers: a metadata filter reads the index, not every
+    episode's JSON."""
+    run_script(conn, LABELS_DDL)
+    conn.execute(
+        "INSERT INTO episode_labels (key, value, episode_id)"
+        f" SELECT key, {LABEL_TEXT}, episodes.id FROM episodes, json_each(episodes.metadata)"
+        f" WHERE {LABEL_KINDS}"
+    )
+
+
+# A value as filters compare it: JSON's text for numbers and booleans (json_each gives true
+# as 1, its type tells them apart); nulls, objects and arrays never match.
+LABEL_TEXT = (
+    "CASE type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' ELSE CAST(value AS TEXT) END"
+)
+LABEL_KINDS = "type IN ('text', 'integer', 'real', 'true', 'false')"
+LABELS_DDL = f"""
+CREATE TABLE episode_labels (
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    episode_id INTEGER NOT NULL REFERENCES episodes(id) ON DELETE CASCADE,
+    PRIMARY KEY (key, value, episode_id)
+) WITHOUT ROWID;
+CREATE INDEX episode_labels_episode ON episode_labels(episode_id);
+CREATE TRIGGER episode_labels_made AFTER INSERT ON episodes BEGIN
+    INSERT INTO episode_labels (key, value, episode_id)
+    SELECT key, {LABEL_TEXT}, new.id FROM json_each(new.metadata) WHERE {LABEL_KINDS};
+END;
+CREATE TRIGGER episode_labels_changed AFTER UPDATE OF metadata ON episodes BEGIN
+    DELETE FROM episode_labels WHERE episode_id = old.id;
+    INSERT INTO episode_labels (key, value, episode_id)
+    SELECT key, {LABEL_TEXT}, new.id FROM json_each(new.metadata) WHERE {LABEL_KINDS};
+END;
+"""
+
+
 RETENTION_DDL = """
 ALTER TABLE projects ADD COLUMN retention_days INTEGER;
 ALTER TABLE episodes ADD COLUMN expiry_asked TEXT;

@@ -4,7 +4,6 @@ concurrent requests queue for the write instead of failing with "database is loc
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import sqlite3
@@ -168,16 +167,6 @@ class SqliteStore(EpisodeStore):
 
     def own_text_matches(self, query: str, ids: Sequence[int]) -> set[int]:
         return fts.own_text_matches(self.connection(), query, ids)
-
-    def _metadata_text(self, key: str) -> tuple[str, list[object]]:
-        # json_extract gives true as 1: its JSON type tells the two apart.
-        path = "$." + json.dumps(key)
-        expression = (
-            "CASE json_type(metadata, ?) WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'"
-            " WHEN 'object' THEN NULL WHEN 'array' THEN NULL"
-            " ELSE CAST(json_extract(metadata, ?) AS TEXT) END"
-        )
-        return expression, [path, path]
 
 
 def _read_or_make(path: Path) -> bytes:

@@ -116,6 +116,7 @@ class Memory:
                 opened.callback(owner.release)
             store = open_store(config)
             opened.callback(store.close)
+            _say_migrated(store.migrations_applied)
             if check:
                 check_embedder(store, embedder)
             pool = store.pool  # a PostgreSQL store's, for pgvector; None for SQLite
@@ -430,6 +431,13 @@ def _index(
     index = open_vector_index(config, collection, embedder.dimension, pool, owner)
     opened.callback(index.close)
     return index
+
+
+def _say_migrated(applied: Sequence[str]) -> None:
+    """An existing store brought up to date is said once, at the start that did it (what
+    a new store is made with goes unsaid)."""
+    if applied and not applied[0].startswith("m001"):
+        log.info("the store was brought up to date: %s", ", ".join(applied))
 
 
 def open_store(config: Config) -> EpisodeStore:

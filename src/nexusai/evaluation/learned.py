@@ -66,6 +66,9 @@ class Pool:
     matrix: Matrix
     labels: npt.NDArray[np.float64]  # 1 for evidence
     latency_ms: float = 0.0  # both legs, as asked; `rank_ids` adds the ranking
+    # When the turn was narrowed to a time its question names (timeAware), the same
+    # question unnarrowed: what a ranker is fitted on, as the shipped one is.
+    unfiltered: Pool | None = None
 
     @property
     def fold(self) -> tuple[str, str]:
@@ -90,12 +93,15 @@ def pools_of(
         asked = LegQuery(
             chat.memory, question.text, vector, chat.scope, [], depth, base.keyword_budget
         )
-        asked = replace(asked, rule=rule)
         started = time.perf_counter()
-        legs = get_legs(asked, BOTH_LEGS, legs=True)
+        legs = get_legs(replace(asked, rule=rule), BOTH_LEGS, legs=True)
         spent = (time.perf_counter() - started) * 1000
         asked_pool = pool(dataset, conversation, question, legs.semantic, legs.keyword, depth)
-        found.append(replace(asked_pool, latency_ms=spent))
+        unfiltered = None
+        if rule is not None:
+            wide = get_legs(asked, BOTH_LEGS, legs=True)
+            unfiltered = pool(dataset, conversation, question, wide.semantic, wide.keyword, depth)
+        found.append(replace(asked_pool, latency_ms=spent, unfiltered=unfiltered))
     return found
 
 
@@ -131,7 +137,7 @@ def fit(
 ) -> Ranker:
     """Trees fitted to every candidate of `pools` (evidence or not), as a Ranker."""
     lgb = _lightgbm()
-    used = [p for p in pools if len(p.ids)]
+    used = [fitted for p in pools if len((fitted := p.unfiltered or p).ids)]
     if not any(p.labels.any() for p in used):
         raise InvalidInput("no question's evidence is among its candidates: nothing to learn")
     matrix = np.vstack([p.matrix for p in used])

@@ -74,6 +74,14 @@ def test_a_fact_told_in_one_conversation_reaches_another_of_the_project(served: 
         model="nexusai", user="x", messages=[{"role": "user", "content": "my dog?"}]
     )
     assert "Biscuit" not in system_prompt(served.llm)  # no memory crosses projects
+    # A filter, sent as the openai SDK sends what it does not know (extra_body).
+    ai.chat.completions.create(
+        model="nexusai",
+        user="wednesday",
+        messages=[{"role": "user", "content": "What is my dog called?"}],
+        extra_body={"filter": {"speaker": ["assistant"]}},
+    )
+    assert "I adopted a puppy called Biscuit" not in system_prompt(served.llm)
 
 
 def test_streaming_in_openais_format_and_both_turns_stored(served: Served) -> None:

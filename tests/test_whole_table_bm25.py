@@ -16,7 +16,7 @@ from nexusai.keywords import query_terms
 from nexusai.memory.sqlite import fts
 from nexusai.memory.sqlite.bm25 import GROUPED, WholeTableBM25
 from nexusai.memory.sqlite.store import SqliteStore
-from nexusai.models import NewEpisode
+from nexusai.models import EpisodeFilter, NewEpisode
 
 T = TypeVar("T")
 ODD = [
@@ -134,6 +134,41 @@ def test_the_store_uses_it_for_a_whole_table_scope(
         connection.set_trace_callback(None)
     assert not [sql for sql in ranked if "episodes_fts MATCH" in sql]
     assert found == {query: by_fts5(store, query, 20) for query in queries}
+
+
+def test_a_filtered_search_ranks_as_fts5_joined_to_the_filter(
+    conversation: tuple[SqliteStore, list[str]], copy_of: WholeTableBM25
+) -> None:
+    """Over the whole table, the copy ranks only what a filter keeps: the rows and scores
+    of FTS5's ranking joined to the same filter, to the last bit."""
+    store, queries = conversation
+    store._bm25.close()
+    store._bm25 = copy_of
+    sessions = store.list_sessions(None, limit=100)
+    rules = [
+        EpisodeFilter(speakers=("Caroline",)),
+        EpisodeFilter(after=store.list_episodes(sessions[2].id)[0].occurred_at),
+        EpisodeFilter(speakers=("nobody",)),
+    ]
+    compared = 0
+    for rule in rules:
+        where = store._filter_sql(rule)
+        for query in queries:
+            if not query_terms(query):
+                continue
+            answered(copy_of, query, 20)  # warmed: the copy holds its words
+            joined = fts.search(store.connection, query, 20, None, 0, None, where)
+            ranked: list[str] = []
+            store.connection().set_trace_callback(ranked.append)
+            try:
+                found = store.search_keyword(query, 20, None, 0, rule)
+            finally:
+                store.connection().set_trace_callback(None)
+            assert not [sql for sql in ranked if "episodes_fts MATCH" in sql]  # the copy's
+            by_copy = [(e.id, e.score) for e in found]
+            assert by_copy == [(row["id"], row["score"]) for row in joined], (rule, query)
+            compared += len(by_copy)
+    assert compared > 500
 
 
 def test_past_its_cap_it_drops_the_stems_used_longest_ago(

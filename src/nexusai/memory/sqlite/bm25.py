@@ -226,14 +226,18 @@ class WholeTableBM25:
         self._stem_of: dict[str, str | None] = {}
         self._scratch = _Scratch()
 
-    def search(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]] | None:
+    def search(
+        self, terms: Sequence[str], limit: int, only: Ids | None = None
+    ) -> list[tuple[int, float]] | None:
         """(id, score) of the best `limit` rows for the OR of `terms`, best first, ties by
-        id, as `fts.search` with no scope finds them; None when FTS5 must answer."""
+        id, as `fts.search` with no scope finds them; with `only`, the best of those rows
+        (a filter's, as `fts.search` joined to it finds them: scores are the whole
+        table's either way). None when FTS5 must answer."""
         kept = self._kept(terms)
         if kept is None:
             return None
         copy, _, postings = kept
-        return _best(copy, postings, limit, self._scratch)
+        return _best(copy, postings, limit, self._scratch, only)
 
     def held(self, terms: Sequence[str]) -> dict[str, int] | None:
         """How many rows hold each term in a searched column, from the kept postings (what
@@ -416,7 +420,11 @@ class _Scratch:
 
 
 def _best(
-    copy: _Copy, asked: Sequence[_Postings], limit: int, scratch: _Scratch
+    copy: _Copy,
+    asked: Sequence[_Postings],
+    limit: int,
+    scratch: _Scratch,
+    only: Ids | None = None,
 ) -> list[tuple[int, float]]:
     rows = float(copy.state.rows)
     average = float(copy.state.tokens) / rows if rows else 0.0
@@ -439,7 +447,10 @@ def _best(
             # take and add.at, not fancy indexing: with 32-bit ids numpy converts the
             # index array on every use, which made a common word's scoring twice as slow.
             np.add.at(scores, postings.ids, weights)
-        return _ranked(scores, _contenders(scores, asked, limit, room), limit)
+        if only is None:
+            return _ranked(scores, _contenders(scores, asked, limit, room), limit)
+        within = only[only < len(scores)]
+        return _ranked(scores, within[scores[within] > 0.0], limit)  # a found row scores > 0
 
 
 def _ranked(scores: Floats, ids: Ids, limit: int) -> list[tuple[int, float]]:

@@ -396,9 +396,32 @@ def test_import_tells_the_format_and_keys_list_says_when_there_are_none(tmp_path
     imported = CliRunner(env=env).invoke(cli, ["import", str(data)])
     assert imported.exit_code == 0, imported.output
     assert "1 episodes" in imported.output
+    assert "searchable after" in imported.output
     listed = CliRunner(env=env).invoke(cli, ["keys", "list"])
     assert listed.exit_code == 0
     assert "no keys" in listed.output
+
+
+@pytest.mark.model
+def test_an_import_that_waits_for_its_entities(tmp_path: Path) -> None:
+    import json
+
+    from nexusai.memory import vector_state
+    from nexusai.memory.sqlite.store import SqliteStore
+
+    env = {"NEXUS_DATA_DIR": str(tmp_path / "d"), "NEXUS_EXTRACTOR": "spacy"}
+    data = tmp_path / "chat.jsonl"
+    said = ["Maria Lopez moved to Lisbon", "Ana visited Porto with Maria Lopez"] * 30
+    data.write_text(
+        "".join(json.dumps({"session": "s", "speaker": "u", "content": t}) + "\n" for t in said)
+    )
+    imported = CliRunner(env=env).invoke(cli, ["import", str(data), "--entities", "wait"])
+    assert imported.exit_code == 0, imported.output
+    assert "wait for entity extraction" not in imported.output
+    with SqliteStore(tmp_path / "d" / "nexus.db") as store:
+        assert vector_state.count_pending_extraction(store.connection()) == 0
+        names = {row[0] for row in store.connection().execute("SELECT name FROM entities")}
+    assert {"Maria Lopez", "Lisbon"} <= names
 
 
 @pytest.mark.parametrize("group", ["projects", "sessions", "keys", "settings", "eval"])

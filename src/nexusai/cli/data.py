@@ -341,15 +341,28 @@ def keys_revoke(key_id: int, data_dir: Path | None) -> None:
     help="What the file holds (default: jsonl for .jsonl, else told by its first record)",
 )
 @click.option("--project", default=None, help="Put the imported sessions in this project")
+@click.option(
+    "--entities",
+    type=click.Choice(["later", "wait"]),
+    default="later",
+    show_default=True,
+    help="Entity extraction runs behind the import; what is left when the episodes are"
+    " searchable is done by the service when it runs (later), or here first (wait)",
+)
 @DATA_DIR
 @clean_errors
-def import_command(file: Path, fmt: str | None, project: str | None, data_dir: Path | None) -> None:
+def import_command(
+    file: Path, fmt: str | None, project: str | None, entities: str, data_dir: Path | None
+) -> None:
     """Import conversations from a file (service stopped: it writes the data directory).
 
     Formats: a LoCoMo JSON file, a ChatGPT export (conversations.json), or JSONL of one
     episode a line. The file is read through once before anything is written, so a bad
-    record stops the import with nothing stored.
+    record stops the import with nothing stored. The episodes are searchable when the
+    import says so; entities are extracted behind it.
     """
+    import threading
+
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
     from nexusai.config import Config
@@ -360,8 +373,10 @@ def import_command(file: Path, fmt: str | None, project: str | None, data_dir: P
         with file.open("rb") as peek:
             fmt = detect_format(file.name, peek)
     memory = Memory.open(Config.from_env(data_dir=data_dir))
+    behind = threading.Thread(target=memory.extract_behind, daemon=True)  # as the service
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn())
     try:
+        behind.start()
         with file.open("rb") as stream, Progress(*columns) as bar:
             task = bar.add_task("importing", total=file.stat().st_size)
 
@@ -371,24 +386,42 @@ def import_command(file: Path, fmt: str | None, project: str | None, data_dir: P
 
             summary = import_stream(memory, stream, fmt, project, advance)
             bar.update(task, completed=file.stat().st_size)
-        _extract_entities(memory)
+        rate = summary.episodes / summary.seconds if summary.seconds else 0.0
+        click.echo(
+            f"{summary.conversations} conversations, {summary.sessions} new sessions,"
+            f" {summary.episodes} episodes, {summary.skipped} skipped: searchable after"
+            f" {summary.seconds:.1f} s ({rate:,.0f} episodes/s)"
+        )
+        if entities == "wait":
+            _extract_entities(memory)
     finally:
+        memory.stop()  # the extraction behind ends after its batch
+        if behind.is_alive():
+            behind.join()
+        left = memory.entities_pending()
         memory.close()
-    click.echo(
-        f"{summary.conversations} conversations, {summary.sessions} new sessions, "
-        f"{summary.episodes} episodes, {summary.skipped} skipped, {summary.seconds:.1f} s"
-    )
+    if left:
+        click.echo(
+            f"{left} episodes wait for entity extraction: the service extracts them when it"
+            " runs (nexus serve), or import with --entities wait"
+        )
 
 
 def _extract_entities(memory: Memory) -> None:
-    """What the service does behind an import, done here before the command ends."""
+    """Waits, with a bar, for the extraction behind the import to finish what is left."""
+    import time
+
     from rich.progress import Progress
 
     waiting = memory.entities_pending()
     if waiting:
         with Progress() as bar:
             task = bar.add_task("extracting entities", total=waiting)
-            memory.extract_pending(progress=lambda n: bar.advance(task, n))
+            while left := memory.entities_pending():
+                bar.update(task, completed=waiting - left)
+                memory.extraction_due.set()
+                time.sleep(0.2)
+            bar.update(task, completed=waiting)
 
 
 @click.command(name="export")

@@ -367,7 +367,7 @@ class Memory:
         index searches only those: `limit` come back whenever that many match."""
         only = None
         if rule is not None and not rule.is_empty():
-            only = self.store.matching_ids(session_ids, rule)
+            only = self.store.kept_ids(session_ids, rule)
         hits = self.vectors.search(vector, session_ids, exclude_ids, limit, only)
         return sorted(hits, key=lambda hit: (-hit[1], hit[0]))
 

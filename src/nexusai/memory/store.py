@@ -626,6 +626,25 @@ class EpisodeStore(ABC):
         sql += f" WHERE {' AND '.join(where)}" if where else ""
         return _ids(self._rows(sql + " ORDER BY occurred_at, id", params))
 
+    # The engine's aggregate of ids as one comma-separated text.
+    ID_LIST = "group_concat(id)"
+
+    def kept_ids(self, session_ids: Sequence[int] | None, rule: EpisodeFilter) -> list[int]:
+        """The live episodes within the sessions given (all when None) that `rule` keeps,
+        in no order: what a search ranks among. Read as one text (a time window's from a
+        covering index): half the time of a row each at 10,000 ids."""
+        if session_ids is not None and not session_ids:
+            return []
+        where, params = self._filter_sql(rule)
+        where.append(LIVE)
+        params.append(now_text())
+        if session_ids is not None:
+            where.append("session_id IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps([int(i) for i in session_ids]))
+        sql = f"SELECT {self.ID_LIST} FROM episodes WHERE {' AND '.join(where)}"
+        joined = self._rows(sql, params)[0][0]
+        return [int(i) for i in joined.split(",")] if joined else []
+
     def delete_episodes(self, ids: Sequence[int]) -> list[int]:
         """Deletes these episodes (and, by cascade, their index entries, entity links and
         import keys) in one transaction; returns those that were there."""

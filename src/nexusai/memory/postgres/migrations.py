@@ -178,7 +178,7 @@ M007_RETENTION = """
 ALTER TABLE projects ADD COLUMN retention_days integer;
 ALTER TABLE episodes ADD COLUMN expiry_asked timestamptz;
 UPDATE episodes SET expiry_asked = expires_at WHERE expires_at IS NOT NULL;
-CREATE INDEX episodes_time ON episodes (occurred_at);
+CREATE INDEX episodes_time ON episodes (occurred_at, expires_at);
 """
 
 # Each top-level metadata value a filter can match, as `metadata ->> key` gives it, in an

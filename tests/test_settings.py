@@ -19,6 +19,7 @@ DEFAULTS = {
     "contextBudget": 0,
     "standingLimit": 3,
     "memoryOrder": "rank",
+    "timeAware": "off",
     "fusion": "rrf",
 }
 

@@ -162,6 +162,7 @@ def search(
     budget: int = 0,
     whole_table: WholeTable | None = None,
     where: tuple[Sequence[str], Sequence[object]] | None = None,
+    kept: Callable[[], Sequence[int]] | None = None,
 ) -> list[sqlite3.Row]:
     """Full episode rows matching `query`, best BM25 first, optionally scoped to sessions.
 
@@ -170,7 +171,8 @@ def search(
     (`keywords.within_budget`); 0 is the spec's query, every term. A search of the whole
     table goes to `whole_table` first, which gives the same rows in the same order.
     `where` (a filter's clauses over the episodes table, and their parameters) is joined
-    to the ranking, so that `limit` rows it keeps come back whenever that many match.
+    to the ranking, so that `limit` rows it keeps come back whenever that many match;
+    `kept` reads the live rows it keeps, for the whole-table copy to rank among.
     `connect` is called only when there is something to search.
     """
     terms = query_terms(query)
@@ -182,7 +184,7 @@ def search(
         terms = within_budget(terms, term_counts(conn, terms) if held is None else held, budget)
     words = f"{{search_text context_text search_cjk}} : ({_match(terms)})"
     if where is not None:
-        return _filtered(conn, words, terms, limit, session_ids, where, whole_table)
+        return _filtered(conn, words, terms, limit, session_ids, where, whole_table, kept)
     return _ranked(conn, words, terms, limit, session_ids, whole_table)
 
 
@@ -194,32 +196,21 @@ def _filtered(
     session_ids: Sequence[int] | None,
     where: tuple[Sequence[str], Sequence[object]],
     whole_table: WholeTable | None,
+    kept: Callable[[], Sequence[int]] | None,
 ) -> list[sqlite3.Row]:
     """A filtered search, by the fastest form for its scope (as `_ranked` chooses): over
     the whole table, the whole-table copy ranks only the rows the filter keeps (read from
     the episodes' indexed columns); a small scope goes inside the MATCH; else FTS5 ranks
     every match, joined to the scope and the filter. The same rows in the same order every
     way: scores are the whole table's."""
-    if session_ids is None and whole_table is not None:
-        scored = whole_table.search(terms, limit, _kept_ids(conn, where))
+    if session_ids is None and whole_table is not None and kept is not None:
+        scored = whole_table.search(terms, limit, np.array(kept(), dtype=np.int64))
         if scored is not None:
             return _rows_of(conn, scored)
     if session_ids is not None and len(session_ids) <= MATCH_SCOPE_LIMIT:
         scope = " OR ".join(f'"{scope_token(s)}"' for s in session_ids)
         return _search_joined(conn, f"fts_scope : ({scope}) AND {words}", limit, None, where)
     return _search_joined(conn, words, limit, session_ids, where)
-
-
-def _kept_ids(
-    conn: sqlite3.Connection, where: tuple[Sequence[str], Sequence[object]]
-) -> npt.NDArray[np.int64]:
-    """The live rows a filter keeps, from the episodes' indexed columns (a time window's
-    from a covering index), as one text: half the time of a row each at 10,000 ids."""
-    clauses, values = where
-    sql = f"SELECT group_concat(id) FROM episodes e WHERE {_LIVE}"
-    sql += "".join(f" AND {clause}" for clause in clauses)
-    [joined] = conn.execute(sql, [now_text(), *values]).fetchone()
-    return np.array(joined.split(","), dtype=np.int64) if joined else np.zeros(0, np.int64)
 
 
 def _ranked(

@@ -162,7 +162,10 @@ class SqliteStore(EpisodeStore):
         budget: int,
         where: Where | None,
     ) -> list[Episode]:
-        rows = fts.search(self.connection, query, limit, session_ids, budget, self._bm25, where)
+        kept = None if where is None else lambda: self._kept_ids(None, where)
+        rows = fts.search(
+            self.connection, query, limit, session_ids, budget, self._bm25, where, kept
+        )
         return [self._episode_from_row(row, row["score"]) for row in rows]
 
     def own_text_matches(self, query: str, ids: Sequence[int]) -> set[int]:

@@ -21,6 +21,7 @@ BENCHMARKS = {
     "soak": "benchmarks.bench_soak",
     "curve": "benchmarks.bench_curve",
     "project": "benchmarks.bench_project",
+    "search": "benchmarks.bench_search",
     "keyword-scale": "benchmarks.bench_keyword_scale",
     "pg-keyword": "benchmarks.bench_pg_keyword",
     "vacuum": "benchmarks.bench_vacuum",

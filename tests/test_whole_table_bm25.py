@@ -215,3 +215,49 @@ def test_a_budget_counts_each_words_rows_from_it_as_fts5_does(
         checked += 1
     assert checked > 30
     assert copy_of.held(["s1"]) is None  # the scope column's token: FTS5 counts it there
+
+
+def test_read_ahead_it_answers_every_first_ask(
+    conversation: tuple[SqliteStore, list[str]],
+) -> None:
+    """After the start's reading ahead, a turn's first ask is answered by the copy (not
+    left to FTS5 while its words are read behind it), as FTS5 answers it."""
+    store, queries = conversation
+    bm25 = WholeTableBM25(store.connection, min_rows=0, inline_rows=0)
+    try:
+        bm25.warm(lambda: True)
+        for query in queries[:40]:
+            assert bm25.search(query_terms(query), 10) == by_fts5(store, query, 10), query
+    finally:
+        bm25.close()
+
+
+def test_stopped_at_once_it_reads_no_words_ahead(
+    conversation: tuple[SqliteStore, list[str]],
+) -> None:
+    store, queries = conversation
+    bm25 = WholeTableBM25(store.connection, min_rows=0, inline_rows=0)
+    try:
+        bm25.warm(lambda: False)
+        assert bm25.held(query_terms(queries[0])) is None  # its words: read behind the turn
+        assert answered(bm25, queries[0], 10) == by_fts5(store, queries[0], 10)
+    finally:
+        bm25.close()
+
+
+def test_a_turn_reads_rare_words_itself(conversation: tuple[SqliteStore, list[str]]) -> None:
+    """Words held by few rows are read in the turn that asks for them, which the copy then
+    answers; commoner ones are read behind it while FTS5 answers."""
+    store, queries = conversation
+    rare = WholeTableBM25(store.connection, min_rows=0)
+    never = WholeTableBM25(store.connection, min_rows=0, inline_rows=0)
+    try:
+        for bm25 in (rare, never):
+            bm25.warm(lambda: False)  # each row's length, no words
+        for query in queries[:20]:
+            terms = query_terms(query)
+            assert rare.search(terms, 10) == by_fts5(store, query, 10), query
+        assert never.search(query_terms(queries[0]), 10) is None
+    finally:
+        rare.close()
+        never.close()

@@ -16,7 +16,7 @@ from pydantic import Field
 from nexusai import __version__
 from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
-from nexusai.errors import ConfigError, InvalidInput
+from nexusai.errors import ConfigError, InvalidInput, NotReady
 from nexusai.guard import Guard
 from nexusai.http import errors, install_error_handlers, install_offline_docs, known_query_keys
 from nexusai.idempotency import Replays
@@ -169,6 +169,11 @@ def _ready(request: Request) -> Readiness:
     state = request.app.state
     memory: Memory | None = getattr(state, "memory", None)
     if memory is not None:
+        if memory.warming():
+            raise NotReady(
+                "reading the keyword index into memory, commonest words first (at most"
+                " NEXUS_WARM_SECONDS); turns are served meanwhile, some at FTS5's speed"
+            )
         pending = memory.count_pending_vectors()
         return Readiness(
             status="ready",
@@ -220,7 +225,7 @@ async def _with_memory(
         app.state.orchestration = Orchestration(
             memory, memory.embedder, settings, llm or create_llm(config), ranker
         )
-    memory.start()
+    memory.start(config.warm_seconds)
     try:
         yield
     finally:

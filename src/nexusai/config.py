@@ -95,6 +95,12 @@ class Config:
         16 * 1024 * 1024, "largest request body (`POST /import` excepted)"
     )  # a batch of long messages, JSON-escaped
     log_format: str = setting("text", "`text`, or `json` for structured logs")
+    warm_seconds: float = setting(
+        60.0,
+        "at start, how long `/ready` may wait while the keyword index is read into memory,"
+        " its commonest words first, so that the first turns are as fast as later ones; 0:"
+        " ready at once, words read as turns ask for them",
+    )
     memory_url: str | None = setting(None, "`--role orchestration`: where the memory service is")
     memory_api_key: str | None = setting(
         None, "`--role orchestration`: the memory service's key", secret=True
@@ -151,6 +157,10 @@ class Config:
                 "NEXUS_DATABASE_URL must be a postgresql://user:password@host:port/dbname URL"
                 " (unset, the store is SQLite in NEXUS_DATA_DIR)"
             )
+        if not 0 <= self.warm_seconds <= 3600:
+            raise ConfigError(
+                f"NEXUS_WARM_SECONDS must be between 0 and 3600, got {self.warm_seconds}"
+            )
         if self.llm_timeout <= 0:
             raise ConfigError("NEXUS_LLM_TIMEOUT must be a positive number of seconds")
 
@@ -192,5 +202,6 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "llm_timeout": _number(float, "NEXUS_LLM_TIMEOUT"),
     "embedder_timeout": _number(float, "NEXUS_EMBEDDER_TIMEOUT"),
     "memory_timeout": _number(float, "NEXUS_MEMORY_TIMEOUT"),
+    "warm_seconds": _number(float, "NEXUS_WARM_SECONDS"),
     "embedder_dimension": _number(int, "NEXUS_EMBEDDER_DIMENSION"),
 }

@@ -43,6 +43,12 @@ DISK_FULL = (
 )
 
 
+class NotReady(NexusError):
+    """The service answers, but is still getting ready to serve turns at full speed."""
+
+    status_code = 503
+
+
 class ConfigError(NexusError):
     """A setting in the environment is missing or out of range."""
 

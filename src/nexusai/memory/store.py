@@ -12,7 +12,7 @@ import errno
 import json
 import sqlite3
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -117,6 +117,11 @@ class EpisodeStore(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    @abstractmethod
+    def warm(self, keep_on: Callable[[], bool]) -> None:
+        """Reads ahead what the first searches after a start would otherwise wait for,
+        while `keep_on()` (in the caller's thread, at start)."""
 
     @abstractmethod
     def open_connections(self) -> int: ...

@@ -21,7 +21,7 @@ import functools
 import re
 import secrets
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -158,6 +158,9 @@ class PgStore(EpisodeStore):
 
     def open_connections(self) -> int:
         return int(self.pool.get_stats().get("pool_size", 0))
+
+    def warm(self, keep_on: Callable[[], bool]) -> None:
+        """Nothing to read ahead: PostgreSQL's keyword search keeps no copy of its own."""
 
     def close(self) -> None:
         self.pool.close()

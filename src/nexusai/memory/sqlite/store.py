@@ -128,6 +128,9 @@ class SqliteStore(EpisodeStore):
         with self._connections_lock:
             return len(self._connections)
 
+    def warm(self, keep_on: Callable[[], bool]) -> None:
+        self._bm25.warm(keep_on)
+
     def close(self) -> None:
         self._bm25.close()
         with self._connections_lock:

@@ -22,6 +22,8 @@ BENCHMARKS = {
     "curve": "benchmarks.bench_curve",
     "project": "benchmarks.bench_project",
     "search": "benchmarks.bench_search",
+    "start": "benchmarks.bench_start",
+    "memory": "benchmarks.bench_memory",
     "keyword-scale": "benchmarks.bench_keyword_scale",
     "pg-keyword": "benchmarks.bench_pg_keyword",
     "vacuum": "benchmarks.bench_vacuum",

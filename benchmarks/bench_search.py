@@ -69,25 +69,25 @@ def _measure(data_dir: Path, warm: dict[str, str]) -> tuple[dict[str, list[str]]
             while http.get("/ready").status_code != 200:
                 time.sleep(0.1)
             ready = time.monotonic() - started
-            everyone = ",".join(str(s) for s in range(1, SESSIONS + 1))
             for n, scope in enumerate(SCOPES):
                 rng = random.Random(n)
                 queries = [" ".join(rng.choice(COMMON) for _ in range(8)) for _ in range(QUERIES)]
-                # Each row its own queries' order; sessions drawn the same way every run.
-                def ids() -> str | None:
-                    if scope == SCOPES[0]:
-                        return None
-                    if scope == SCOPES[1]:
-                        return ",".join(str(rng.randint(1, SESSIONS)) for _ in range(5))
-                    return everyone
-
-                first = [_search(http, q, ids()) for q in queries]
-                again = [_search(http, q, ids()) for q in queries]
+                first = [_search(http, q, _scope_of(scope, rng)) for q in queries]
+                again = [_search(http, q, _scope_of(scope, rng)) for q in queries]
                 found[scope] = [_cell(first), _cell(again)]
     finally:
         process.terminate()
         process.wait(timeout=60)
     return found, ready
+
+
+def _scope_of(scope: str, rng: random.Random) -> str | None:
+    """A row's `sessionIds` (drawn the same way every run)."""
+    if scope == SCOPES[0]:
+        return None
+    if scope == SCOPES[1]:
+        return ",".join(str(rng.randint(1, SESSIONS)) for _ in range(5))
+    return ",".join(str(s) for s in range(1, SESSIONS + 1))
 
 
 def _search(http: httpx.Client, query: str, session_ids: str | None) -> float:

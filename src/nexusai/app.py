@@ -33,6 +33,7 @@ from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SettingsStore
 from nexusai.ranking.model import Ranker, configured
 from nexusai.schemas import CamelModel
+from nexusai.warmup import Warmup
 
 log = logging.getLogger("nexusai.app")
 ORCHESTRATION_FILE = "orchestration.db"  # role orchestration's settings: its only state
@@ -167,13 +168,15 @@ class Readiness(CamelModel):
 def _ready(request: Request) -> Readiness:
     """Readiness: the embedder is loaded and memory answers (503 naming what is not)."""
     state = request.app.state
+    warmup: Warmup | None = getattr(state, "warmup", None)
+    if warmup is not None and warmup.warming():
+        raise NotReady(
+            "reading the keyword index and the standing memories' vectors ahead of the"
+            " turns (at most NEXUS_WARM_SECONDS); turns are served meanwhile, the first"
+            " ones slower"
+        )
     memory: Memory | None = getattr(state, "memory", None)
     if memory is not None:
-        if memory.warming():
-            raise NotReady(
-                "reading the keyword index into memory, commonest words first (at most"
-                " NEXUS_WARM_SECONDS); turns are served meanwhile, some at FTS5's speed"
-            )
         pending = memory.count_pending_vectors()
         return Readiness(
             status="ready",
@@ -225,10 +228,15 @@ async def _with_memory(
         app.state.orchestration = Orchestration(
             memory, memory.embedder, settings, llm or create_llm(config), ranker
         )
-    memory.start(config.warm_seconds)
+    memory.start()
+    warmup = app.state.warmup = Warmup(config.warm_seconds)
+    warmup.run("the keyword index", memory.store.warm)
+    if settings is not None:
+        warmup.run("the standing memories' vectors", app.state.orchestration.warm)
     try:
         yield
     finally:
+        warmup.stop()
         memory.close()
         if settings is not None:
             settings.close()

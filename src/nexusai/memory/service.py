@@ -13,7 +13,6 @@ import contextlib
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -92,8 +91,6 @@ class Memory:
         )
         self._rebuilding = 0  # episodes whose lost vectors are being made again
         self._threads: list[threading.Thread] = []  # the background work, once started
-        self._warm_until = 0.0  # `time.monotonic()` at which the start's reading ahead ends
-        self._warmed = threading.Event()
 
     @classmethod
     def open(
@@ -179,29 +176,14 @@ class Memory:
         """How many episodes still wait for a vector the index lost (0 normally)."""
         return self._rebuilding
 
-    def start(self, warm_seconds: float = 0.0) -> None:
+    def start(self) -> None:
         """The background work of a serving memory (`background`): episodes stored before
         a crash or an embedder outage get their vectors, the indexes are tended, entities
-        are extracted behind the writes. None of it holds up the start. The first
-        `warm_seconds` read the keyword index ahead of the turns (`warming`)."""
-        self._warm_until = time.monotonic() + warm_seconds
-        loops = (Memory.warm, background.repair_vectors, background.tend, Memory.extract_behind)
+        are extracted behind the writes. None of it holds up the start."""
+        loops = (background.repair_vectors, background.tend, Memory.extract_behind)
         self._threads = [threading.Thread(target=loop, args=(self,), daemon=True) for loop in loops]
         for thread in self._threads:
             thread.start()
-
-    def warm(self) -> None:
-        """What the first searches after a start would otherwise wait for, read ahead of
-        them (`EpisodeStore.warm`) until `start`'s seconds are spent."""
-        self.store.warm(lambda: not self.stopping.is_set() and not self.warm_spent())
-        self._warmed.set()
-
-    def warm_spent(self) -> bool:
-        return time.monotonic() >= self._warm_until
-
-    def warming(self) -> bool:
-        """Whether the start is still reading ahead (`/ready` answers 503 meanwhile)."""
-        return bool(self._threads) and not self._warmed.is_set() and not self.warm_spent()
 
     def stop(self) -> None:
         """Ends the background work and waits for it."""

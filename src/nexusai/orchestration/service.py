@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -12,6 +12,7 @@ from nexusai.models import EpisodeFilter, Scope
 from nexusai.orchestration.context import Context, assemble_context
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.settings import SettingsStore
+from nexusai.orchestration.standing import warm_vectors
 from nexusai.ranking.model import Ranker
 
 
@@ -22,6 +23,10 @@ class Orchestration:
     settings: SettingsStore
     llm: OpenAIChat | None
     ranker: Ranker
+
+    def warm(self, keep_on: Callable[[], bool]) -> None:
+        """The standing memories' vectors, made ahead of the first turns while `keep_on()`."""
+        warm_vectors(self.memory, self.embedder, keep_on)
 
     def context(
         self,

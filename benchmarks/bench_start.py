@@ -1,0 +1,95 @@
+"""The first turns after a start: a store that has been served before (its search graph
+built) is opened again by `nexus serve`, and `/context` turns are asked through HTTP the
+moment `/ready` answers, at the recommended pair (1, 1): the first 10, and 120 messages
+each asked for the first time. Twice: with the start's reading ahead (the default
+NEXUS_WARM_SECONDS: `/ready` waits while the keyword index's copy is read, commonest words
+first) and without (NEXUS_WARM_SECONDS=0: ready at once, each word read behind the first
+turn that asks for it, FTS5 answering that turn). The same messages asked again are the
+warm row, for comparison.
+
+The store is the project benchmark's (one project of 1,000 sessions). Sizes:
+NEXUS_START_SIZES (default 100000); text: NEXUS_START_TEXT ("realistic" by default, or
+"common words").
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+from tests.live_server import free_port, start_server
+
+from benchmarks.bench_project import ROWS, _corpora, _settle
+from benchmarks.bench_vectors import SESSIONS, build_store
+from benchmarks.common import Report, sentences, timed_context
+from nexusai.embedders.minilm import LocalEmbedder
+from nexusai.evaluation.metrics import percentile
+
+FIRST = 10
+WARM = {"read ahead": {}, "NEXUS_WARM_SECONDS=0": {"NEXUS_WARM_SECONDS": "0"}}
+
+
+def run(quick: bool = False) -> None:
+    sizes = (5_000,) if quick else _sizes()
+    kind = os.environ.get("NEXUS_START_TEXT", "realistic")
+    texts, queries = _corpora()[kind]
+    embedder = LocalEmbedder()
+    base = np.array(embedder.embed(list(sentences(2000, seed=11))), dtype=np.float32)
+    report = Report(
+        f"The first turns after a start, {kind} text: /context through HTTP (p50 / p95 ms)",
+        ["episodes", "start", "to /ready, s", f"first {FIRST}", "first asks", "asked again"],
+    )
+    for size in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            build_store(Path(tmp), embedder, base, size, SESSIONS, texts=texts(size))
+            _served_once(Path(tmp))
+            for start, env in WARM.items():
+                report.add(f"{size:,}", start, *_after_start(Path(tmp), queries, env))
+    report.notes.append("Targets: the first 10 turns at most 25 ms p95 at 100,000, 40 ms at")
+    report.notes.append("1,000,000.")
+    report.print()
+
+
+def _sizes() -> tuple[int, ...]:
+    wanted = os.environ.get("NEXUS_START_SIZES", "100000")
+    return tuple(int(size) for size in wanted.split(","))
+
+
+def _served_once(data_dir: Path) -> None:
+    """The store as a restart finds it: served until its search graph was built."""
+    port = free_port()
+    process = start_server(data_dir, port)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            _settle(http)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def _after_start(data_dir: Path, queries: list[str], env: dict[str, str]) -> list[str]:
+    port = free_port()
+    started = time.monotonic()
+    process = start_server(data_dir, port, **env)
+    rng = random.Random(3)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            while http.get("/ready").status_code != 200:
+                time.sleep(0.05)
+            ready = time.monotonic() - started
+            http.patch("/settings", json=ROWS["(1, 1)"]).raise_for_status()
+            first = [timed_context(http, rng.randint(1, SESSIONS), q)[0] for q in queries]
+            again = [timed_context(http, rng.randint(1, SESSIONS), q)[0] for q in queries]
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    return [f"{ready:.1f}", _cell(first[:FIRST]), _cell(first), _cell(again)]
+
+
+def _cell(samples: list[float]) -> str:
+    return f"{percentile(samples, 50):.1f} / {percentile(samples, 95):.1f}"

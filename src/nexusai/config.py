@@ -97,9 +97,10 @@ class Config:
     log_format: str = setting("text", "`text`, or `json` for structured logs")
     warm_seconds: float = setting(
         60.0,
-        "at start, how long `/ready` may wait while the keyword index is read into memory,"
-        " its commonest words first, so that the first turns are as fast as later ones; 0:"
-        " ready at once, words read as turns ask for them",
+        "at start, how long `/ready` may answer 503 while the keyword index (its commonest"
+        " words first) and the newest standing memories' vectors are read ahead, so that"
+        " the first turns are as fast as later ones; 0: ready at once, each read as turns"
+        " ask for it",
     )
     memory_url: str | None = setting(None, "`--role orchestration`: where the memory service is")
     memory_api_key: str | None = setting(

@@ -290,7 +290,7 @@ class WholeTableBM25:
         conn, held = self._connect(), 0
         for stem in stems:
             rows = self._rows.get(stem)
-            held += fts.stem_rows(conn, [stem])[stem] if rows is None else rows
+            held += fts.rows_holding(conn, stem) if rows is None else rows
             if held > self._inline_rows:
                 return False
         return True

@@ -277,16 +277,13 @@ def term_counts(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int
     return counts
 
 
-def stem_rows(conn: sqlite3.Connection, stems: Sequence[str]) -> dict[str, int]:
-    """How many rows hold each stem (as the index holds it), in any column."""
+def rows_holding(conn: sqlite3.Connection, stem: str) -> int:
+    """How many rows hold a stem (as the index holds it), in any column."""
     for ddl in _COUNTING:
         conn.execute(ddl)
-    counts = {}
-    for stem in stems:  # one lookup each: fts5vocab seeks `term = ?`, not `term IN`
-        held = conn.execute("SELECT doc FROM temp.nexus_index_terms WHERE term = ?", [stem])
-        row = held.fetchone()
-        counts[stem] = int(row[0]) if row else 0
-    return counts
+    held = conn.execute("SELECT doc FROM temp.nexus_index_terms WHERE term = ?", [stem])
+    row = held.fetchone()
+    return int(row[0]) if row else 0
 
 
 def stems_by_rows(conn: sqlite3.Connection) -> list[tuple[str, int]]:

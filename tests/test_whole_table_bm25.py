@@ -261,3 +261,59 @@ def test_a_turn_reads_rare_words_itself(conversation: tuple[SqliteStore, list[st
     finally:
         rare.close()
         never.close()
+
+
+@pytest.mark.parametrize("grouped", [GROUPED, 2], ids=["grouped-as-shipped", "grouped-from-2"])
+def test_saved_at_close_it_answers_the_next_start_as_fts5_does(
+    conversation: tuple[SqliteStore, list[str]], tmp_path: Path, grouped: int
+) -> None:
+    """The copy a close wrote is the next start's: every first ask answered from it,
+    exactly as FTS5 answers, with rows added meanwhile; an edit since means reading anew."""
+    store, queries = conversation
+    saved = tmp_path / "copy.npz"
+
+    def opened() -> WholeTableBM25:
+        bm25 = WholeTableBM25(
+            store.connection, min_rows=0, inline_rows=0, grouped=grouped, saved=saved
+        )
+        bm25.warm(lambda: False)  # what was saved, and no word read from the index
+        return bm25
+
+    first = WholeTableBM25(store.connection, min_rows=0, grouped=grouped, saved=saved)
+    first.warm(lambda: True)
+    first.close()
+    assert saved.exists()
+    again = opened()
+    try:
+        for query in queries[:40]:
+            assert again.search(query_terms(query), 10) == by_fts5(store, query, 10), query
+    finally:
+        again.close()
+    store.add_episodes(store.create_session().id, [NewEpisode("Caroline", queries[0])])
+    grown = opened()
+    try:
+        for query in queries[:40]:
+            assert grown.search(query_terms(query), 10) == by_fts5(store, query, 10), query
+    finally:
+        grown.close()
+    store.update_episode(3, content="Caroline painted a lake at the support group")
+    edited = opened()
+    try:
+        assert edited.search(query_terms(queries[0]), 10) is None  # read anew, behind
+        assert answered(edited, queries[0], 10) == by_fts5(store, queries[0], 10)
+    finally:
+        edited.close()
+
+
+def test_an_unreadable_saved_copy_is_read_anew(
+    conversation: tuple[SqliteStore, list[str]], tmp_path: Path
+) -> None:
+    store, queries = conversation
+    saved = tmp_path / "copy.npz"
+    saved.write_bytes(b"PK\x03\x04 not a whole file")
+    bm25 = WholeTableBM25(store.connection, min_rows=0, saved=saved)
+    try:
+        bm25.warm(lambda: True)
+        assert bm25.search(query_terms(queries[0]), 10) == by_fts5(store, queries[0], 10)
+    finally:
+        bm25.close()

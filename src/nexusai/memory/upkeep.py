@@ -129,6 +129,7 @@ def _put_in_place(source: Path, target: Path) -> None:
         partial,
         target.with_name(target.name + "-wal"),
         target.with_name(target.name + "-shm"),
+        target.with_name(target.name + ".keywords.npz"),  # another store's keyword copy
     ):
         stale.unlink(missing_ok=True)  # pieces of no store: the target does not exist
     shutil.copyfile(source, partial)

@@ -43,7 +43,8 @@ class SqliteStore(EpisodeStore):
         self._connections: dict[threading.Thread, sqlite3.Connection] = {}
         self._connections_lock = threading.Lock()
         self._write_lock = threading.RLock()
-        self._bm25 = WholeTableBM25(self.connection)
+        # The keyword copy is kept beside the file between starts (derived: never backed up).
+        self._bm25 = WholeTableBM25(self.connection, saved=self.keyword_copy_path)
         # Called with every SQL statement any connection runs, when set before it opens.
         self.trace: Callable[[str], None] | None = None
         try:
@@ -52,6 +53,10 @@ class SqliteStore(EpisodeStore):
         except sqlite3.DatabaseError as exc:
             self.close()
             raise StoreDamaged(self.path, str(exc)) from None
+
+    @property
+    def keyword_copy_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".keywords.npz")
 
     def _check_whole(self) -> None:
         """SQLite's quick check before anything is served or written: a damaged file is

@@ -22,27 +22,25 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from benchmarks.bench_project import _corpora
 from benchmarks.bench_start import _served_once
 from benchmarks.bench_vectors import SESSIONS, build_store
-from benchmarks.common import Report, sentences
+from benchmarks.common import Report, base_vectors, sizes
 from nexusai.embedders.minilm import LocalEmbedder
 
 STEPS = ("model loaded", "Memory.open", "keyword copy read", "after 200 turns")
 
 
 def run(quick: bool = False) -> None:
-    sizes = (5_000,) if quick else _sizes()
+    sized = sizes(quick, "NEXUS_MEMORY_SIZES", "100000")
     texts, queries = _corpora()["realistic"]
     embedder = LocalEmbedder()
-    base = np.array(embedder.embed(list(sentences(2000, seed=11))), dtype=np.float32)
+    base = base_vectors(embedder)
     report = Report(
         "Resident memory of a serving process, step by step (MB)",
         ["episodes", "step", "RSS", "of which anonymous", "peak so far"],
     )
-    for size in sizes:
+    for size in sized:
         with tempfile.TemporaryDirectory() as tmp:
             build_store(Path(tmp), embedder, base, size, SESSIONS, texts=texts(size))
             _served_once(Path(tmp))
@@ -56,11 +54,6 @@ def run(quick: bool = False) -> None:
                 f" on disk: vectors {vectors:.0f} MB, SQLite {sqlite:.0f} MB"
             )
     report.print()
-
-
-def _sizes() -> tuple[int, ...]:
-    wanted = os.environ.get("NEXUS_MEMORY_SIZES", "100000")
-    return tuple(int(size) for size in wanted.split(","))
 
 
 def _measure(data_dir: Path, queries: list[str]) -> dict[str, Any]:

@@ -35,11 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 from tests.live_server import free_port, start_server
 
 from benchmarks.bench_vectors import LABELLED_START, LABELS, SESSIONS, build_store
-from benchmarks.common import Report, sentences, timed_context
+from benchmarks.common import Report, base_vectors, sizes, timed_context
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.evaluation.metrics import percentile
 from nexusai.memory.background import TEND_SECONDS
@@ -134,14 +133,14 @@ COMMON = (
 
 
 def run(quick: bool = False) -> None:
-    sizes = (5_000,) if quick else _sizes()
+    sized = sizes(quick, "NEXUS_PROJECT_SIZES", "20000,100000")
     embedder = LocalEmbedder()
-    base = np.array(embedder.embed(list(sentences(2000, seed=11))), dtype=np.float32)
+    base = base_vectors(embedder)
     report = Report(
         "One project of 1,000 sessions: /context through HTTP (p50 / p95 ms)",
         ["episodes", "text", "fusion", "/context", *(f"{s} p50 / p95" for s in STEPS)],
     )
-    for size in sizes:
+    for size in sized:
         for kind, (texts, queries) in _corpora().items():
             if kind not in _kinds():
                 continue
@@ -164,11 +163,6 @@ def run(quick: bool = False) -> None:
 def _kinds() -> tuple[str, ...]:
     wanted = os.environ.get("NEXUS_PROJECT_TEXTS", "common words,realistic")
     return tuple(kind.strip() for kind in wanted.split(","))
-
-
-def _sizes() -> tuple[int, ...]:
-    wanted = os.environ.get("NEXUS_PROJECT_SIZES", "20000,100000")
-    return tuple(int(size) for size in wanted.split(","))
 
 
 # Per kind of text: the episodes' texts for a store of a size, and the turns' messages.

@@ -12,19 +12,17 @@ Sizes: NEXUS_SEARCH_SIZES (default 20000; the issue's second target is 1000000).
 
 from __future__ import annotations
 
-import os
 import random
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
-import numpy as np
 from tests.live_server import free_port, start_server
 
 from benchmarks.bench_project import COMMON, _common
 from benchmarks.bench_vectors import SESSIONS, build_store
-from benchmarks.common import Report, sentences
+from benchmarks.common import Report, base_vectors, sizes
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.evaluation.metrics import percentile
 
@@ -34,14 +32,14 @@ SCOPES = ("no sessionIds (every project)", "5 sessions", f"all {SESSIONS:,} sess
 
 
 def run(quick: bool = False) -> None:
-    sizes = (5_000,) if quick else _sizes()
+    sized = sizes(quick, "NEXUS_SEARCH_SIZES", "20000")
     embedder = LocalEmbedder()
-    base = np.array(embedder.embed(list(sentences(500, seed=11))), dtype=np.float32)
+    base = base_vectors(embedder, 500)
     report = Report(
         "GET /episodes/search over common words, through HTTP (p50 / p95 ms)",
         ["episodes", "start", "scope", "first ask", "asked again"],
     )
-    for size in sizes:
+    for size in sized:
         with tempfile.TemporaryDirectory() as tmp:
             build_store(Path(tmp), embedder, base, size, SESSIONS, texts=_common(size))
             for start, warm in WARM.items():
@@ -51,11 +49,6 @@ def run(quick: bool = False) -> None:
                 report.notes.append(f"{size:,}, {start}: from start to /ready {ready:.1f} s")
     report.notes.append("Targets: no sessionIds at most 15 ms p95 at 20,000, 30 ms at 1,000,000.")
     report.print()
-
-
-def _sizes() -> tuple[int, ...]:
-    wanted = os.environ.get("NEXUS_SEARCH_SIZES", "20000")
-    return tuple(int(size) for size in wanted.split(","))
 
 
 def _measure(data_dir: Path, warm: dict[str, str]) -> tuple[dict[str, list[str]], float]:

@@ -22,12 +22,11 @@ import time
 from pathlib import Path
 
 import httpx
-import numpy as np
 from tests.live_server import free_port, start_server
 
 from benchmarks.bench_project import ROWS, _corpora, _settle
 from benchmarks.bench_vectors import SESSIONS, build_store
-from benchmarks.common import Report, sentences, timed_context
+from benchmarks.common import Report, base_vectors, sizes, timed_context
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.evaluation.metrics import percentile
 
@@ -41,16 +40,16 @@ WARM = {
 
 
 def run(quick: bool = False) -> None:
-    sizes = (5_000,) if quick else _sizes()
+    sized = sizes(quick, "NEXUS_START_SIZES", "100000")
     kind = os.environ.get("NEXUS_START_TEXT", "realistic")
     texts, queries = _corpora()[kind]
     embedder = LocalEmbedder()
-    base = np.array(embedder.embed(list(sentences(2000, seed=11))), dtype=np.float32)
+    base = base_vectors(embedder)
     report = Report(
         f"The first turns after a start, {kind} text: /context through HTTP (p50 / p95 ms)",
         ["episodes", "start", "to /ready, s", f"first {FIRST}", "first asks", "asked again"],
     )
-    for size in sizes:
+    for size in sized:
         with tempfile.TemporaryDirectory() as tmp:
             build_store(Path(tmp), embedder, base, size, SESSIONS, texts=texts(size))
             _served_once(Path(tmp))
@@ -61,11 +60,6 @@ def run(quick: bool = False) -> None:
     report.notes.append("Targets: the first 10 turns at most 25 ms p95 at 100,000, 40 ms at")
     report.notes.append("1,000,000.")
     report.print()
-
-
-def _sizes() -> tuple[int, ...]:
-    wanted = os.environ.get("NEXUS_START_SIZES", "100000")
-    return tuple(int(size) for size in wanted.split(","))
 
 
 def _served_once(data_dir: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import random
 import statistics
 import time
@@ -147,3 +148,18 @@ def postgres(tmp: Path) -> Iterator[str]:
         yield urlsplit(server.get_uri())._replace(path="/nexus_bench").geturl()
     finally:
         server.cleanup()
+
+
+def sizes(quick: bool, variable: str, default: str) -> tuple[int, ...]:
+    """A benchmark's store sizes: the environment's `variable` (comma-separated), or
+    `default`; 5,000 alone for a smoke run."""
+    if quick:
+        return (5_000,)
+    return tuple(int(size) for size in os.environ.get(variable, default).split(","))
+
+
+def base_vectors(embedder: Any, count: int = 2000) -> Any:
+    """Real MiniLM vectors of generated sentences, which `build_store` copies with noise."""
+    import numpy as np
+
+    return np.array(embedder.embed(list(sentences(count, seed=11))), dtype=np.float32)

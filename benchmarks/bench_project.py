@@ -35,10 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tests.live_server import free_port, start_server
 
 from benchmarks.bench_vectors import LABELLED_START, LABELS, SESSIONS, build_store
-from benchmarks.common import Report, base_vectors, sizes, timed_context
+from benchmarks.common import Report, base_vectors, served, sizes, timed_context
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.evaluation.metrics import percentile
 from nexusai.memory.background import TEND_SECONDS
@@ -211,29 +210,19 @@ def _real() -> tuple[list[str], list[str]]:
 def _measure(data_dir: Path, queries: list[str]) -> tuple[dict[str, list[str]], float, str]:
     """Each row's cells, the seconds from the service's start to its `/ready`, and what
     forgetting a tenth of the store did."""
-    port = free_port()
-    started = time.monotonic()
-    process = start_server(data_dir, port)
     rng = random.Random(3)
     found: dict[str, list[str]] = {}
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-            while http.get("/ready").status_code != 200:
-                time.sleep(0.1)
-            ready = time.monotonic() - started
-            _settle(http)
-            for label, settings in ROWS.items():
-                http.patch("/settings", json=settings).raise_for_status()
-                found[label] = _turns(http, queries, rng)
-                if label == FIRST_ASK:
-                    time.sleep(SETTLE_AFTER_FIRST_ASK)  # what was read behind it, done
-            for label, (settings, rule) in FILTERED.items():
-                http.patch("/settings", json=settings).raise_for_status()
-                found[label] = _turns(http, queries, rng, rule)
-            forgot = _forget_under_load(http, queries)
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
+    with served(data_dir) as (http, ready):
+        _settle(http)
+        for label, settings in ROWS.items():
+            http.patch("/settings", json=settings).raise_for_status()
+            found[label] = _turns(http, queries, rng)
+            if label == FIRST_ASK:
+                time.sleep(SETTLE_AFTER_FIRST_ASK)  # what was read behind it, done
+        for label, (settings, rule) in FILTERED.items():
+            http.patch("/settings", json=settings).raise_for_status()
+            found[label] = _turns(http, queries, rng, rule)
+        forgot = _forget_under_load(http, queries)
     return found, ready, forgot
 
 

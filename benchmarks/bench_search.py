@@ -18,11 +18,10 @@ import time
 from pathlib import Path
 
 import httpx
-from tests.live_server import free_port, start_server
 
 from benchmarks.bench_project import COMMON, _common
 from benchmarks.bench_vectors import SESSIONS, build_store
-from benchmarks.common import Report, base_vectors, sizes
+from benchmarks.common import Report, base_vectors, served, sizes
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.evaluation.metrics import percentile
 
@@ -53,24 +52,14 @@ def run(quick: bool = False) -> None:
 
 def _measure(data_dir: Path, warm: dict[str, str]) -> tuple[dict[str, list[str]], float]:
     """Each scope's cells, and the seconds from the start to `/ready`."""
-    port = free_port()
-    started = time.monotonic()
-    process = start_server(data_dir, port, **warm)
     found: dict[str, list[str]] = {}
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-            while http.get("/ready").status_code != 200:
-                time.sleep(0.1)
-            ready = time.monotonic() - started
-            for n, scope in enumerate(SCOPES):
-                rng = random.Random(n)
-                queries = [" ".join(rng.choice(COMMON) for _ in range(8)) for _ in range(QUERIES)]
-                first = [_search(http, q, _scope_of(scope, rng)) for q in queries]
-                again = [_search(http, q, _scope_of(scope, rng)) for q in queries]
-                found[scope] = [_cell(first), _cell(again)]
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
+    with served(data_dir, **warm) as (http, ready):
+        for n, scope in enumerate(SCOPES):
+            rng = random.Random(n)
+            queries = [" ".join(rng.choice(COMMON) for _ in range(8)) for _ in range(QUERIES)]
+            first = [_search(http, q, _scope_of(scope, rng)) for q in queries]
+            again = [_search(http, q, _scope_of(scope, rng)) for q in queries]
+            found[scope] = [_cell(first), _cell(again)]
     return found, ready
 
 

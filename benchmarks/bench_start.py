@@ -18,15 +18,11 @@ from __future__ import annotations
 import os
 import random
 import tempfile
-import time
 from pathlib import Path
-
-import httpx
-from tests.live_server import free_port, start_server
 
 from benchmarks.bench_project import ROWS, _corpora, _settle
 from benchmarks.bench_vectors import SESSIONS, build_store
-from benchmarks.common import Report, base_vectors, sizes, timed_context
+from benchmarks.common import Report, base_vectors, served, sizes, timed_context
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.evaluation.metrics import percentile
 
@@ -64,32 +60,16 @@ def run(quick: bool = False) -> None:
 
 def _served_once(data_dir: Path) -> None:
     """The store as a restart finds it: served until its search graph was built."""
-    port = free_port()
-    process = start_server(data_dir, port)
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-            _settle(http)
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
+    with served(data_dir) as (http, _):
+        _settle(http)
 
 
 def _after_start(data_dir: Path, queries: list[str], env: dict[str, str]) -> list[str]:
-    port = free_port()
-    started = time.monotonic()
-    process = start_server(data_dir, port, **env)
     rng = random.Random(3)
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-            while http.get("/ready").status_code != 200:
-                time.sleep(0.05)
-            ready = time.monotonic() - started
-            http.patch("/settings", json=ROWS["(1, 1)"]).raise_for_status()
-            first = [timed_context(http, rng.randint(1, SESSIONS), q)[0] for q in queries]
-            again = [timed_context(http, rng.randint(1, SESSIONS), q)[0] for q in queries]
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
+    with served(data_dir, **env) as (http, ready):
+        http.patch("/settings", json=ROWS["(1, 1)"]).raise_for_status()
+        first = [timed_context(http, rng.randint(1, SESSIONS), q)[0] for q in queries]
+        again = [timed_context(http, rng.randint(1, SESSIONS), q)[0] for q in queries]
     return [f"{ready:.1f}", _cell(first[:FIRST]), _cell(first), _cell(again)]
 
 

@@ -163,3 +163,22 @@ def base_vectors(embedder: Any, count: int = 2000) -> Any:
     import numpy as np
 
     return np.array(embedder.embed(list(sentences(count, seed=11))), dtype=np.float32)
+
+
+@contextmanager
+def served(data_dir: Path, **env: str) -> Iterator[tuple[httpx.Client, float]]:
+    """`nexus serve` over `data_dir` as its own process (`env` added to its environment):
+    a client of it, and the seconds from its start to its `/ready`. Stopped at the end."""
+    from tests.live_server import free_port, start_server
+
+    port = free_port()
+    started = time.monotonic()
+    process = start_server(data_dir, port, **env)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            while http.get("/ready").status_code != 200:
+                time.sleep(0.05)
+            yield http, time.monotonic() - started
+    finally:
+        process.terminate()
+        process.wait(timeout=60)

@@ -425,6 +425,27 @@ def test_an_import_that_waits_for_its_entities(tmp_path: Path) -> None:
     assert {"Maria Lopez", "Lisbon"} <= names
 
 
+@pytest.mark.model
+def test_an_import_leaves_its_entities_to_the_service(tmp_path: Path) -> None:
+    import json
+
+    from nexusai.memory import vector_state
+    from nexusai.memory.sqlite.store import SqliteStore
+
+    env = {"NEXUS_DATA_DIR": str(tmp_path / "d"), "NEXUS_EXTRACTOR": "spacy"}
+    data = tmp_path / "chat.jsonl"
+    said = ["Maria Lopez moved to Lisbon", "Ana visited Porto with Maria Lopez"] * 30
+    data.write_text(
+        "".join(json.dumps({"session": "s", "speaker": "u", "content": t}) + "\n" for t in said)
+    )
+    imported = CliRunner(env=env).invoke(cli, ["import", str(data)])
+    assert imported.exit_code == 0, imported.output
+    assert "60 episodes wait for entity extraction" in imported.output
+    with SqliteStore(tmp_path / "d" / "nexus.db") as store:
+        assert vector_state.count_pending_extraction(store.connection()) == 60
+        assert store.connection().execute("SELECT count(*) FROM entities").fetchone()[0] == 0
+
+
 @pytest.mark.parametrize("group", ["projects", "sessions", "keys", "settings", "eval"])
 def test_every_command_says_what_it_does(group: str) -> None:
     from nexusai.cli import cli as root

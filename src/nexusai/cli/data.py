@@ -346,8 +346,8 @@ def keys_revoke(key_id: int, data_dir: Path | None) -> None:
     type=click.Choice(["later", "wait"]),
     default="later",
     show_default=True,
-    help="Entity extraction runs behind the import; what is left when the episodes are"
-    " searchable is done by the service when it runs (later), or here first (wait)",
+    help="Extract entities when the service runs, leaving every core to the embedding"
+    " (later), or here, behind the import, waiting for the last one (wait)",
 )
 @DATA_DIR
 @clean_errors
@@ -359,7 +359,8 @@ def import_command(
     Formats: a LoCoMo JSON file, a ChatGPT export (conversations.json), or JSONL of one
     episode a line. The file is read through once before anything is written, so a bad
     record stops the import with nothing stored. The episodes are searchable when the
-    import says so; entities are extracted behind it.
+    import says so; their entities are extracted by the service (later) or behind the
+    import, which then waits for them (wait).
     """
     import threading
 
@@ -373,10 +374,14 @@ def import_command(
         with file.open("rb") as peek:
             fmt = detect_format(file.name, peek)
     memory = Memory.open(Config.from_env(data_dir=data_dir))
+    # Extraction behind the import, niced as it is, still took a tenth of the embedding's
+    # rate on two cores (benchmarks import-short), so only a command that waits for the
+    # entities anyway runs it.
     behind = threading.Thread(target=memory.extract_behind, daemon=True)  # as the service
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn())
     try:
-        behind.start()
+        if entities == "wait":
+            behind.start()
         with file.open("rb") as stream, Progress(*columns) as bar:
             task = bar.add_task("importing", total=file.stat().st_size)
 

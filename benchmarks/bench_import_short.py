@@ -85,10 +85,10 @@ def _cli_import(conversations: list[SourceConversation], entities: str) -> tuple
         started = time.perf_counter()
         done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
         seconds = time.perf_counter() - started
-        said = re.search(r"searchable after ([0-9.]+) s", done.stdout)
-        if said is None:
+        reported = re.search(r"searchable after ([0-9.]+) s", done.stdout)
+        if reported is None:
             raise RuntimeError(f"nexus import did not say when it was searchable: {done.stdout}")
-        return seconds, float(said.group(1))
+        return seconds, float(reported.group(1))
 
 
 def _conversations(count: int) -> list[SourceConversation]:

@@ -43,20 +43,12 @@ def run(quick: bool = False) -> None:
     alone = rows[0][1]
     for entities in ("later", "wait"):
         seconds, searchable = _cli_import(conversations, entities)
-        rows.append(
-            (
-                f"nexus import --entities {entities}: its 'searchable' line",
-                searchable,
-                alone / searchable,
-            )
-        )
-        rows.append(
-            (
-                f"nexus import --entities {entities} (the command, end to end)",
-                seconds,
-                alone / seconds,
-            )
-        )
+        command = f"nexus import --entities {entities}"
+        for what, took in (
+            (f"{command}: its 'searchable' line", searchable),
+            (f"{command} (the command, end to end)", seconds),
+        ):
+            rows.append((what, took, alone / took))
     for what, seconds, ratio in rows:
         report.add(what, seconds, count / seconds, ratio)
     report.notes.append("Targets: 150 episodes/s or more end to end, and 0.85 of the embedder.")

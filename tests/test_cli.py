@@ -403,8 +403,9 @@ def test_import_tells_the_format_and_keys_list_says_when_there_are_none(tmp_path
     assert "no keys" in listed.output
 
 
-@pytest.mark.model
-def test_an_import_that_waits_for_its_entities(tmp_path: Path) -> None:
+def _import_names(tmp_path: Path, *options: str) -> tuple[str, int, set[str]]:
+    """`nexus import` of 60 messages naming people and places, with spaCy: what it said,
+    how many episodes still wait for extraction, and the entities stored."""
     import json
 
     from nexusai.memory import vector_state
@@ -416,34 +417,28 @@ def test_an_import_that_waits_for_its_entities(tmp_path: Path) -> None:
     data.write_text(
         "".join(json.dumps({"session": "s", "speaker": "u", "content": t}) + "\n" for t in said)
     )
-    imported = CliRunner(env=env).invoke(cli, ["import", str(data), "--entities", "wait"])
+    imported = CliRunner(env=env).invoke(cli, ["import", str(data), *options])
     assert imported.exit_code == 0, imported.output
-    assert "wait for entity extraction" not in imported.output
     with SqliteStore(tmp_path / "d" / "nexus.db") as store:
-        assert vector_state.count_pending_extraction(store.connection()) == 0
+        pending = vector_state.count_pending_extraction(store.connection())
         names = {row[0] for row in store.connection().execute("SELECT name FROM entities")}
+    return imported.output, pending, names
+
+
+@pytest.mark.model
+def test_an_import_that_waits_for_its_entities(tmp_path: Path) -> None:
+    output, pending, names = _import_names(tmp_path, "--entities", "wait")
+    assert "wait for entity extraction" not in output
+    assert pending == 0
     assert {"Maria Lopez", "Lisbon"} <= names
 
 
 @pytest.mark.model
 def test_an_import_leaves_its_entities_to_the_service(tmp_path: Path) -> None:
-    import json
-
-    from nexusai.memory import vector_state
-    from nexusai.memory.sqlite.store import SqliteStore
-
-    env = {"NEXUS_DATA_DIR": str(tmp_path / "d"), "NEXUS_EXTRACTOR": "spacy"}
-    data = tmp_path / "chat.jsonl"
-    said = ["Maria Lopez moved to Lisbon", "Ana visited Porto with Maria Lopez"] * 30
-    data.write_text(
-        "".join(json.dumps({"session": "s", "speaker": "u", "content": t}) + "\n" for t in said)
-    )
-    imported = CliRunner(env=env).invoke(cli, ["import", str(data)])
-    assert imported.exit_code == 0, imported.output
-    assert "60 episodes wait for entity extraction" in imported.output
-    with SqliteStore(tmp_path / "d" / "nexus.db") as store:
-        assert vector_state.count_pending_extraction(store.connection()) == 60
-        assert store.connection().execute("SELECT count(*) FROM entities").fetchone()[0] == 0
+    output, pending, names = _import_names(tmp_path)
+    assert "60 episodes wait for entity extraction" in output
+    assert pending == 60
+    assert names == set()
 
 
 @pytest.mark.parametrize("group", ["projects", "sessions", "keys", "settings", "eval"])

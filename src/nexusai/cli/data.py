@@ -381,7 +381,7 @@ def import_command(
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn())
     try:
         if entities == "wait":
-            behind.start()
+            behind.start()  # an unstarted thread is never alive: the join below skips it
         with file.open("rb") as stream, Progress(*columns) as bar:
             task = bar.add_task("importing", total=file.stat().st_size)
 

@@ -153,7 +153,8 @@ def test_a_lost_vector_index_is_rebuilt_while_keyword_search_serves(
         if how == "truncated":
             assert "could not be read" in caplog.text
             assert list(config.vectors_path.glob("episodes.damaged-*"))
-        assert client.get("/ready").json()["pendingVectors"] == 30
+        _wait_for(lambda: bool(_ready(client)))  # the start's read-ahead is done
+        assert _ready(client)["pendingVectors"] == 30
         assert client.get("/health").json()["vectorsRebuilding"] == 30
         assert "nexus_vectors_pending 30.0" in client.get("/metrics").text
         during = client.post("/context", json={**turn, "settings": {"keywordWeight": 1}})
@@ -166,7 +167,7 @@ def test_a_lost_vector_index_is_rebuilt_while_keyword_search_serves(
         assert (found["semanticRank"], found["keywordRank"]) == (None, 1)
 
         gated.gate.set()
-        _wait_for(lambda: client.get("/ready").json()["pendingVectors"] == 0)
+        _wait_for(lambda: _ready(client).get("pendingVectors") == 0)
         after = client.post("/context", json=turn).json()
         assert after["warnings"] == []
         assert after["memories"][0]["semanticRank"] == 1
@@ -176,6 +177,13 @@ def test_a_lost_vector_index_is_rebuilt_while_keyword_search_serves(
 def _rows(db: Path) -> list[tuple[object, ...]]:
     with closing(sqlite3.connect(db)) as conn:
         return conn.execute("SELECT id, session_id, speaker, content FROM episodes").fetchall()
+
+
+def _ready(client: TestClient) -> dict[str, object]:
+    """`GET /ready`'s body once it answers 200; empty while the start still reads ahead
+    (503, which says nothing of pending vectors)."""
+    answer = client.get("/ready")
+    return answer.json() if answer.status_code == 200 else {}
 
 
 def _wait_for(condition: Callable[[], bool], seconds: float = 60) -> None:
@@ -200,7 +208,7 @@ def test_an_index_deleted_while_running_is_rebuilt_at_the_next_start(
         )
         assert added.status_code == 201, "the write is kept even if its vector is not"
     with TestClient(create_app(config, embedder)) as client:
-        _wait_for(lambda: client.get("/ready").json()["pendingVectors"] == 0)
+        _wait_for(lambda: _ready(client).get("pendingVectors") == 0)
         memories = client.post("/context", json=turn).json()["memories"]
         # The new turn follows the tomato one, and is embedded with its end: both lead.
         assert any("heirloom tomatoes" in m["content"] for m in memories[:2])

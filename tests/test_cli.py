@@ -49,6 +49,7 @@ def test_reindex_rebuilds_every_vector(
         ({"NEXUS_MAX_BODY_BYTES": "1"}, "NEXUS_MAX_BODY_BYTES must be between"),
         ({"NEXUS_LLM_TIMEOUT": "0"}, "NEXUS_LLM_TIMEOUT must be a positive"),
         ({"NEXUS_WARM_SECONDS": "-1"}, "NEXUS_WARM_SECONDS must be between 0 and 3600"),
+        ({"NEXUS_VECTOR_MEMORY": "disk"}, "NEXUS_VECTOR_MEMORY must be compact or ram"),
         ({"NEXUS_ROLE_UNDER_TEST": "orchestration"}, "needs NEXUS_MEMORY_URL"),
     ],
 )

@@ -243,3 +243,41 @@ def test_a_killed_service_takes_its_child_along(tmp_path: Path) -> None:
             service.stdout.close()
     _, alive = psutil.wait_procs(children, timeout=10)
     assert not alive
+
+
+def test_an_index_in_ram_is_converted_to_compact_behind_itself(tmp_path: Path) -> None:
+    """An index made with NEXUS_VECTOR_MEMORY=ram, opened with the default: served in its
+    own layout (its graph kept) until the build behind it converts it."""
+    path = tmp_path / "episodes"
+    rng = np.random.default_rng(8)
+    points = [point(i, rng) for i in range(1, POINTS + 1)]
+    index = EdgeVectorIndex(path, DIM, layout="ram")
+    index.upsert(points)
+    index.optimize()  # as `nexus reindex` does: its graph built in place
+    graphed = index.graph_points()
+    index.close()
+    assert graphed > 0
+    assert vectors._layout_of(path) == "ram"
+
+    compact = EdgeVectorIndex(path, DIM)
+    try:
+        assert vectors._layout_of(path) == "ram"
+        assert compact.graph_points() == graphed
+        assert compact.search(points[5].vector, None, [], 1)[0][0] == points[5].id
+        assert compact.optimize_behind()  # due for its layout alone
+        wait_built(compact, rng)
+        assert vectors._layout_of(path) == "compact"
+        assert compact.graph_points() == graphed
+        for written in points[::400]:
+            found = compact.search(written.vector, None, [], 3)
+            assert found[0][0] == written.id
+            assert found[0][1] == pytest.approx(1.0, abs=1e-4)  # rescored: the exact cosine
+        assert not compact.optimize_behind()
+    finally:
+        compact.close()
+
+
+def test_a_layout_that_is_not_known_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="layout"):
+        EdgeVectorIndex(tmp_path / "episodes", DIM, layout="disk")
+    assert not (tmp_path / "episodes").exists()

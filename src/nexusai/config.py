@@ -81,6 +81,12 @@ class Config:
         None, "a Qdrant server or cluster instead of the embedded index (extra `qdrant`)"
     )
     qdrant_api_key: str | None = setting(None, "the Qdrant server's key", secret=True)
+    vector_memory: str = setting(
+        "compact",
+        "the embedded index's vectors: `compact` (an int8 copy in memory, the full vectors"
+        " read from disk to rescore the best; about a third of the memory) or `ram` (all in"
+        " memory). A change converts the index behind the running service",
+    )
     llm_base_url: str | None = setting(None, "the chat LLM: an OpenAI-compatible base URL")
     llm_model: str | None = setting(None, "the chat LLM's model")
     llm_api_key: str | None = setting(None, "the chat LLM's key", secret=True)
@@ -147,6 +153,10 @@ class Config:
         _check_range("NEXUS_MAX_BODY_BYTES", self.max_body_bytes, 1024, 1024 * 1024 * 1024)
         _check_range("NEXUS_MAX_BATCH_SIZE", self.max_batch_size, 1, 100_000)
         _check_range("NEXUS_MAX_QUERY_CHARS", self.max_query_chars, 1, 1_000_000)
+        if self.vector_memory not in ("compact", "ram"):
+            raise ConfigError(
+                f"NEXUS_VECTOR_MEMORY must be compact or ram, got {self.vector_memory!r}"
+            )
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"NEXUS_LOG_FORMAT must be text or json, got {self.log_format!r}")
         if self.memory_timeout <= 0:

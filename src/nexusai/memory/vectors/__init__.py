@@ -91,4 +91,6 @@ def open_vector_index(
                 f"cannot use the Qdrant server at {config.qdrant_url} (NEXUS_QDRANT_URL):"
                 f" {type(exc).__name__} {reason}".rstrip()
             ) from None
-    return EdgeVectorIndex(config.vectors_path / collection, dimension, owner)
+    return EdgeVectorIndex(
+        config.vectors_path / collection, dimension, owner, layout=config.vector_memory
+    )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -37,14 +38,32 @@ BUILD_BEHIND_MIN = 20_000
 VACUUM_SHARE = 0.2
 VACUUM_MIN_POINTS = 1_000
 
+# How the vectors are kept (NEXUS_VECTOR_MEMORY). `ram`: every float in memory, 1.5 KB a
+# MiniLM vector. `compact`: an int8 copy pinned in memory (a quarter of that) is what a
+# search scans, and the float vectors stay in their file, read back only to rescore the
+# best OVERSAMPLING x limit candidates, so that the order returned is by the exact cosine.
+LAYOUTS = ("compact", "ram")
+OVERSAMPLING = 2.0
+
 
 class EdgeVectorIndex:
     """Qdrant Edge: the Qdrant engine in-process, on disk, no server."""
 
-    def __init__(self, path: Path, dimension: int, owner: OwnerLock | None = None) -> None:
-        """`owner`: the index's lock, claimed already (see `claim_embedded_indexes`)."""
+    def __init__(
+        self,
+        path: Path,
+        dimension: int,
+        owner: OwnerLock | None = None,
+        layout: str = "compact",
+    ) -> None:
+        """`owner`: the index's lock, claimed already (see `claim_embedded_indexes`).
+        `layout`: one of LAYOUTS, what a new index is made in and an existing one is
+        converted to when it is next optimized (it is served in its own until then)."""
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         self.path = path
         self.dimension = dimension
+        self.layout = layout
         self._write_lock = threading.Lock()
         self.damaged: str | None = None  # why the index found on disk was set aside
         self._deleted = 0  # points deleted since the last vacuum (or since opening)
@@ -64,9 +83,9 @@ class EdgeVectorIndex:
             raise
         _drop_leftovers(path)  # only once the open says no other process has the index
 
-    def _config(self, indexing_kb: int = NO_HNSW_KB) -> edge.EdgeConfig:
+    def _config(self, layout: str, indexing_kb: int = NO_HNSW_KB) -> edge.EdgeConfig:
         return edge.EdgeConfig(
-            vectors=edge.EdgeVectorParams(size=self.dimension, distance=edge.Distance.Cosine),
+            vectors=_vector_params(self.dimension, layout),
             optimizers=edge.EdgeOptimizersConfig(indexing_threshold=indexing_kb),
         )
 
@@ -83,18 +102,26 @@ class EdgeVectorIndex:
         elif self.path.exists() and any(self.path.iterdir()):
             self.damaged = _set_aside(self.path, "its configuration file is missing")
         self.path.mkdir(parents=True, exist_ok=True)
-        shard = edge.EdgeShard.create(str(self.path), self._config())
+        shard = edge.EdgeShard.create(str(self.path), self._config(self.layout))
         shard.update(
             edge.UpdateOperation.create_field_index(SCOPE_KEY, edge.PayloadSchemaType.Integer)
         )
         return shard
 
     def _load(
-        self, indexing_kb: int = NO_HNSW_KB, path: Path | None = None, vacuum: bool = True
+        self,
+        indexing_kb: int = NO_HNSW_KB,
+        path: Path | None = None,
+        vacuum: bool = True,
+        layout: str | None = None,
     ) -> edge.EdgeShard:
+        """Opens a shard in `layout`, by default the one it is in on disk: opened in
+        another, Qdrant rewrites every segment, and at the serving threshold the rewritten
+        ones lose their graph (every search an exact scan), so only `optimize` converts."""
         path = (path or self.path).resolve()  # a built shard is reached through a link
+        layout = layout or _layout_of(path)
         try:
-            shard = edge.EdgeShard.load(str(path), self._config(indexing_kb))
+            shard = edge.EdgeShard.load(str(path), self._config(layout, indexing_kb))
         except Exception as exc:
             if "WouldBlock" in str(exc):
                 raise VectorIndexBusy(
@@ -156,6 +183,7 @@ class EdgeVectorIndex:
             limit=limit,
             query=edge.Query.Nearest([float(x) for x in vector]),
             filter=edge.Filter(must=must or None, must_not=must_not or None),  # type: ignore[arg-type]
+            params=_RESCORED,
         )
         return [(int_id(p.id), float(p.score)) for p in self._shard.query(request)]
 
@@ -192,15 +220,16 @@ class EdgeVectorIndex:
         self._stop_build()
         with self._write_lock:
             # Loading runs the optimizer (see `_load`): at Qdrant's usual threshold it
-            # builds the graph; then back to the threshold the service keeps.
-            self._reload(BUILD_HNSW_KB)
+            # builds the graph, in the wanted layout; then back to the threshold the
+            # service keeps.
+            self._reload(BUILD_HNSW_KB, self.layout)
             self._reload(NO_HNSW_KB)
             self._deleted = 0
 
-    def _reload(self, indexing_kb: int) -> None:
+    def _reload(self, indexing_kb: int, layout: str | None = None) -> None:
         self._shard.flush()
         self._shard.close()
-        self._shard = self._load(indexing_kb)
+        self._shard = self._load(indexing_kb, layout=layout)
 
     def flush(self) -> None:
         with self._write_lock:
@@ -219,11 +248,18 @@ class EdgeVectorIndex:
             self._build = threading.Thread(
                 target=self._build_and_swap, args=(copy,), name="nexus-optimize", daemon=True
             )
-        log.info("optimizing the vector index behind it (%d points)", self.count())
+        converting = _layout_of(self.path) != self.layout
+        log.info(
+            "optimizing the vector index behind it (%d points%s)",
+            self.count(),
+            f", converting it to the {self.layout} layout" if converting else "",
+        )
         self._build.start()
         return True
 
     def _due(self) -> bool:
+        if _layout_of(self.path) != self.layout:
+            return True
         info = self._shard.info()
         if info.points_count - info.indexed_vectors_count >= BUILD_BEHIND_MIN:
             return True
@@ -232,7 +268,7 @@ class EdgeVectorIndex:
 
     def _build_and_swap(self, copy: Path) -> None:
         started = time.monotonic()
-        built = run_build(copy, self.dimension, self._cancel_build)
+        built = run_build(copy, self.dimension, self.layout, self._cancel_build)
         OwnerLock(copy).path.unlink(missing_ok=True)  # the child's claim on its copy, done
         with self._write_lock:
             try:
@@ -315,6 +351,40 @@ class EdgeVectorIndex:
                 )
             self._shard.close()
             self._owner.release()
+
+
+# A compact index ranks by its int8 copy; its best OVERSAMPLING x limit are then scored
+# again by their stored vectors, so that scores are exact cosines (an index in `ram`
+# has no copy: nothing to rescore).
+_RESCORED = edge.SearchParams(
+    quantization=edge.QuantizationSearchParams(rescore=True, oversampling=OVERSAMPLING)
+)
+
+
+def _vector_params(dimension: int, layout: str) -> edge.EdgeVectorParams:
+    if layout == "ram":
+        return edge.EdgeVectorParams(size=dimension, distance=edge.Distance.Cosine)
+    # The 0.99 quantile clips the rare outlying coordinate rather than widening every
+    # step of the int8 scale for it (Qdrant's recommendation).
+    quantized = edge.ScalarQuantizationConfig(
+        edge.ScalarType.Int8, quantile=0.99, memory=edge.Memory.Pinned
+    )
+    return edge.EdgeVectorParams(
+        size=dimension,
+        distance=edge.Distance.Cosine,
+        memory=edge.Memory.Cold,
+        quantization_config=quantized,
+    )
+
+
+def _layout_of(path: Path) -> str:
+    """The layout a shard on disk is in (its configuration file says), `ram` if unknown."""
+    try:
+        config = json.loads((path / "edge_config.json").read_text())
+        quantized = config["vectors"][""].get("quantization_config")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return "ram"
+    return "compact" if quantized else "ram"
 
 
 def _probe(shard: edge.EdgeShard, dimension: int) -> None:

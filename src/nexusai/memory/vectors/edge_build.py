@@ -31,9 +31,9 @@ POLL_SECONDS = 0.5
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
-def run_build(copy: Path, dimension: int, cancelled: threading.Event) -> bool:
-    """Builds the graph of the shard copied to `copy` in a child process; True once built,
-    False if it failed or `cancelled` was set (the child is then stopped)."""
+def run_build(copy: Path, dimension: int, layout: str, cancelled: threading.Event) -> bool:
+    """Builds the graph of the shard copied to `copy`, in `layout`, in a child process;
+    True once built, False if it failed or `cancelled` was set (the child is stopped)."""
     with tempfile.TemporaryFile() as errors:  # a pipe could fill and stall the child
         with subprocess.Popen(
             [
@@ -42,6 +42,7 @@ def run_build(copy: Path, dimension: int, cancelled: threading.Event) -> bool:
                 "nexusai.memory.vectors.edge_child",
                 str(copy),
                 str(dimension),
+                layout,
                 str(os.getpid()),
             ],
             stdin=subprocess.DEVNULL,

@@ -1,5 +1,5 @@
 """The child process that builds a copied shard's HNSW graph (see `edge_build`):
-`python -m nexusai.memory.vectors.edge_child COPY DIMENSION PARENT_PID`."""
+`python -m nexusai.memory.vectors.edge_child COPY DIMENSION LAYOUT PARENT_PID`."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from nexusai.memory.vectors.edge_build import dies_with_parent, run_on_idle_cpu
 
 def main(argv: list[str]) -> int:
     """The child: open the copy and build its graph, as `nexus reindex` does."""
-    path, dimension, parent = Path(argv[0]), int(argv[1]), int(argv[2])
+    path, dimension, layout, parent = Path(argv[0]), int(argv[1]), argv[2], int(argv[3])
     if not dies_with_parent(parent):
         return 1  # the service is gone already: nobody will swap this copy in
     run_on_idle_cpu()
-    index = EdgeVectorIndex(path, dimension)
+    index = EdgeVectorIndex(path, dimension, layout=layout)
     try:
         index.optimize()
     finally:

@@ -3,6 +3,7 @@ or damaged vector index, an embedder or LLM that hangs, fails or talks nonsense.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -23,6 +24,7 @@ from nexusai.app import create_app
 from nexusai.config import Config
 from nexusai.embedders import Vector
 from nexusai.memory.service import Memory
+from nexusai.memory.vectors import EdgeVectorIndex, VectorPoint
 from nexusai.models import NewEpisode
 from tests.conftest import SwitchableEmbedder
 from tests.live_server import live_server
@@ -91,6 +93,18 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_recovers(
     with closing(sqlite3.connect(config.db_path)) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("SELECT count(*) FROM episodes").fetchone()[0] == stored + 1
+
+
+def test_the_vector_index_takes_no_write_on_a_nearly_full_disk(small_disk: Path) -> None:
+    """Its files are mapped: a write the disk has no room for would kill the process."""
+    index = EdgeVectorIndex(small_disk / "episodes", 3)
+    try:
+        with pytest.raises(OSError, match="MB free") as refused:
+            index.upsert([VectorPoint(1, [1.0, 0.0, 0.0], 1)])
+        assert refused.value.errno == errno.ENOSPC
+        assert index.count() == 0
+    finally:
+        index.close()
 
 
 # -- the vector index lost or damaged -------------------------------------------------------

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import shutil
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import qdrant_edge as edge
@@ -44,6 +45,11 @@ VACUUM_MIN_POINTS = 1_000
 # best OVERSAMPLING x limit candidates, so that the order returned is by the exact cosine.
 LAYOUTS = ("compact", "ram")
 OVERSAMPLING = 2.0
+# Qdrant Edge writes through memory-mapped files, and a write into a page that a full disk
+# has no block for kills the process (SIGBUS) rather than failing. So the index takes no
+# write while less than this is free (a new 32 MiB chunk of vectors and of its log, and
+# room): the episodes are stored all the same, their vectors pending until space is freed.
+FREE_BYTES_MIN = 96 * 2**20
 
 
 class EdgeVectorIndex:
@@ -120,6 +126,7 @@ class EdgeVectorIndex:
         ones lose their graph (every search an exact scan), so only `optimize` converts."""
         path = (path or self.path).resolve()  # a built shard is reached through a link
         layout = layout or _layout_of(path)
+        _check_sizes(path, self.dimension)
         try:
             shard = edge.EdgeShard.load(str(path), self._config(layout, indexing_kb))
         except Exception as exc:
@@ -146,6 +153,7 @@ class EdgeVectorIndex:
             for p in points
         ]
         with self._write_lock:
+            _check_room(self.path)
             self._apply(edge.UpdateOperation.upsert_points(batch))
 
     def _apply(self, operation: edge.UpdateOperation) -> None:
@@ -385,6 +393,42 @@ def _layout_of(path: Path) -> str:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return "ram"
     return "compact" if quantized else "ram"
+
+
+def _check_sizes(path: Path, dimension: int) -> None:
+    """Raises if a file of float vectors is shorter than its segment says. Qdrant Edge maps
+    those files rather than reading them (in the compact layout, and while points are
+    appended in either): a search or write reaching past a truncated file's end would
+    kill the process (SIGBUS) instead of failing the open, and the index be set aside."""
+    row = dimension * 4  # float32
+    for storage in path.glob("segments/*/vector_storage"):
+        chunked = storage / "vectors" / "config.json"  # a segment points are appended to
+        if chunked.exists():
+            wanted = json.loads(chunked.read_text())["chunk_size_vectors"] * row
+            _at_least(wanted, storage.glob("vectors/chunk_*.mmap"))
+        counted = storage / "quantized.meta.json"  # an optimized, quantized segment
+        if counted.exists():
+            count = json.loads(counted.read_text())["vector_parameters"]["count"]
+            _at_least(4 + count * row, [storage / "matrix.dat"])  # after a 4-byte header
+
+
+def _at_least(size: int, files: Iterable[Path]) -> None:
+    for file in files:
+        if file.stat().st_size < size:
+            raise ValueError(f"{file.name} holds {file.stat().st_size} bytes of {size}")
+
+
+def _check_room(path: Path) -> None:
+    """Raises ENOSPC while the disk has less than FREE_BYTES_MIN free (see there)."""
+    stats = os.statvfs(path)
+    free = stats.f_bavail * stats.f_frsize
+    if free < FREE_BYTES_MIN:
+        raise OSError(
+            errno.ENOSPC,
+            f"the disk holding the vector index has {free // 2**20} MB free, under the"
+            f" {FREE_BYTES_MIN // 2**20} MB it keeps in reserve; vectors wait until space is"
+            " freed",
+        )
 
 
 def _probe(shard: edge.EdgeShard, dimension: int) -> None:

@@ -10,19 +10,26 @@ asked again are the warm row, for comparison.
 
 The store is the project benchmark's (one project of 1,000 sessions). Sizes:
 NEXUS_START_SIZES (default 100000); text: NEXUS_START_TEXT ("realistic" by default, or
-"common words").
+"common words"). With NEXUS_BENCH_STORES set, the store is kept there (see `store_dir`).
 """
 
 from __future__ import annotations
 
 import os
 import random
-import tempfile
 from pathlib import Path
 
 from benchmarks.bench_project import ROWS, _corpora, _settle
 from benchmarks.bench_vectors import SESSIONS, build_store
-from benchmarks.common import Report, base_vectors, served, sizes, timed_context
+from benchmarks.common import (
+    Report,
+    base_vectors,
+    mark_built,
+    served,
+    sizes,
+    store_dir,
+    timed_context,
+)
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.evaluation.metrics import percentile
 
@@ -46,21 +53,24 @@ def run(quick: bool = False) -> None:
         ["episodes", "start", "to /ready, s", f"first {FIRST}", "first asks", "asked again"],
     )
     for size in sized:
-        with tempfile.TemporaryDirectory() as tmp:
-            build_store(Path(tmp), embedder, base, size, SESSIONS, texts=texts(size))
-            _served_once(Path(tmp))
+        with store_dir(f"project-{kind.replace(' ', '-')}-{size}") as (data, built):
+            if not built:
+                build_store(data, embedder, base, size, SESSIONS, texts=texts(size))
+                mark_built(data)
+            _served_once(data)
             for start, (env, saved) in WARM.items():
                 if not saved:
-                    (Path(tmp) / "nexus.db.keywords.npz").unlink(missing_ok=True)
-                report.add(f"{size:,}", start, *_after_start(Path(tmp), queries, env))
+                    (data / "nexus.db.keywords.npz").unlink(missing_ok=True)
+                report.add(f"{size:,}", start, *_after_start(data, queries, env))
     report.notes.append("Targets: the first 10 turns at most 25 ms p95 at 100,000, 40 ms at")
     report.notes.append("1,000,000.")
     report.print()
 
 
-def _served_once(data_dir: Path) -> None:
-    """The store as a restart finds it: served until its search graph was built."""
-    with served(data_dir) as (http, _):
+def _served_once(data_dir: Path, **env: str) -> None:
+    """The store as a restart finds it: served (`env` added to the service's environment)
+    until its search graph was built."""
+    with served(data_dir, **env) as (http, _):
         _settle(http)
 
 

@@ -154,6 +154,7 @@ def build_store(
     database_url: str | None = None,
     texts: Iterator[str] | None = None,
     labelled: bool = False,
+    layout: str = "compact",
 ) -> float:
     """A store of `size` episodes over SESSIONS sessions with their vectors (written
     straight to the index), ready to open: SQLite in `data_dir`, or PostgreSQL at
@@ -161,8 +162,10 @@ def build_store(
     sessions; `texts` gives the episodes' texts (default: the sentence generator's). With
     `labelled`, session i is dated i hours after LABELLED_START (its turns a second apart)
     and each episode's metadata `tag` is one of LABELS values, in turn (filters' rows).
-    Returns the seconds the rows took."""
-    config = Config.from_env({}, data_dir=data_dir, extractor="none", database_url=database_url)
+    `layout`: the embedded index's NEXUS_VECTOR_MEMORY. Returns the seconds the rows took."""
+    config = Config.from_env(
+        {}, data_dir=data_dir, extractor="none", database_url=database_url, vector_memory=layout
+    )
     started = time.perf_counter()
     texts = texts or sentences(size)
     with closing(Memory.open(config, embedder)) as memory:

@@ -8,6 +8,7 @@ import itertools
 import os
 import random
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -163,6 +164,29 @@ def base_vectors(embedder: Any, count: int = 2000) -> Any:
     import numpy as np
 
     return np.array(embedder.embed(list(sentences(count, seed=11))), dtype=np.float32)
+
+
+BUILT = ".built"
+
+
+@contextmanager
+def store_dir(name: str) -> Iterator[tuple[Path, bool]]:
+    """Where a benchmark builds its store, and whether it is built already: a temporary
+    directory, or with NEXUS_BENCH_STORES set, the directory `name` there, kept for the
+    next benchmark that asks for the same store (a million episodes take half an hour to
+    make). A store is built once `mark_built` was called on it."""
+    kept = os.environ.get("NEXUS_BENCH_STORES")
+    if not kept:
+        with tempfile.TemporaryDirectory() as tmp:
+            yield Path(tmp), False
+        return
+    path = Path(kept) / name
+    path.mkdir(parents=True, exist_ok=True)
+    yield path, (path / BUILT).exists()
+
+
+def mark_built(path: Path) -> None:
+    (path / BUILT).touch()
 
 
 @contextmanager

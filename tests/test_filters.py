@@ -201,7 +201,11 @@ def test_an_older_sqlite_store_gets_its_labels_and_own_expiry(tmp_path: Path) ->
     conn.execute("COMMIT")
     conn.close()
     with SqliteStore(path) as store:
-        assert store.migrations_applied == ["m016_retention", "m017_labels"]
+        assert store.migrations_applied == [
+            "m016_retention",
+            "m017_labels",
+            "m018_standing_order",
+        ]
         _labels_and_expiry_kept(store)
 
 
@@ -218,7 +222,11 @@ def test_an_older_postgresql_gets_its_labels_and_own_expiry(pg_url: str) -> None
             )
         conn.commit()
     with PgStore(pg_url) as store:
-        assert store.migrations_applied == ["m007_retention", "m008_labels"]
+        assert store.migrations_applied == [
+            "m007_retention",
+            "m008_labels",
+            "m009_standing_order",
+        ]
         _labels_and_expiry_kept(store)
 
 

@@ -212,6 +212,13 @@ WHERE jsonb_typeof(value) IN ('string', 'number', 'boolean');
 """
 
 
+# The standing episodes in the order a turn reads them, from the index alone (SQLite's m018).
+M009_STANDING_ORDER = """
+DROP INDEX episodes_standing;
+CREATE INDEX episodes_standing ON episodes (session_id, pinned, occurred_at)
+    WHERE standing IS NOT NULL OR pinned;
+"""
+
 Migration = str | Callable[[Connection[tuple[object, ...]]], None]
 
 MIGRATIONS: list[tuple[str, Migration]] = [
@@ -223,6 +230,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("m006_expiry", M006_EXPIRY),
     ("m007_retention", M007_RETENTION),  # SQLite's m016
     ("m008_labels", M008_LABELS),  # SQLite's m017
+    ("m009_standing_order", M009_STANDING_ORDER),  # SQLite's m018
 ]
 
 

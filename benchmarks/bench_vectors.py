@@ -26,7 +26,7 @@ from nexusai.memory import vector_state
 from nexusai.memory.service import Memory, embedding_texts
 from nexusai.memory.vector_state import VectorState
 from nexusai.memory.vectors import EdgeVectorIndex, VectorIndex, VectorPoint
-from nexusai.memory.vectors.edge import LAYOUTS
+from nexusai.memory.vectors.edge_layout import LAYOUTS
 from nexusai.models import NewEpisode
 
 SESSIONS = 1000

@@ -16,7 +16,7 @@ import numpy as np
 import psutil
 import pytest
 
-from nexusai.memory.vectors import EdgeVectorIndex, VectorPoint
+from nexusai.memory.vectors import EdgeVectorIndex, VectorPoint, edge_layout
 from nexusai.memory.vectors import edge as vectors
 
 # A build on a busy 2-core machine can take minutes; a hang is what this catches.
@@ -257,16 +257,16 @@ def test_an_index_in_ram_is_converted_to_compact_behind_itself(tmp_path: Path) -
     graphed = index.graph_points()
     index.close()
     assert graphed > 0
-    assert vectors._layout_of(path) == "ram"
+    assert edge_layout.layout_of(path) == "ram"
 
     compact = EdgeVectorIndex(path, DIM)
     try:
-        assert vectors._layout_of(path) == "ram"
+        assert edge_layout.layout_of(path) == "ram"
         assert compact.graph_points() == graphed
         assert compact.search(points[5].vector, None, [], 1)[0][0] == points[5].id
         assert compact.optimize_behind()  # due for its layout alone
         wait_built(compact, rng)
-        assert vectors._layout_of(path) == "compact"
+        assert edge_layout.layout_of(path) == "compact"
         assert compact.graph_points() == graphed
         for written in points[::400]:
             found = compact.search(written.vector, None, [], 3)

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import errno
-import json
 import logging
 import os
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import qdrant_edge as edge
@@ -18,6 +16,14 @@ import qdrant_edge as edge
 from nexusai.errors import first_line
 from nexusai.memory.vectors.base import SCOPE_KEY, VectorPoint, int_id, scope_payload
 from nexusai.memory.vectors.edge_build import run_build
+from nexusai.memory.vectors.edge_layout import (
+    LAYOUTS,
+    RESCORED,
+    check_room,
+    check_sizes,
+    layout_of,
+    vector_params,
+)
 from nexusai.memory.vectors.owner import OwnerLock, VectorIndexBusy
 from nexusai.models import finds_nothing
 
@@ -38,18 +44,6 @@ BUILD_BEHIND_MIN = 20_000
 # stopped, optimizes in place.
 VACUUM_SHARE = 0.2
 VACUUM_MIN_POINTS = 1_000
-
-# How the vectors are kept (NEXUS_VECTOR_MEMORY). `ram`: every float in memory, 1.5 KB a
-# MiniLM vector. `compact`: an int8 copy pinned in memory (a quarter of that) is what a
-# search scans, and the float vectors stay in their file, read back only to rescore the
-# best OVERSAMPLING x limit candidates, so that the order returned is by the exact cosine.
-LAYOUTS = ("compact", "ram")
-OVERSAMPLING = 2.0
-# Qdrant Edge writes through memory-mapped files, and a write into a page that a full disk
-# has no block for kills the process (SIGBUS) rather than failing. So the index takes no
-# write while less than this is free (a new 32 MiB chunk of vectors and of its log, and
-# room): the episodes are stored all the same, their vectors pending until space is freed.
-FREE_BYTES_MIN = 96 * 2**20
 
 
 class EdgeVectorIndex:
@@ -91,7 +85,7 @@ class EdgeVectorIndex:
 
     def _config(self, layout: str, indexing_kb: int = NO_HNSW_KB) -> edge.EdgeConfig:
         return edge.EdgeConfig(
-            vectors=_vector_params(self.dimension, layout),
+            vectors=vector_params(self.dimension, layout),
             optimizers=edge.EdgeOptimizersConfig(indexing_threshold=indexing_kb),
         )
 
@@ -125,8 +119,8 @@ class EdgeVectorIndex:
         another, Qdrant rewrites every segment, and at the serving threshold the rewritten
         ones lose their graph (every search an exact scan), so only `optimize` converts."""
         path = (path or self.path).resolve()  # a built shard is reached through a link
-        layout = layout or _layout_of(path)
-        _check_sizes(path, self.dimension)
+        layout = layout or layout_of(path)
+        check_sizes(path, self.dimension)
         try:
             shard = edge.EdgeShard.load(str(path), self._config(layout, indexing_kb))
         except Exception as exc:
@@ -153,7 +147,7 @@ class EdgeVectorIndex:
             for p in points
         ]
         with self._write_lock:
-            _check_room(self.path)
+            check_room(self.path)
             self._apply(edge.UpdateOperation.upsert_points(batch))
 
     def _apply(self, operation: edge.UpdateOperation) -> None:
@@ -191,7 +185,7 @@ class EdgeVectorIndex:
             limit=limit,
             query=edge.Query.Nearest([float(x) for x in vector]),
             filter=edge.Filter(must=must or None, must_not=must_not or None),  # type: ignore[arg-type]
-            params=_RESCORED,
+            params=RESCORED,
         )
         return [(int_id(p.id), float(p.score)) for p in self._shard.query(request)]
 
@@ -256,7 +250,7 @@ class EdgeVectorIndex:
             self._build = threading.Thread(
                 target=self._build_and_swap, args=(copy,), name="nexus-optimize", daemon=True
             )
-        converting = _layout_of(self.path) != self.layout
+        converting = layout_of(self.path) != self.layout
         log.info(
             "optimizing the vector index behind it (%d points%s)",
             self.count(),
@@ -266,7 +260,7 @@ class EdgeVectorIndex:
         return True
 
     def _due(self) -> bool:
-        if _layout_of(self.path) != self.layout:
+        if layout_of(self.path) != self.layout:
             return True
         info = self._shard.info()
         if info.points_count - info.indexed_vectors_count >= BUILD_BEHIND_MIN:
@@ -359,76 +353,6 @@ class EdgeVectorIndex:
                 )
             self._shard.close()
             self._owner.release()
-
-
-# A compact index ranks by its int8 copy; its best OVERSAMPLING x limit are then scored
-# again by their stored vectors, so that scores are exact cosines (an index in `ram`
-# has no copy: nothing to rescore).
-_RESCORED = edge.SearchParams(
-    quantization=edge.QuantizationSearchParams(rescore=True, oversampling=OVERSAMPLING)
-)
-
-
-def _vector_params(dimension: int, layout: str) -> edge.EdgeVectorParams:
-    if layout == "ram":
-        return edge.EdgeVectorParams(size=dimension, distance=edge.Distance.Cosine)
-    # The 0.99 quantile clips the rare outlying coordinate rather than widening every
-    # step of the int8 scale for it (Qdrant's recommendation).
-    quantized = edge.ScalarQuantizationConfig(
-        edge.ScalarType.Int8, quantile=0.99, memory=edge.Memory.Pinned
-    )
-    return edge.EdgeVectorParams(
-        size=dimension,
-        distance=edge.Distance.Cosine,
-        memory=edge.Memory.Cold,
-        quantization_config=quantized,
-    )
-
-
-def _layout_of(path: Path) -> str:
-    """The layout a shard on disk is in (its configuration file says), `ram` if unknown."""
-    try:
-        config = json.loads((path / "edge_config.json").read_text())
-        quantized = config["vectors"][""].get("quantization_config")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return "ram"
-    return "compact" if quantized else "ram"
-
-
-def _check_sizes(path: Path, dimension: int) -> None:
-    """Raises if a file of float vectors is shorter than its segment says. Qdrant Edge maps
-    those files rather than reading them (in the compact layout, and while points are
-    appended in either): a search or write reaching past a truncated file's end would
-    kill the process (SIGBUS) instead of failing the open, and the index be set aside."""
-    row = dimension * 4  # float32
-    for storage in path.glob("segments/*/vector_storage"):
-        chunked = storage / "vectors" / "config.json"  # a segment points are appended to
-        if chunked.exists():
-            wanted = json.loads(chunked.read_text())["chunk_size_vectors"] * row
-            _at_least(wanted, storage.glob("vectors/chunk_*.mmap"))
-        counted = storage / "quantized.meta.json"  # an optimized, quantized segment
-        if counted.exists():
-            count = json.loads(counted.read_text())["vector_parameters"]["count"]
-            _at_least(4 + count * row, [storage / "matrix.dat"])  # after a 4-byte header
-
-
-def _at_least(size: int, files: Iterable[Path]) -> None:
-    for file in files:
-        if file.stat().st_size < size:
-            raise ValueError(f"{file.name} holds {file.stat().st_size} bytes of {size}")
-
-
-def _check_room(path: Path) -> None:
-    """Raises ENOSPC while the disk has less than FREE_BYTES_MIN free (see there)."""
-    stats = os.statvfs(path)
-    free = stats.f_bavail * stats.f_frsize
-    if free < FREE_BYTES_MIN:
-        raise OSError(
-            errno.ENOSPC,
-            f"the disk holding the vector index has {free // 2**20} MB free, under the"
-            f" {FREE_BYTES_MIN // 2**20} MB it keeps in reserve; vectors wait until space is"
-            " freed",
-        )
 
 
 def _probe(shard: edge.EdgeShard, dimension: int) -> None:

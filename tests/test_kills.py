@@ -1,6 +1,7 @@
-"""SIGKILL at random points of `nexus reindex`, `nexus restore` and the migration of an
-existing store, 20 times each: the next start finishes the work or rolls it back, and the
-store holds exactly what its source held."""
+"""SIGKILL at random points of `nexus reindex`, `nexus restore`, `nexus import` and the
+migration of an existing store, KILLS times each: the next start (or, for an import, the
+import run again) finishes the work or rolls it back, and the store holds exactly what
+its source held."""
 
 from __future__ import annotations
 
@@ -212,3 +213,53 @@ def test_killed_migration(tmp_path: Path) -> None:
 
 def _applied(store: SqliteStore) -> list[str]:
     return [row[0] for row in store.connection().execute("SELECT name FROM _migrations")]
+
+
+def test_killed_import_run_again_stores_every_message_once(
+    minilm: LocalEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`nexus import` killed mid-way (each conversation is one transaction, embedded after
+    it) and run again: every message once, each with its vector after the next start."""
+    monkeypatch.setenv("NEXUS_EXTRACTOR", "none")  # the child's: entities are not at stake
+    lines = [
+        f'{{"session": "chat {c}", "speaker": "user", "content": "line {c}-{i} on the'
+        f' {TOPICS[i % 8]}"}}'
+        for c in range(20)
+        for i in range(60)
+    ]
+    file = tmp_path / "chats.jsonl"
+    file.write_text("\n".join(lines) + "\n")
+    expected = sorted(f"line {c}-{i} on the {TOPICS[i % 8]}" for c in range(20) for i in range(60))
+
+    def importing(n: int) -> list[str]:
+        return [*NEXUS, "import", str(file), "--data-dir", str(tmp_path / f"data-{n}")]
+
+    killer = Killer(_timed(importing(-1), importing(-2)), seed=16, low=0.3)
+    cut_short = 0  # imports killed with some conversations stored and some not
+    for n in range(KILLS):
+        killer.run(importing(n))
+        cut_short += 0 < _stored(tmp_path / f"data-{n}") < len(expected)
+        subprocess.run(importing(n), check=True, capture_output=True)
+        memory = Memory.open(_config(tmp_path / f"data-{n}"), minilm)
+        try:
+            memory.sync_pending()
+            contents = memory.store.connection().execute("SELECT content FROM episodes")
+            assert sorted(row[0] for row in contents) == expected
+            assert memory.count_pending_vectors() == 0
+            assert memory.vectors.count() == len(expected)
+            assert memory.store.keyword_index_ok()
+        finally:
+            memory.close()
+    killer.assert_most_killed()
+    assert cut_short >= KILLS // 2, "most kills must land while conversations are written"
+
+
+def _stored(data_dir: Path) -> int:
+    db = _config(data_dir).db_path
+    if not db.exists():
+        return 0
+    with closing(sqlite3.connect(db)) as conn:
+        try:
+            return int(conn.execute("SELECT count(*) FROM episodes").fetchone()[0])
+        except sqlite3.OperationalError:  # killed before the tables were made
+            return 0

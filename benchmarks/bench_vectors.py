@@ -20,13 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import LATENCY_COLUMNS, Report, sentences, time_ms
-from nexusai.config import Config
+from nexusai.config import VECTOR_LAYOUTS, Config
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.memory import vector_state
 from nexusai.memory.service import Memory, embedding_texts
 from nexusai.memory.vector_state import VectorState
 from nexusai.memory.vectors import EdgeVectorIndex, VectorIndex, VectorPoint
-from nexusai.memory.vectors.edge_layout import LAYOUTS
 from nexusai.models import NewEpisode
 
 SESSIONS = 1000
@@ -129,7 +128,7 @@ def searches(embedder: LocalEmbedder, base: np.ndarray, sizes: list[int], tmp: P
     for size in sizes:
         vectors = noisy_copies(base, size)
         exact = [set((np.argsort(-(vectors @ q))[:20] + 1).tolist()) for q in queries]
-        for layout in LAYOUTS:
+        for layout in VECTOR_LAYOUTS:
             index = EdgeVectorIndex(tmp / f"v{size}-{layout}", base.shape[1], layout=layout)
             fill_index(index, vectors)
             search(report, index, queries, exact, f"{size:,} {layout}, before optimize")
@@ -168,7 +167,7 @@ def build_store(
     database_url: str | None = None,
     texts: Iterator[str] | None = None,
     labelled: bool = False,
-    layout: str = "compact",
+    layout: str | None = None,
 ) -> float:
     """A store of `size` episodes over SESSIONS sessions with their vectors (written
     straight to the index), ready to open: SQLite in `data_dir`, or PostgreSQL at
@@ -176,7 +175,8 @@ def build_store(
     sessions; `texts` gives the episodes' texts (default: the sentence generator's). With
     `labelled`, session i is dated i hours after LABELLED_START (its turns a second apart)
     and each episode's metadata `tag` is one of LABELS values, in turn (filters' rows).
-    `layout`: the embedded index's NEXUS_VECTOR_MEMORY. Returns the seconds the rows took."""
+    `layout`: the embedded index's NEXUS_VECTOR_MEMORY (None: the default). Returns the
+    seconds the rows took."""
     config = Config.from_env(
         {}, data_dir=data_dir, extractor="none", database_url=database_url, vector_memory=layout
     )

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import qdrant_edge as edge
 
+from nexusai.config import VECTOR_LAYOUTS as LAYOUTS
 from nexusai.errors import first_line
 from nexusai.memory.vectors.base import SCOPE_KEY, VectorPoint, int_id, scope_payload
 from nexusai.memory.vectors.edge_build import run_build
 from nexusai.memory.vectors.edge_layout import (
-    LAYOUTS,
     RESCORED,
     check_room,
     check_sizes,
@@ -54,7 +54,7 @@ class EdgeVectorIndex:
         path: Path,
         dimension: int,
         owner: OwnerLock | None = None,
-        layout: str = "compact",
+        layout: str = LAYOUTS[0],
     ) -> None:
         """`owner`: the index's lock, claimed already (see `claim_embedded_indexes`).
         `layout`: one of LAYOUTS, what a new index is made in and an existing one is

@@ -15,7 +15,6 @@ import qdrant_edge as edge
 # MiniLM vector. `compact`: an int8 copy pinned in memory (a quarter of that) is what a
 # search scans, and the float vectors stay in their file, read back only to rescore the
 # best OVERSAMPLING x limit candidates, so that the order returned is by the exact cosine.
-LAYOUTS = ("compact", "ram")
 OVERSAMPLING = 2.0
 # Qdrant Edge writes through memory-mapped files, and a write into a page that a full disk
 # has no block for kills the process (SIGBUS) rather than failing. So the index takes no
@@ -78,8 +77,8 @@ def check_sizes(path: Path, dimension: int) -> None:
 
 def _at_least(size: int, files: Iterable[Path]) -> None:
     for file in files:
-        if file.stat().st_size < size:
-            raise ValueError(f"{file.name} holds {file.stat().st_size} bytes of {size}")
+        if (held := file.stat().st_size) < size:
+            raise ValueError(f"{file.name} holds {held} bytes of {size}")
 
 
 def check_room(path: Path) -> None:

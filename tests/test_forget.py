@@ -233,19 +233,54 @@ def test_a_projects_retention_sets_every_deadline(served: tuple[TestClient, Memo
     assert client.get(f"/episodes/{gone}").status_code == 404
     assert client.get(f"/episodes/{mine}").status_code == 404
     assert client.get(f"/episodes/{kept}").json()["expiresAt"] is not None
-    # Lengthened, then cleared: every deadline is set anew at once; its own expiry stays.
+    # Lengthened, then cleared, before the upkeep ran: what was past its deadline stays
+    # gone (the same as after the upkeep), the live ones' deadlines are set anew at once.
     assert client.patch(f"/projects/{made['id']}", json={"retentionDays": 36500}).is_success
-    assert client.get(f"/episodes/{gone}").json()["expiresAt"] == "2119-12-08T00:00:00.000000Z"
+    assert client.get(f"/episodes/{gone}").status_code == 404
+    assert client.get(f"/episodes/{kept}").json()["expiresAt"].startswith("21")
     cleared = client.patch(f"/projects/{made['id']}", json={"retentionDays": None}).json()
     assert cleared["retentionDays"] is None
-    assert client.get(f"/episodes/{gone}").json()["expiresAt"] is None
+    assert client.get(f"/episodes/{gone}").status_code == 404
     assert client.get(f"/episodes/{mine}").status_code == 404
-    # Shortened again: the upkeep deletes what it no longer keeps, and only that.
-    client.patch(f"/projects/{made['id']}", json={"retentionDays": 30})
+    assert client.get(f"/episodes/{kept}").json()["expiresAt"] is None
+    # The upkeep deletes what is past its deadline, and only that.
     assert memory.forget_expired() == 2
     assert _ids(client.get(f"/sessions/{session}/episodes").json()) == [kept]
+    client.patch(f"/projects/{made['id']}", json={"retentionDays": 30})
     for bad in ({"retentionDays": 0}, {"retentionDays": "30"}, {}, {"retention": 30}):
         refused = client.patch(f"/projects/{made['id']}", json=bad)
         assert refused.status_code == 422, bad
     assert client.get(f"/projects/{made['id']}").json()["retentionDays"] == 30  # unchanged
     assert client.patch("/projects/999", json={"retentionDays": 5}).status_code == 404
+
+
+def test_an_expired_episodes_entities_are_never_returned(
+    served: tuple[TestClient, Memory], embedder: SwitchableEmbedder
+) -> None:
+    """Before the upkeep deletes an expired episode, no entity read returns what it alone
+    mentions, nor counts its mentions."""
+    client, memory = served
+    project = client.post("/projects", json={"name": "home"}).json()["id"]
+    soon = {"speaker": "user", "content": GONE, "expiresAt": "2999-01-01T00:00:00Z"}
+    also = {"speaker": "user", "content": "Lisbon was sunny today."}
+    first, (gone, kept) = _session(client, project, soon, also)
+    memory.extract_pending()
+    entities = client.get("/entities", params={"sessionId": first}).json()
+    maria = next(e for e in entities if e["name"] == "Maria Lopez")
+    lisbon = next(e for e in entities if e["name"] == "Lisbon")
+    assert lisbon["mentionCount"] == 2
+    client.patch(f"/episodes/{gone}", json={"expiresAt": "2000-01-01T00:00:00Z"})
+    assert memory.store.expired_ids() == [gone]  # the upkeep has not run
+
+    names = {e["name"]: e for e in client.get("/entities", params={"sessionId": first}).json()}
+    assert "Maria Lopez" not in names
+    assert names["Lisbon"]["mentionCount"] == 1
+    assert names["Lisbon"]["latestMentionIds"] == [kept]
+    assert client.get(f"/entities/{maria['id']}").status_code == 404
+    assert [m["id"] for m in client.get(f"/entities/{lisbon['id']}").json()["mentions"]] == [kept]
+    found = client.get("/entities", params={"sessionId": first, "prefix": "mar"}).json()
+    assert found == []
+    turn = client.post("/context", json={"sessionId": first, "message": "Maria Lopez?"}).json()
+    assert "Maria Lopez" not in [e["name"] for e in turn["entities"]]
+    hits = client.get("/entities", params={"q": "Maria Lopez", "sessionId": first})
+    assert "Maria Lopez" not in [e["name"] for e in hits.json()]

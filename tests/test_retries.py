@@ -65,17 +65,26 @@ def test_the_openai_sdk_retrying_a_slow_turn_gets_its_one_answer(served: Served)
     assert served.said(sid) == [("user", "What is my dog called?"), ("assistant", served.llm.reply)]
 
 
-def test_the_same_body_sent_again_with_a_request_id_is_answered_once(served: Served) -> None:
+def test_the_same_body_after_its_answer_is_a_new_turn_on_every_face(served: Served) -> None:
+    """A short message said again ("ok", "tell me more", "ok"; "sure" twice) is a turn of
+    its own: a body is a retry only while its first try runs, or with the same key."""
     served.llm.mode = "ok"
     sid = new_session(served)
-    body = {"model": "nexusai", "messages": [{"role": "user", "content": "hello"}]}
-    headers = {"X-Nexus-Session": str(sid), "X-Request-ID": "req-1"}
-    first = httpx.post(f"{served.url}/v1/chat/completions", json=body, headers=headers)
-    again = httpx.post(f"{served.url}/v1/chat/completions", json=body, headers=headers)
-    assert again.json() == first.json()
-    assert again.headers["Idempotent-Replayed"] == "true"
-    assert served.llm_calls() == 1
-    assert len(served.said(sid)) == 2
+    with Client(served.url) as nexus:
+        for said in ("ok", "tell me more", "ok"):
+            nexus.chat(sid, said)
+        nexus.chat(sid, "sure")
+        again = httpx.post(f"{served.url}/chat", json={"sessionId": sid, "message": "sure"})
+        assert "Idempotent-Replayed" not in again.headers
+        streamed = {"sessionId": sid, "message": "sure", "stream": True}
+        assert "event: done" in httpx.post(f"{served.url}/chat", json=streamed).text
+    body = {"model": "nexusai", "messages": [{"role": "user", "content": "ok"}]}
+    headers = {"X-Nexus-Session": str(sid)}
+    for _ in range(2):
+        httpx.post(f"{served.url}/v1/chat/completions", json=body, headers=headers)
+    users = [text for speaker, text in served.said(sid) if speaker == "user"]
+    assert users == ["ok", "tell me more", "ok", "sure", "sure", "sure", "ok", "ok"]
+    assert served.llm_calls() == 8
 
 
 def test_our_client_says_a_timeout_may_have_applied_and_a_second_call_waits(
@@ -123,6 +132,11 @@ def test_episode_batches_with_a_key_are_stored_once(served: Served) -> None:
     reused = httpx.post(url, json=other, headers=key)
     assert reused.status_code == 422
     assert "Idempotency-Key" in reused.json()["detail"]
+    assert "'batch-1'" in reused.json()["detail"]  # the key as sent, not its digest
+    elsewhere = new_session(served)
+    moved = httpx.post(f"{served.url}/sessions/{elsewhere}/episodes", json=batch, headers=key)
+    assert moved.status_code == 422  # the same key for another session is the client's bug
+    assert served.said(elsewhere) == []
     httpx.post(url, json=batch)  # without a key, a batch is a batch
     assert served.said(sid) == [("user", "I live in Lisbon")] * 2
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import errno
 import logging
-from typing import Annotated, Any, get_origin
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from fastapi import FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
@@ -181,12 +182,19 @@ def _query_params(dependant: Any) -> dict[str, bool]:
     """The query parameters a route and its dependencies declare, and whether each may
     be given more than once (a list)."""
     params = {
-        param.alias: get_origin(param.field_info.annotation) in (list, tuple, set)
-        for param in dependant.query_params
+        param.alias: _is_list(param.field_info.annotation) for param in dependant.query_params
     }
     for inner in dependant.dependencies:
         params |= _query_params(inner)
     return params
+
+
+def _is_list(annotation: Any) -> bool:
+    """A list, or an optional one (`list[str] | None`)."""
+    origin = get_origin(annotation)
+    if origin in (Union, UnionType):
+        return any(_is_list(arg) for arg in get_args(annotation))
+    return origin in (list, tuple, set)
 
 
 def install_error_handlers(app: FastAPI) -> None:

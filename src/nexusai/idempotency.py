@@ -7,6 +7,11 @@ turn, a digest of the request itself. While the first request with a key runs, a
 waits for it; after it answered, a retry gets the same answer without running again. A key
 sent again with a different request is refused. Keys live in this process: a retry that
 reaches another replica, or the service after a restart, is a new request.
+
+A digest alone cannot tell a retry from a real new turn that says the same ("ok", then
+"tell me more", then "ok"; "sure" twice): a request known by its digest is a retry while
+the first still runs, and after it only when nothing was stored in the session since the
+first began (the caller's `state`). A client that wants a replay after that sends a key.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ class _Entry:
     answered: bool = False
     answer: Any = None
     expires: float = float("inf")  # set when it answers
+    state: object = None  # what the caller's `state()` read before the work ran
 
 
 class Replays:
@@ -71,31 +77,45 @@ class Replays:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
 
     def once(
-        self, key: str, fingerprint: str, keep: float, work: Callable[[], T]
+        self,
+        key: str,
+        fingerprint: str,
+        keep: float,
+        work: Callable[[], T],
+        state: Callable[[], object] | None = None,
     ) -> tuple[T, bool]:
         """`work()`'s answer and False, or a retry's replay of it and True. A first try that
-        failed answered nothing: its retry runs the work again."""
+        failed answered nothing: its retry runs the work again. With `state`, a request that
+        comes after the first answered is its retry only while `state()` still reads what
+        it read before the first ran (nothing was stored since); one that came while the
+        first ran is its retry always."""
+        before = None if state is None else state()
         while True:
-            entry, mine = self._claim(key, fingerprint)
+            entry, mine = self._claim(key, fingerprint, before)
             if mine:
                 return self._run(key, entry, keep, work), False
+            arrived_running = not entry.done.is_set()
             if not entry.done.wait(self.wait_seconds):
-                raise StillRunning(f"a request with this {HEADER} is still running; retry later")
-            if entry.answered:
+                raise StillRunning("the same request is still running; retry later")
+            if entry.answered and (arrived_running or state is None or before == entry.state):
                 return entry.answer, True
+            if entry.answered:  # something was stored since: this is a new request
+                self._drop(key, entry)
 
-    def _claim(self, key: str, fingerprint: str) -> tuple[_Entry, bool]:
+    def _drop(self, key: str, entry: _Entry) -> None:
+        with self._lock:
+            if self._entries.get(key) is entry:
+                del self._entries[key]
+
+    def _claim(self, key: str, fingerprint: str, state: object) -> tuple[_Entry, bool]:
         with self._lock:
             now = self._clock()
             entry = self._entries.get(key)
             if entry is not None and entry.expires > now:
                 if entry.fingerprint != fingerprint:
-                    raise KeyReused(
-                        f"{HEADER} {key!r} was sent before with a different request; use a"
-                        " new key for a new request"
-                    )
+                    raise KeyReused(f"{HEADER} sent before with a different request")
                 return entry, False
-            entry = self._entries[key] = _Entry(fingerprint)
+            entry = self._entries[key] = _Entry(fingerprint, state=state)
             self._entries.move_to_end(key)
             self._forget_oldest(now)
             return entry, True
@@ -104,9 +124,7 @@ class Replays:
         try:
             answer = work()
         except BaseException:
-            with self._lock:
-                if self._entries.get(key) is entry:
-                    del self._entries[key]
+            self._drop(key, entry)
             entry.done.set()
             raise
         entry.answer, entry.answered = answer, True
@@ -135,20 +153,22 @@ class WriteKey:
     key: str
     fingerprint: str
     keep: float
+    digested: bool = False  # known by its digest, not by a key the client chose
 
 
 def write_key(request: Request, body: Any, by_digest: bool) -> WriteKey | None:
-    """The request's key, per caller and route: its `Idempotency-Key`, or (`by_digest`) the
-    digest of its body and the headers that pick its session; None when it has neither."""
+    """The request's key, per caller: its `Idempotency-Key` (the same key on another route
+    or session is another request, refused), or (`by_digest`) the digest of its body, route
+    and the headers that pick its session; None when it has neither."""
     principal = principal_of(request)
-    who = [principal.project_id, principal.key_id, request.method, request.url.path]
-    fingerprint = digest(who, body, _session_headers(request))
+    who = [principal.project_id, principal.key_id]
+    fingerprint = digest(who, request.method, request.url.path, body, _session_headers(request))
     given = request.headers.get(HEADER)
     if given is not None:
         if not given.strip() or len(given) > MAX_KEY_CHARS:
             raise InvalidInput(f"{HEADER} must be 1 to {MAX_KEY_CHARS} characters")
         return WriteKey(digest(who, given), fingerprint, KEY_SECONDS)
-    return WriteKey(fingerprint, fingerprint, DIGEST_SECONDS) if by_digest else None
+    return WriteKey(fingerprint, fingerprint, DIGEST_SECONDS, True) if by_digest else None
 
 
 def _session_headers(request: Request) -> list[str | None]:
@@ -156,14 +176,29 @@ def _session_headers(request: Request) -> list[str | None]:
 
 
 def answered_once(
-    request: Request, response: Response, body: Any, by_digest: bool, work: Callable[[], T]
+    request: Request,
+    response: Response,
+    body: Any,
+    work: Callable[[], T],
+    *,
+    by_digest: Callable[[], object] | None = None,
 ) -> T:
-    """`work()`'s answer, or the answer it gave the first try of this request."""
-    key = write_key(request, body, by_digest)
+    """`work()`'s answer, or the answer it gave the first try of this request. A request
+    without an `Idempotency-Key` is known by its digest only when `by_digest` is given: it
+    reads what a retry must find unchanged since the first try began (what its session
+    stored last)."""
+    key = write_key(request, body, by_digest is not None)
     if key is None:
         return work()
     replays: Replays = request.app.state.replays
-    answer, replayed = replays.once(key.key, key.fingerprint, key.keep, work)
+    state = by_digest if key.digested else None
+    try:
+        answer, replayed = replays.once(key.key, key.fingerprint, key.keep, work, state)
+    except KeyReused:
+        raise KeyReused(
+            f"{HEADER} {request.headers.get(HEADER)!r} was sent before with a different request"
+            " (another body, route or session); use a new key for a new request"
+        ) from None
     if replayed:
         response.headers[REPLAYED] = "true"
     return answer

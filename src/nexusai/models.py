@@ -6,6 +6,7 @@ receives them (in-process or over HTTP), and `schemas` maps them to JSON.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -30,6 +31,37 @@ def to_utc_text(moment: datetime) -> str:
             f"{moment.isoformat()} is outside 0001-01-01 to 9999-12-31 in UTC"
         ) from None
     return f"{utc.year:04d}{utc.strftime(_TIME_FORMAT)}"
+
+
+TIME_EXAMPLE = "2026-05-01 or 2026-05-01T14:30:00Z"
+# A query string's "+02:00" arrives as " 02:00" when the client did not percent-encode it.
+_PLUS_AS_SPACE = re.compile(r"[T\d] \d{2}(:?\d{2})?$")
+
+
+def parse_time(value: object) -> datetime:
+    """The one reading of a date field on every face: ISO 8601 text (extended or basic, a
+    date alone being its midnight), or a datetime from Python. ValueError otherwise, saying
+    what to send: a number is never read as Unix seconds, nor a bare year as one."""
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        kind = "true or false" if isinstance(value, bool) else type(value).__name__
+        raise ValueError(
+            f"give a date as ISO 8601 text ({TIME_EXAMPLE}), not {kind}: numbers are not read"
+            " as Unix seconds"
+        )
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        pass
+    if _PLUS_AS_SPACE.search(value):
+        raise ValueError(
+            f"{value!r} is not an ISO 8601 date and time: in a query string, send the '+' of"
+            " a time zone as %2B (or use Z)"
+        )
+    raise ValueError(
+        f"{value!r} is not an ISO 8601 date and time; give a whole date, as {TIME_EXAMPLE}"
+    )
 
 
 def time_window(after: datetime | None, before: datetime | None) -> tuple[str | None, str | None]:

@@ -11,16 +11,20 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, model_validator
 from pydantic.alias_generators import to_camel
 
 from nexusai.errors import InvalidInput
-from nexusai.models import Entity, Episode, EpisodeFilter, time_window
+from nexusai.models import Entity, Episode, EpisodeFilter, parse_time, time_window
 
 # SQLite's integers are 64-bit: an id past this names nothing and is refused as out of
 # range, the same way in a path, a query and a body.
 MAX_ID = 2**63 - 1
 Id = Annotated[int, Field(ge=1, le=MAX_ID, description="An id (1 to 2**63 - 1)")]
+
+
+# Every date a request carries, on every face: ISO 8601 text only (`models.parse_time`).
+IsoTime = Annotated[datetime, BeforeValidator(parse_time)]
 
 
 class CamelModel(BaseModel):
@@ -209,32 +213,44 @@ class EntityDetail(EntityOut):
 
 
 Scalar = str | int | float | bool
+_SCALARS: list[JsonValue] = [{"type": t} for t in ("string", "number", "boolean")]
+# What one metadata key of a filter takes, for the schema (checked by `check_metadata_values`).
+_METADATA_VALUE: JsonValue = {"anyOf": [*_SCALARS, {"type": "array", "items": {"anyOf": _SCALARS}}]}
 
 
 class FilterIn(StrictCamelModel):
     """Which episodes, as every face says it: `{"after": "2026-03-01T00:00:00Z", "before":
     null, "speaker": ["user"], "metadata": {"topic": "travel", "lang": ["de", "en"]}}`."""
 
-    after: datetime | None = Field(
+    after: IsoTime | None = Field(
         default=None, strict=False, description="Said at or after this time (ISO 8601)"
     )
-    before: datetime | None = Field(
+    before: IsoTime | None = Field(
         default=None, strict=False, description="Said before this time (ISO 8601)"
     )
-    speaker: list[str] | None = Field(default=None, description="Said by one of these")
-    metadata: dict[str, Scalar | list[Scalar]] | None = Field(
+    speaker: list[str] | None = Field(
+        default=None, description="Said by one of these (at least one; leave it out for any)"
+    )
+    metadata: dict[str, Any] | None = Field(
         default=None,
         description="A top-level metadata key has this value, or one of these (compared as"
-        ' text: 1 matches "1")',
+        ' text: 1 matches "1"); a value is a string, number or boolean, or a list of them',
+        json_schema_extra={"additionalProperties": _METADATA_VALUE},
     )
 
     @model_validator(mode="after")
     def _a_window(self) -> Self:
-        """Refused when the filter is made, not when it is sent (pydantic's own error)."""
+        """Refused when the filter is made, not when it is sent (pydantic's own error). An
+        empty one-of list would keep nothing on a read and, dropped from a query string,
+        everything on a forget: it is refused on every face instead."""
         try:
             time_window(self.after, self.before)
         except InvalidInput as exc:
             raise ValueError(str(exc)) from None
+        if self.speaker is not None:
+            check_speakers(self.speaker)
+        for key, value in (self.metadata or {}).items():
+            check_metadata_values(key, value)
         return self
 
     @classmethod
@@ -266,6 +282,26 @@ class FilterIn(StrictCamelModel):
         for key, values in rule.metadata:
             params[f"metadata.{key}"] = list(values)
         return params
+
+
+def check_speakers(speakers: list[str]) -> None:
+    """ValueError for an empty list or an empty speaker: each would keep nothing."""
+    if not speakers:
+        raise ValueError("speaker: name at least one speaker, or leave speaker out")
+    if any(not s.strip() for s in speakers):
+        raise ValueError("speaker: a speaker is a non-empty name")
+
+
+def check_metadata_values(key: str, value: Any) -> None:
+    """ValueError naming `metadata.KEY` when its value is not a scalar or a non-empty list
+    of them (one message, where pydantic would list every branch of the union)."""
+    if not key.strip():
+        raise ValueError('metadata: name a metadata key, as {"topic": "travel"}')
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise ValueError(f"metadata.{key}: give at least one value, or leave the key out")
+    if not all(isinstance(v, Scalar) for v in values):
+        raise ValueError(f"metadata.{key}: give a string, number or boolean, or a list of them")
 
 
 def as_text(value: Scalar) -> str:

@@ -19,10 +19,10 @@ from nexusai.embedders import Embedder
 from nexusai.memory import vector_state
 from nexusai.memory.dbapi import Connection, inserted_id
 from nexusai.memory.extractors import Extractor, Mention, normalize
-from nexusai.memory.store import EpisodeStore
+from nexusai.memory.store import LIVE, EpisodeStore
 from nexusai.memory.vector_state import VectorState
 from nexusai.memory.vectors import VectorIndex, VectorPoint
-from nexusai.models import Entity, Episode
+from nexusai.models import Entity, Episode, now_text
 
 log = logging.getLogger("nexusai.entities")
 
@@ -135,15 +135,20 @@ class EntityMemory:
     # -- reads ------------------------------------------------------------------------
 
     def get(self, ids: Sequence[int]) -> list[Entity]:
-        """Entities in the order of `ids`; an id with no row is skipped."""
+        """Entities in the order of `ids`; an id with no row is skipped, and so is one
+        mentioned only by expired episodes the upkeep has yet to delete. Nothing derived
+        from an expired episode is returned: while one waits, counts and dates are read
+        from the live mentions alone."""
         conn = self.store.connection()
+        listed = json.dumps([int(i) for i in ids])
         rows = {
-            row["id"]: row
+            row["id"]: dict(row)
             for row in conn.execute(
-                "SELECT * FROM entities WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps([int(i) for i in ids]),),
+                "SELECT * FROM entities WHERE id IN (SELECT value FROM json_each(?))", (listed,)
             )
         }
+        if _expired_waiting(conn):
+            rows = _live_counts(conn, rows, listed)
         return [_entity_from_row(conn, rows[i]) for i in ids if i in rows]
 
     def search(
@@ -161,9 +166,9 @@ class EntityMemory:
             "SELECT DISTINCT n.id, n.mention_count FROM entities n"
             " JOIN entity_mentions m ON m.entity_id = n.id JOIN episodes e ON e.id = m.episode_id"
             " WHERE n.normalized LIKE ? ESCAPE '\\'"
-            " AND e.session_id IN (SELECT value FROM json_each(?))"
+            f" AND e.session_id IN (SELECT value FROM json_each(?)) AND {_LIVE_E}"
             " ORDER BY n.mention_count DESC, n.id LIMIT ?",
-            [_like_prefix(normalize(prefix)), json.dumps(list(session_ids)), limit],
+            [_like_prefix(normalize(prefix)), json.dumps(list(session_ids)), now_text(), limit],
         )
         return self.get([row[0] for row in rows])
 
@@ -171,8 +176,9 @@ class EntityMemory:
         """The episodes that mention an entity, newest first."""
         rows = self.store.connection().execute(
             "SELECT m.episode_id FROM entity_mentions m JOIN episodes e ON e.id = m.episode_id"
-            " WHERE m.entity_id = ? ORDER BY e.occurred_at DESC, e.id DESC LIMIT ? OFFSET ?",
-            [entity_id, limit, offset],
+            f" WHERE m.entity_id = ? AND {_LIVE_E}"
+            " ORDER BY e.occurred_at DESC, e.id DESC LIMIT ? OFFSET ?",
+            [entity_id, now_text(), limit, offset],
         )
         return self.store.get_episodes([int(row[0]) for row in rows])
 
@@ -263,11 +269,37 @@ def _settle_type(conn: Connection, entity_id: int) -> None:
         )
 
 
+_LIVE_E = LIVE.replace("expires_at", "e.expires_at")
+
+
+def _expired_waiting(conn: Connection) -> bool:
+    """Whether some episode is past its deadline but not deleted yet (one indexed probe)."""
+    sql = "SELECT 1 FROM episodes WHERE expires_at <= ? LIMIT 1"
+    return conn.execute(sql, (now_text(),)).fetchone() is not None
+
+
+def _live_counts(conn: Connection, rows: dict[Any, Any], listed: str) -> dict[Any, Any]:
+    """The entities among `rows` that a live episode mentions, their mention counts and
+    dates counted over the live mentions only."""
+    live = conn.execute(
+        "SELECT m.entity_id, count(*), min(e.occurred_at), max(e.occurred_at)"
+        " FROM entity_mentions m JOIN episodes e ON e.id = m.episode_id"
+        f" WHERE m.entity_id IN (SELECT value FROM json_each(?)) AND {_LIVE_E}"
+        " GROUP BY m.entity_id",
+        (listed, now_text()),
+    ).fetchall()
+    counted = {}
+    for entity_id, count, first, last in live:
+        row = rows[entity_id]
+        counted[entity_id] = {**row, "mention_count": count, "first_seen": first, "last_seen": last}
+    return counted
+
+
 def _entity_from_row(conn: Connection, row: Any, latest: int = 3) -> Entity:
     mentions = conn.execute(
         "SELECT m.episode_id FROM entity_mentions m JOIN episodes e ON e.id = m.episode_id"
-        " WHERE m.entity_id = ? ORDER BY e.occurred_at DESC, e.id DESC LIMIT ?",
-        (row["id"], latest),
+        f" WHERE m.entity_id = ? AND {_LIVE_E} ORDER BY e.occurred_at DESC, e.id DESC LIMIT ?",
+        (row["id"], now_text(), latest),
     ).fetchall()
     return Entity(
         row["id"],

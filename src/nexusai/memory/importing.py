@@ -26,7 +26,7 @@ import ijson
 from nexusai.errors import InvalidInput, NexusError, first_line
 from nexusai.memory.service import Memory
 from nexusai.memory.store import MAX_RETENTION_DAYS
-from nexusai.models import NewEpisode
+from nexusai.models import NewEpisode, parse_time
 
 
 class ImportFormatError(InvalidInput):
@@ -311,9 +311,9 @@ def _when(value: Any, name: str = "occurredAt") -> datetime | None:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be an ISO 8601 string, not {_kind(value)}")
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{name} {value!r} is not an ISO 8601 date and time") from None
+        return parse_time(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
 
 def _kind(value: Any) -> str:

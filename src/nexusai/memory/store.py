@@ -783,12 +783,14 @@ def _retention(conn: Connection, session_id: int) -> int | None:
 
 def _renew_deadlines(conn: Connection, where: str, params: list[object]) -> None:
     """Each chosen episode's deadline (`e` in `where`) from its own expiry, its time and
-    its project's retention: after either changes."""
+    its project's retention: after either changes. An episode already past its deadline
+    stays gone, whether or not the upkeep has deleted it yet: lifting a retention brings
+    back nothing it hid."""
     rows = conn.execute(
         "SELECT e.id, e.occurred_at, e.expiry_asked, p.retention_days FROM episodes e"
         " JOIN sessions s ON s.id = e.session_id LEFT JOIN projects p ON p.id = s.project_id"
-        f" WHERE {where}",
-        params,
+        f" WHERE ({where}) AND {LIVE.replace('expires_at', 'e.expires_at')}",
+        [*params, now_text()],
     ).fetchall()
     changed = [(deadline(asked, when, days), episode_id) for episode_id, when, asked, days in rows]
     conn.executemany("UPDATE episodes SET expires_at = ? WHERE id = ?", changed)

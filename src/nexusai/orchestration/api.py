@@ -6,7 +6,7 @@ import json
 import math
 import time
 from collections.abc import Iterator
-from datetime import datetime
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Request, Response
@@ -20,7 +20,13 @@ from nexusai.http import errors
 from nexusai.idempotency import answered_once
 from nexusai.keywords import query_terms
 from nexusai.models import EpisodeFilter, Scope
-from nexusai.orchestration.chat import ChatFailed, chat_events, chat_turn, require_llm
+from nexusai.orchestration.chat import (
+    ChatFailed,
+    chat_events,
+    chat_turn,
+    last_stored,
+    require_llm,
+)
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.retrieval import Legs
@@ -34,6 +40,7 @@ from nexusai.schemas import (
     ExcerptOut,
     FilterIn,
     Id,
+    IsoTime,
     LegsOut,
     MarkedEpisodeOut,
     MemoryOut,
@@ -82,7 +89,7 @@ class TurnIn(StrictCamelModel):
         examples=[{"after": "2026-03-01T00:00:00Z", "speaker": ["user"]}],
     )
 
-    now: datetime | None = Field(
+    now: IsoTime | None = Field(
         default=None,
         strict=False,
         description="The turn's own time (ISO 8601), which a time the message names is read"
@@ -294,7 +301,8 @@ def post_chat(request: Request, response: Response, body: ChatIn) -> Any:
         )
 
     try:
-        return answered_once(request, response, body.model_dump(mode="json"), True, turn)
+        last = partial(last_stored, orchestration.memory, body.session_id)
+        return answered_once(request, response, body.model_dump(mode="json"), turn, by_digest=last)
     except ChatFailed as exc:
         return JSONResponse({"detail": str(exc), "userEpisodeId": exc.user_episode_id}, 502)
 

@@ -116,6 +116,13 @@ def unanswered_copy(context: Context) -> Episode | None:
     return last if datetime.now(UTC) - stored < RETRY_WINDOW else None
 
 
+def last_stored(memory: MemoryClient, session_id: int) -> int | None:
+    """The id of what the session stored last: a chat turn is a retry of an earlier one
+    only while this has not changed since that one answered."""
+    last = memory.recent_episodes(session_id, 1)
+    return last[-1].id if last else None
+
+
 def store_user_message(memory: MemoryClient, context: Context) -> Episode:
     """The user's message, stored once however often a failed turn is retried."""
     retried = unanswered_copy(context)

@@ -16,6 +16,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from typing import Annotated, Any, Self
 from urllib.parse import unquote
 
@@ -31,6 +32,7 @@ from nexusai.llm import SAMPLING, Completion, Message, OpenAIChat, Usage
 from nexusai.orchestration.api import visible_session
 from nexusai.orchestration.chat import (
     SYSTEM,
+    last_stored,
     memory_block,
     require_llm,
     store_reply,
@@ -156,13 +158,15 @@ def chat_completions(
     try:
         asked = _validated(body)
         project = _project(request, project_header)
+        session_id = _session(orchestration, session_header, project, asked.user)
         if asked.stream:  # a stream is answered as it is made, so it is never replayed
-            return _turn(request, orchestration, asked, project, session_header)
+            return _turn(request, orchestration, asked, session_id)
 
         def turn() -> Any:
-            return _turn(request, orchestration, asked, project, session_header)
+            return _turn(request, orchestration, asked, session_id)
 
-        return answered_once(request, response, body, True, turn)
+        last = partial(last_stored, orchestration.memory, session_id)
+        return answered_once(request, response, body, turn, by_digest=last)
     except NexusError as exc:
         return _error(exc)
 
@@ -171,10 +175,8 @@ def _turn(
     request: Request,
     orchestration: Orchestration,
     asked: ChatCompletionIn,
-    project: str | None,
-    session_header: str | None,
+    session_id: int,
 ) -> Any:
-    session_id = _session(orchestration, session_header, project, asked.user)
     scope = visible_session(request, session_id)
     llm = require_llm(orchestration.llm)  # before anything is stored
     rule = None if asked.filter is None else asked.filter.to_filter()

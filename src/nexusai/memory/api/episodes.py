@@ -3,7 +3,6 @@ read, changed, pinned and deleted."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
@@ -29,6 +28,7 @@ from nexusai.schemas import (
     EpisodeDetailOut,
     EpisodeOut,
     ForgetOut,
+    IsoTime,
     MarkedEpisodeOut,
     StrictCamelModel,
 )
@@ -39,7 +39,7 @@ router = APIRouter()
 class EpisodeIn(StrictCamelModel):
     speaker: str = Field(min_length=1, max_length=200, examples=["user"])
     content: str = Field(examples=["I adopted a puppy called Biscuit"])
-    occurred_at: datetime | None = Field(
+    occurred_at: IsoTime | None = Field(
         default=None, strict=False, description="When it was said (ISO 8601); defaults to now"
     )
     metadata: dict[str, Any] = Field(
@@ -50,7 +50,7 @@ class EpisodeIn(StrictCamelModel):
         max_length=2000,
         description="What an image shared in this turn shows; indexed with the text",
     )
-    expires_at: datetime | None = Field(
+    expires_at: IsoTime | None = Field(
         default=None,
         strict=False,
         description="From this time (ISO 8601) no read returns it, and the upkeep deletes it",
@@ -74,7 +74,7 @@ class EpisodeBatchIn(StrictCamelModel):
 class EpisodePatch(StrictCamelModel):
     speaker: str | None = Field(default=None, min_length=1, max_length=200)
     content: str | None = None
-    occurred_at: datetime | None = Field(
+    occurred_at: IsoTime | None = Field(
         default=None,
         strict=False,
         description="Move the turn in time (ISO 8601); the turns around it are re-indexed",
@@ -92,7 +92,7 @@ class EpisodePatch(StrictCamelModel):
         description="true pins it: every turn of its scope carries it, under `standing`;"
         " false unpins it",
     )
-    expires_at: datetime | None = Field(
+    expires_at: IsoTime | None = Field(
         default=None,
         strict=False,
         description="From this time no read returns it and the upkeep deletes it; null: never",
@@ -138,7 +138,7 @@ def add_episodes_named(
         stored = memory.add_episodes_named(project, body.title, new)
         return EpisodeBatchOut(episodes=[EpisodeOut.model_validate(e) for e in stored])
 
-    return answered_once(request, response, body.model_dump(mode="json"), False, store)
+    return answered_once(request, response, body.model_dump(mode="json"), store)
 
 
 def _check_batch_size(request: Request, items: list[EpisodeIn]) -> None:
@@ -172,7 +172,7 @@ def add_episodes(
         out = [EpisodeOut.model_validate(e) for e in stored]
         return EpisodeBatchOut(episodes=out) if isinstance(body, EpisodeBatchIn) else out[0]
 
-    return answered_once(request, response, body.model_dump(mode="json"), False, store)
+    return answered_once(request, response, body.model_dump(mode="json"), store)
 
 
 @router.get(

@@ -143,7 +143,11 @@ def test_a_filter_that_would_keep_nothing_is_refused_on_every_face(
 def test_speaker_repeats_in_a_query_string(client: httpx.Client) -> None:
     sid, _ = _stored(client)
     client.post(f"/sessions/{sid}/episodes", json={"speaker": "guide", "content": "Lisbon!"})
-    both = [("sessionIds", str(sid)), ("speaker", "user"), ("speaker", "guide")]
+    both: list[tuple[str, str | int | float | bool | None]] = [
+        ("sessionIds", str(sid)),
+        ("speaker", "user"),
+        ("speaker", "guide"),
+    ]
     found = client.get("/episodes/search", params=[("q", "Lisbon"), *both])
     assert found.status_code == 200
     assert len(found.json()) == 2

@@ -11,7 +11,14 @@ from fastapi.testclient import TestClient
 
 from nexusai.app import create_app
 from nexusai.config import Config
-from nexusai.memory.extractors import Extractor, Mention, SpacyExtractor, clean, normalize
+from nexusai.memory.extractors import (
+    Extractor,
+    Mention,
+    SpacyExtractor,
+    clean,
+    normalize,
+    pieces_of,
+)
 from nexusai.memory.importing import import_stream
 from nexusai.memory.service import Memory
 from nexusai.models import NewEpisode
@@ -360,3 +367,25 @@ def test_a_person_named_by_kin_is_known_in_the_rest_of_the_batch(
         {Mention("Ana", "person")},
         {Mention("Ana", "person")},
     ]
+
+
+def test_a_message_longer_than_spacy_takes_is_extracted_in_pieces(
+    entity_memory: Memory,
+) -> None:
+    """spaCy refuses a text over 1,000,000 characters; the store takes up to 1 MiB. Such a
+    message is read in pieces, so its extraction ends instead of being retried forever."""
+    sid = entity_memory.store.create_session(None, "long").id
+    text = "Maria Lopez moved to Lisbon. " + "x" * 1_000_000 + " Then Tom visited Porto."
+    say(entity_memory, sid, text)
+    entity_memory.extract_pending()
+    assert entity_memory.entities_pending() == 0
+    assert {"Maria Lopez", "Lisbon", "Tom"} <= set(names(entity_memory, sid))
+
+
+def test_pieces_are_cut_at_white_space_and_hold_every_character() -> None:
+    text = "one two three four five six"
+    pieces = pieces_of(text, size=10)
+    assert "".join(pieces) == text
+    assert all(len(p) <= 10 for p in pieces)
+    assert pieces[0] == "one two"
+    assert pieces_of("x" * 25, size=10) == ["x" * 10, "x" * 10, "x" * 5]

@@ -205,6 +205,7 @@ def test_an_older_sqlite_store_gets_its_labels_and_own_expiry(tmp_path: Path) ->
             "m016_retention",
             "m017_labels",
             "m018_standing_order",
+            "m019_standing_widened",
         ]
         _labels_and_expiry_kept(store)
 
@@ -226,6 +227,7 @@ def test_an_older_postgresql_gets_its_labels_and_own_expiry(pg_url: str) -> None
             "m007_retention",
             "m008_labels",
             "m009_standing_order",
+            "m010_standing_widened",
         ]
         _labels_and_expiry_kept(store)
 

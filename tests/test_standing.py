@@ -50,6 +50,15 @@ FILLER = [
         ("Never give up! You're doing great.", None),
         ("Here's a pic of them on my favorite blanket.", None),  # a favourite in passing
         ("How do I make sure the query always returns a list?", None),
+        ("I'd rather you use bullet points", "instruction"),
+        ("Please use metric units from now on", "instruction"),
+        ("Call me Sam from now on", "instruction"),
+        ("Don't use emojis", "instruction"),
+        ("Always be concise.", "instruction"),
+        ("Great, always answer with a packing list", "instruction"),
+        ("Don't give up on your dreams!", None),  # a friend's cheer, not a rule
+        ("Don't worry, we'll use the other one.", None),
+        ("I'll always be there for you.", None),
     ],
 )
 def test_rules_and_preferences_are_recognised(text: str, kind: str | None) -> None:
@@ -132,6 +141,43 @@ def test_m005_marks_the_episodes_of_an_existing_postgresql(pg_pool: ConnectionPo
         assert pg_apply_migrations(conn, PG_MIGRATIONS[:5]) == ["m005_standing"]
         rows = conn.execute("SELECT standing, pinned FROM episodes ORDER BY id").fetchall()
         assert rows == [("instruction", False), (None, False)]
+
+
+def test_the_widened_patterns_mark_an_existing_stores_episodes(
+    tmp_path: Path, pg_pool: ConnectionPool
+) -> None:
+    """m019 (PostgreSQL m010): what the patterns read now is marked in a store made before."""
+    texts = ["Don't use emojis", "plain", RULE]
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    apply_migrations(conn, MIGRATIONS[:18])
+    conn.execute("INSERT INTO sessions (id, created_at) VALUES (1, 't')")
+    for i, text in enumerate(texts, start=1):
+        conn.execute(
+            "INSERT INTO episodes (id, session_id, speaker, content, occurred_at, created_at)"
+            " VALUES (?, 1, 'user', ?, ?, 't')",
+            (i, text, f"2026-01-0{i}"),
+        )
+    conn.execute("UPDATE episodes SET standing = 'instruction' WHERE id = 3")
+    conn.execute("COMMIT")
+    conn.close()
+    with SqliteStore(path) as store:
+        assert store.migrations_applied == ["m019_standing_widened"]
+        assert [e.standing for e in store.list_episodes(1)] == ["instruction", None, "instruction"]
+    with pg_pool.connection() as pg:
+        pg_apply_migrations(pg, PG_MIGRATIONS[:9])
+        pg.execute("INSERT INTO sessions (created_at) VALUES (now())")
+        for text in texts[:2]:
+            pg.execute(
+                "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at)"
+                " SELECT id, 'user', %s, now(), now() FROM sessions",
+                [text],
+            )
+        pg.commit()
+        assert pg_apply_migrations(pg, PG_MIGRATIONS) == ["m010_standing_widened"]
+        rows = pg.execute("SELECT standing FROM episodes ORDER BY id").fetchall()
+        assert rows == [("instruction",), (None,)]
 
 
 @pytest.fixture

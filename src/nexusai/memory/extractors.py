@@ -192,13 +192,32 @@ class SpacyExtractor(Extractor):
         each other: a word one of them writes in lower case is no name at a sentence's
         start in another ("Wanna", "Glad")."""
         lower = lowercase_words(texts)
-        found = [
-            _with_streets(doc.text, [m for e in doc.ents if (m := _mention(doc.text, e, lower))])
-            for doc in self._nlp.pipe(list(texts), batch_size=64)
-        ]
+        pieces = [(i, piece) for i, text in enumerate(texts) for piece in pieces_of(text)]
+        found: list[list[Mention]] = [[] for _ in texts]
+        docs = self._nlp.pipe([piece for _, piece in pieces], batch_size=64)
+        for (i, _), doc in zip(pieces, docs, strict=True):
+            mentions = [m for e in doc.ents if (m := _mention(doc.text, e, lower))]
+            found[i].extend(_with_streets(doc.text, mentions))
         _add_people_named_by_kin(texts, found)
         known = {normalize(m.name) for ms in found for m in ms if written_as_a_name(m.name)}
         return [clean(ms, known) for ms in found]
+
+
+# spaCy refuses a text over its max_length (1,000,000 characters) and needs about 1 GB per
+# 100,000 characters to parse one: a longer message is read in pieces of at most this.
+PIECE_CHARS = 100_000
+
+
+def pieces_of(text: str, size: int = PIECE_CHARS) -> list[str]:
+    """The text in pieces of at most `size` characters, each cut at the last white space
+    before that (a name is never split unless a piece has no space at all)."""
+    pieces = []
+    while len(text) > size:
+        cut = max(text.rfind(" ", 0, size), text.rfind("\n", 0, size))
+        cut = cut if cut > 0 else size
+        pieces.append(text[:cut])
+        text = text[cut:]
+    return [*pieces, text]
 
 
 def _with_streets(text: str, mentions: list[Mention]) -> list[Mention]:

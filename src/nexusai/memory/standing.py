@@ -29,12 +29,22 @@ _RULE_VERBS = (
     "end|explain|suggest|recommend|double-check|check|avoid|assume|refer|address|speak|"
     "talk|send|break|present|summari[sz]e|translate|label|round|convert"
 )
+# What may open a rule's sentence before its verb: a word of assent and a comma ("Great,
+# always answer with a packing list").
+_LEAD = r"(?:(?:ok(?:ay)?|great|thanks|perfect|also|and|so|oh|yes|cool),?\s+)?"
+# The verbs a "don't" rule forbids: what the assistant writes, never a human's "don't say
+# that" or "don't ask".
+_FORBIDDEN_VERBS = "use|include|add|mention|format|write|reply|respond|answer|send|put|list"
 _INSTRUCTION = re.compile(
     _SENTENCE_START
-    + rf"(?:please\s+)?(?:always|never|don't ever|do not ever)\s+(?:{_RULE_VERBS})\b"
-    rf"|\bfrom now on,?\s+(?:please\s+)?(?:you\s+|always\s+|never\s+|don't\s+)?(?:{_RULE_VERBS})\b"
+    + _LEAD
+    + rf"(?:please\s+)?(?:always|never|don't ever|do not ever)\s+(?:be\s+(?=\w+[.!]?$)|(?:{_RULE_VERBS})\b)"
+    + rf"|{_SENTENCE_START}{_LEAD}(?:please\s+)?(?:don't|do not)\s+(?:{_FORBIDDEN_VERBS})\b"
+    + rf"|{_SENTENCE_START}{_LEAD}(?:please\s+)?(?:{_RULE_VERBS})\b[^.!?\n]*\bfrom now on\b"
+    + rf"|\bfrom now on,?\s+(?:please\s+)?(?:you\s+|always\s+|never\s+|don't\s+)?(?:{_RULE_VERBS})\b"
+    r"|\bI(?:'d| would) (?:rather|prefer) (?:that )?you\b"
     r"|\bwhen(?:ever)? I ask (?:you )?(?:about|for)\b",
-    re.IGNORECASE,
+    re.IGNORECASE | re.MULTILINE,
 )
 _PREFERENCE = re.compile(
     r"\bI(?:'d| would)? (?:really |much |strongly |generally |usually )?prefer\b"

@@ -169,6 +169,14 @@ def m005_standing(conn: Connection[tuple[object, ...]]) -> None:
         cursor.executemany("UPDATE episodes SET standing = %s WHERE id = %s", classified(rows))
 
 
+def m010_standing_widened(conn: Connection[tuple[object, ...]]) -> None:
+    """SQLite's m019: the episodes not marked are read again by the widened patterns."""
+    unmarked = "SELECT id, speaker, content FROM episodes WHERE standing IS NULL"
+    rows = conn.execute(unmarked).fetchall()
+    with conn.cursor() as cursor:
+        cursor.executemany("UPDATE episodes SET standing = %s WHERE id = %s", classified(rows))
+
+
 M006_EXPIRY = """
 ALTER TABLE episodes ADD COLUMN expires_at timestamptz;
 CREATE INDEX episodes_expiry ON episodes (expires_at) WHERE expires_at IS NOT NULL;
@@ -231,6 +239,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("m007_retention", M007_RETENTION),  # SQLite's m016
     ("m008_labels", M008_LABELS),  # SQLite's m017
     ("m009_standing_order", M009_STANDING_ORDER),  # SQLite's m018
+    ("m010_standing_widened", m010_standing_widened),  # SQLite's m019
 ]
 
 

@@ -414,6 +414,15 @@ def m018_standing_order(conn: sqlite3.Connection) -> None:
     run_script(conn, STANDING_ORDER_DDL)
 
 
+@migration
+def m019_standing_widened(conn: sqlite3.Connection) -> None:
+    """The standing patterns read more ways of setting a rule ("Don't use emojis", "Call
+    me Sam from now on", "I'd rather you ..."): the episodes not marked are read again."""
+    unmarked = "SELECT id, speaker, content FROM episodes WHERE standing IS NULL"
+    rows = conn.execute(unmarked).fetchall()
+    conn.executemany("UPDATE episodes SET standing = ? WHERE id = ?", classified(rows))
+
+
 STANDING_ORDER_DDL = """
 DROP INDEX episodes_standing;
 CREATE INDEX episodes_standing ON episodes(session_id, pinned, occurred_at)

@@ -50,8 +50,8 @@ def test_a_budget_of_zero_is_the_spec_turn() -> None:
 def test_greedy_lets_one_long_reply_take_the_budget_and_dense_does_not() -> None:
     ranked = fused(LONG, "My cat is Miso", "Miso hates baths", "Miso was born in May")
     budget = count_tokens(memory_line(ranked[0].episode, LONG)) + 5  # the reply, and no more
-    greedy = Greedy().pack(ranked, "what is my cat allergic to?", budget)
-    dense = Dense().pack(ranked, "what is my cat allergic to?", budget)
+    greedy = Greedy().pack(ranked, "what is my cat allergic to?", budget, 50)
+    dense = Dense().pack(ranked, "what is my cat allergic to?", budget, 50)
     assert [f.episode.id for f in greedy] == [1]  # the reply, whole, and nothing else fits
     assert [f.episode.id for f in dense] == [1, 2, 3, 4]
     assert dense[0].excerpt is not None
@@ -62,7 +62,7 @@ def test_greedy_lets_one_long_reply_take_the_budget_and_dense_does_not() -> None
 def test_a_packed_turn_never_exceeds_its_budget(budget: int) -> None:
     ranked = fused(LONG, *(f"short note {i} about Miso" for i in range(60)), LONG * 2)
     for packer in (Dense(), Greedy()):
-        packed = packer.pack(ranked, "Miso allergic", budget)
+        packed = packer.pack(ranked, "Miso allergic", budget, 50)
         assert sum(f.tokens for f in packed) <= budget
         for memory in packed:
             assert memory.tokens == count_tokens(memory_line(memory.episode, memory.content))
@@ -106,6 +106,21 @@ def test_the_api_reports_tokens_and_excerpts_whose_offsets_point_at_the_text(
     assert whole[span["start"] : span["end"]] == cut[0]["content"]
     assert span["length"] == len(whole)
     assert "allergic to salmon" in cut[0]["content"]
+
+
+def test_memory_limit_caps_a_budgeted_turn_and_semantic_limit_an_unbudgeted_one(
+    client: TestClient,
+) -> None:
+    sid = client.post("/sessions", json={}).json()["id"]
+    said = [{"speaker": "user", "content": f"Miso note {i}"} for i in range(12)]
+    client.post(f"/sessions/{sid}/episodes", json={"episodes": said})
+    for fusion in ("rrf", "learned"):
+        asked: dict[str, Any] = {"fusion": fusion, "semanticLimit": 3, "keywordWeight": 1}
+        assert len(memories(client, sid, "Miso note", **asked)["memories"]) == 3
+        budgeted = memories(client, sid, "Miso note", contextBudget=1000, **asked)
+        assert len(budgeted["memories"]) == 12  # the budget decides, up to memoryLimit
+        capped = memories(client, sid, "Miso note", contextBudget=1000, memoryLimit=4, **asked)
+        assert len(capped["memories"]) == 4
 
 
 def test_the_budget_is_a_setting_checked_like_the_others(client: TestClient) -> None:

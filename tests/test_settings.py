@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import fields
 
 import pytest
 from fastapi.testclient import TestClient
 
 from nexusai.app import create_app
 from nexusai.config import Config
+from nexusai.orchestration.settings import SETTINGS, RuntimeSettings, field_name
 from tests.conftest import SwitchableEmbedder
 
 DEFAULTS = {
@@ -17,6 +19,7 @@ DEFAULTS = {
     "entityLimit": 10,
     "keywordBudget": 0,
     "contextBudget": 0,
+    "memoryLimit": 50,
     "standingLimit": 3,
     "memoryOrder": "rank",
     "timeAware": "off",
@@ -26,6 +29,12 @@ DEFAULTS = {
 
 def test_defaults_from_retrieval_constants(client: TestClient) -> None:
     assert client.get("/settings").json() == DEFAULTS
+
+
+def test_runtime_settings_have_one_field_per_setting() -> None:
+    """`RuntimeSettings` is derived from the one `SETTINGS` table: same names, same order."""
+    assert [f.name for f in fields(RuntimeSettings)] == [field_name(s.name) for s in SETTINGS]
+    assert RuntimeSettings.from_values(DEFAULTS).to_values() == DEFAULTS
 
 
 def test_partial_patch(client: TestClient) -> None:

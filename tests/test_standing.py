@@ -19,9 +19,10 @@ from nexusai.memory.sqlite.migrations import MIGRATIONS, apply_migrations
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.memory.standing import standing_kind
 from nexusai.memory.store import EpisodeStore
-from nexusai.models import NewEpisode
-from nexusai.orchestration.chat import build_prompt
-from nexusai.orchestration.context import assemble_context
+from nexusai.models import Episode, NewEpisode
+from nexusai.orchestration.chat import build_prompt, memory_block
+from nexusai.orchestration.context import Context, assemble_context
+from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.settings import DEFAULTS
 from tests.conftest import SwitchableEmbedder
 
@@ -222,6 +223,31 @@ def test_a_recognised_rule_is_listed_under_standing(
     assert "standing" not in _turn(client, asking, "dashboard", semanticLimit=2, standingLimit=0)
 
 
+def test_a_rule_the_search_also_found_stays_under_standing_and_is_said_once(
+    project_client: tuple[TestClient, int],
+) -> None:
+    """Without a budget, a rule among the spec's memories is listed under `standing` as
+    well, so the prompt's "kept in mind" block has it; the prompt gives it once."""
+    client, project = project_client
+    _, [rule, *_] = _session(client, project, RULE, *FILLER)
+    asking, _ = _session(client, project, "hello")
+    turn = _turn(client, asking, "version numbers of software dependencies and libraries")
+    assert rule in _ids(turn["memories"])  # the spec's list, unchanged
+    assert _ids(turn["standing"]) == [rule]
+    context = Context(
+        asking,
+        "libraries?",
+        [],
+        [FusedEpisode(Episode(rule, 1, "user", RULE, "2026-01-01", "", {}), 0.1, 1, None)],
+        standing=[
+            FusedEpisode(Episode(rule, 1, "user", RULE, "2026-01-01", "", {}), 1, None, None)
+        ],
+    )
+    block = memory_block(context)
+    assert block.count(RULE) == 1
+    assert "kept in mind" in block
+
+
 def test_a_pinned_episode_comes_back_whatever_the_message(
     project_client: tuple[TestClient, int],
 ) -> None:
@@ -240,10 +266,10 @@ def test_a_pinned_episode_comes_back_whatever_the_message(
         assert _ids(turn["standing"])[0] == ids[4], settings
         assert ids[4] not in _ids(turn["memories"])
         assert turn["standing"][0]["similarity"] is None  # type: ignore[index]
-    # Found by the search too, it is given once, among the memories.
+    # Found by the search too, it is still listed under standing (the prompt says it once).
     turn = _turn(client, sid, "monthly expenses chart")
     assert ids[4] in _ids(turn["memories"])
-    assert "standing" not in turn
+    assert _ids(turn["standing"]) == [ids[4]]
     client.patch(f"/episodes/{ids[4]}", json={"pinned": False})
     assert "standing" not in _turn(client, sid, "monthly expenses chart", semanticLimit=2)
 

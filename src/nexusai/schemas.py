@@ -403,8 +403,9 @@ class ContextOut(CamelModel):
     standing: list[StandingOut] | None = Field(
         default=None,
         description="Pinned episodes, then the user's rules and lasting preferences nearest"
-        " the message (`standingLimit`), none of them among `memories` or `recent`; left out"
-        " when the scope has none",
+        " the message (`standingLimit`), none of them among `recent`; without a"
+        " contextBudget one may also be among `memories` (the prompt gives it once, here);"
+        " left out when the scope has none",
     )
     tokens: int | None = Field(
         default=None,

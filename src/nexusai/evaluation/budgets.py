@@ -11,6 +11,7 @@ from typing import Any
 
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.packing import PACKERS, pack_turn
+from nexusai.orchestration.settings import MAX_MEMORIES
 
 BUDGETS = (250, 500, 1000, 2000, 4000)
 
@@ -42,7 +43,7 @@ class Packed:
         standing candidates, as a turn packs them."""
         for name, budgets in self.given.items():
             for budget, given in budgets.items():
-                kept, memories = pack_turn(fused, standing, message, budget, len(fused), name)
+                kept, memories = pack_turn(fused, standing, message, budget, MAX_MEMORIES, name)
                 packed = [*kept, *memories]
                 ids = frozenset(f.episode.id for f in packed)
                 cut = frozenset(f.episode.id for f in packed if f.excerpt is not None)

@@ -35,13 +35,15 @@ _LEAD = r"(?:(?:ok(?:ay)?|great|thanks|perfect|also|and|so|oh|yes|cool),?\s+)?"
 # The verbs a "don't" rule forbids: what the assistant writes, never a human's "don't say
 # that" or "don't ask".
 _FORBIDDEN_VERBS = "use|include|add|mention|format|write|reply|respond|answer|send|put|list"
+_OPENING = _SENTENCE_START + _LEAD + r"(?:please\s+)?"
 _INSTRUCTION = re.compile(
-    _SENTENCE_START
-    + _LEAD
-    + rf"(?:please\s+)?(?:always|never|don't ever|do not ever)\s+(?:be\s+(?=\w+[.!]?$)|(?:{_RULE_VERBS})\b)"
-    + rf"|{_SENTENCE_START}{_LEAD}(?:please\s+)?(?:don't|do not)\s+(?:{_FORBIDDEN_VERBS})\b"
-    + rf"|{_SENTENCE_START}{_LEAD}(?:please\s+)?(?:{_RULE_VERBS})\b[^.!?\n]*\bfrom now on\b"
-    + rf"|\bfrom now on,?\s+(?:please\s+)?(?:you\s+|always\s+|never\s+|don't\s+)?(?:{_RULE_VERBS})\b"
+    _OPENING + r"(?:always|never|don't ever|do not ever)\s+"
+    # "Always be concise.": "be" and one word closing the sentence, never "always be there"
+    rf"(?:be\s+(?=\w+[.!]?$)|(?:{_RULE_VERBS})\b)"
+    rf"|{_OPENING}(?:don't|do not)\s+(?:{_FORBIDDEN_VERBS})\b"
+    rf"|{_OPENING}(?:{_RULE_VERBS})\b[^.!?\n]*\bfrom now on\b"
+    r"|\bfrom now on,?\s+(?:please\s+)?(?:you\s+|always\s+|never\s+|don't\s+)?"
+    rf"(?:{_RULE_VERBS})\b"
     r"|\bI(?:'d| would) (?:rather|prefer) (?:that )?you\b"
     r"|\bwhen(?:ever)? I ask (?:you )?(?:about|for)\b",
     re.IGNORECASE | re.MULTILINE,

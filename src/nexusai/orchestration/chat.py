@@ -56,8 +56,10 @@ def memory_block(context: Context) -> str:
     if context.standing:
         lines = [memory_line(m.episode, m.content) for m in context.standing]
         parts.append("What the user asked to be kept in mind:\n" + "\n".join(lines))
-    if context.memories:
-        lines = [memory_line(m.episode, m.content) for m in context.memories]
+    standing = {m.episode.id for m in context.standing}
+    memories = [m for m in context.memories if m.episode.id not in standing]
+    if memories:
+        lines = [memory_line(m.episode, m.content) for m in memories]
         parts.append("Memories from earlier conversations:\n" + "\n".join(lines))
     if context.entities:
         parts.append("Known entities:\n" + "\n".join(f"- {e.describe()}" for e in context.entities))

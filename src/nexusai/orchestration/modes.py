@@ -139,7 +139,8 @@ def packed(
 ) -> Packed:
     """The stages after fusion: packing (the mode's packer, the budget's size, the
     standing candidates first) and order."""
-    budget, limit = settings.context_budget, settings.semantic_limit
+    budget = settings.context_budget
+    limit = settings.memory_limit if budget > 0 else settings.semantic_limit
     kept, memories = pack_turn(fused, standing, message, budget, limit, mode.packer)
     return Packed(kept, in_order(memories, settings))
 

@@ -27,8 +27,6 @@ from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.tokens import count_tokens
 
-# Most memories a budgeted turn gives, however many short ones would fit.
-MAX_MEMORIES = 50
 # A memory longer than this may enter as an excerpt of about `EXCERPT_TOKENS` tokens,
 # measured in characters (English runs about 4.5 a token, spaces included) so that a long
 # text is never tokenized whole to decide: about 120 tokens, and 80.
@@ -95,8 +93,11 @@ class Packer(ABC):
     name: str
 
     @abstractmethod
-    def pack(self, fused: Sequence[FusedEpisode], message: str, budget: int) -> list[FusedEpisode]:
-        """What of `fused` (best first) goes into a prompt of `budget` tokens."""
+    def pack(
+        self, fused: Sequence[FusedEpisode], message: str, budget: int, limit: int
+    ) -> list[FusedEpisode]:
+        """What of `fused` (best first) goes into a prompt of `budget` tokens: at most
+        `limit` memories."""
 
 
 class Greedy(Packer):
@@ -104,11 +105,13 @@ class Greedy(Packer):
 
     name = "greedy"
 
-    def pack(self, fused: Sequence[FusedEpisode], message: str, budget: int) -> list[FusedEpisode]:
+    def pack(
+        self, fused: Sequence[FusedEpisode], message: str, budget: int, limit: int
+    ) -> list[FusedEpisode]:
         taken: list[FusedEpisode] = []
         left = budget
         for memory in fused:
-            if len(taken) == MAX_MEMORIES:
+            if len(taken) == limit:
                 break
             # Each run of non-space holds a token at least: what cannot fit is not counted.
             if len(memory.episode.content.split()) > left:
@@ -125,11 +128,13 @@ class Dense(Packer):
 
     name = "dense"
 
-    def pack(self, fused: Sequence[FusedEpisode], message: str, budget: int) -> list[FusedEpisode]:
+    def pack(
+        self, fused: Sequence[FusedEpisode], message: str, budget: int, limit: int
+    ) -> list[FusedEpisode]:
         words = stems_of(message)
         options = [_shortest(f, words) for f in fused]
         worth = [value(f) for f in fused]
-        taken = self._choose(options, worth, budget)
+        taken = self._choose(options, worth, budget, limit)
         left = budget - sum(option.tokens for option in taken.values())
         for i in sorted(taken, key=lambda i: -worth[i]):  # excerpts grown back
             if taken[i].excerpt is not None:
@@ -140,13 +145,13 @@ class Dense(Packer):
         return [taken[i] for i in sorted(taken)]
 
     def _choose(
-        self, options: list[FusedEpisode], worth: list[float], budget: int
+        self, options: list[FusedEpisode], worth: list[float], budget: int, limit: int
     ) -> dict[int, FusedEpisode]:
         order = sorted(range(len(options)), key=lambda i: -worth[i] / options[i].tokens)
         taken: dict[int, FusedEpisode] = {}
         left = budget
         for i in order:
-            if options[i].tokens <= left and len(taken) < MAX_MEMORIES:
+            if options[i].tokens <= left and len(taken) < limit:
                 taken[i] = options[i]
                 left -= options[i].tokens
         return taken
@@ -227,10 +232,11 @@ def pack(
     fused: Sequence[FusedEpisode], message: str, budget: int, limit: int, packer: str
 ) -> list[FusedEpisode]:
     """The turn's memories: at budget 0 the first `limit` whole (the spec's turn, nothing
-    counted); above it, what `packer` chooses (the fusion mode's own, `FusionMode.packer`)."""
+    counted); above it, at most `limit` that `packer` chooses (the fusion mode's own,
+    `FusionMode.packer`)."""
     if budget <= 0:
         return list(fused[:limit])
-    return PACKERS[packer].pack(fused, message, budget)
+    return PACKERS[packer].pack(fused, message, budget, limit)
 
 
 def pack_turn(
@@ -243,13 +249,12 @@ def pack_turn(
 ) -> tuple[list[FusedEpisode], list[FusedEpisode]]:
     """A turn's two lists, (standing, memories), from fusion's list and the standing
     candidates (pinned first, then the most relevant). At budget 0 the memories are the
-    spec's, and the standing ones not among them come beside. With a budget, the standing
-    ones come first, whole, each while it fits (a recognised one within `STANDING_SHARE`
-    of it), and the memories are packed into what is left, without them."""
+    spec's, and the standing ones all come beside, those among the memories too (the
+    prompt gives each once, as a standing one). With a budget, the standing ones come
+    first, whole, each while it fits (a recognised one within `STANDING_SHARE` of it), and
+    the memories are packed into what is left, without them."""
     if budget <= 0:
-        memories = pack(fused, message, 0, limit, packer)
-        given = {f.episode.id for f in memories}
-        return [whole(f) for f in standing if f.episode.id not in given], memories
+        return [whole(f) for f in standing], pack(fused, message, 0, limit, packer)
     kept = _standing_within(standing, budget)
     left = budget - sum(f.tokens for f in kept)
     if left <= 0:

@@ -7,16 +7,20 @@ validation messages and the CLI all read that table.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from nexusai.config import RETRIEVAL
 from nexusai.errors import InvalidInput
 
 Value = float | str
+# The most memories a budgeted turn may give (the `memoryLimit` setting's top and default).
+MAX_MEMORIES = 50
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,16 @@ SETTINGS: tuple[Setting, ...] = (
         " matters (0: the first semanticLimit memories whole, the spec's turn)",
     ),
     Setting(
+        "memoryLimit",
+        int,
+        1,
+        MAX_MEMORIES,
+        MAX_MEMORIES,
+        "With a contextBudget: most memories a turn gives, however many more would fit"
+        " (semanticLimit is the count without a budget; with one, the budget decides up to"
+        " this)",
+    ),
+    Setting(
         "standingLimit",
         int,
         0,
@@ -135,35 +149,33 @@ SETTINGS: tuple[Setting, ...] = (
 BY_NAME = {s.name: s for s in SETTINGS}
 
 
+def field_name(name: str) -> str:
+    """A setting's Python name: `semanticWeight` -> `semantic_weight`."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
 @dataclass(frozen=True)
 class RuntimeSettings:
+    """One field per setting of `SETTINGS`, in snake_case (a test checks they match); the
+    values come from that table, never defaulted here."""
+
     semantic_weight: float
     keyword_weight: float
     semantic_limit: int
     recent_limit: int
     entity_limit: int
-    keyword_budget: int = 0
-    fusion: str = "rrf"
-    context_budget: int = 0
-    memory_order: str = "rank"
-    standing_limit: int = 3
-    time_aware: str = "off"
+    keyword_budget: int
+    context_budget: int
+    memory_limit: int
+    standing_limit: int
+    memory_order: str
+    time_aware: str
+    fusion: str
 
     @classmethod
     def from_values(cls, values: Mapping[str, Value]) -> RuntimeSettings:
-        return cls(
-            semantic_weight=float(values["semanticWeight"]),
-            keyword_weight=float(values["keywordWeight"]),
-            semantic_limit=int(values["semanticLimit"]),
-            recent_limit=int(values["recentLimit"]),
-            entity_limit=int(values["entityLimit"]),
-            keyword_budget=int(values["keywordBudget"]),
-            fusion=str(values["fusion"]),
-            context_budget=int(values["contextBudget"]),
-            memory_order=str(values["memoryOrder"]),
-            standing_limit=int(values["standingLimit"]),
-            time_aware=str(values["timeAware"]),
-        )
+        typed: dict[str, Any] = {field_name(s.name): s.kind(values[s.name]) for s in SETTINGS}
+        return cls(**typed)
 
     def with_changes(self, changes: Mapping[str, object]) -> RuntimeSettings:
         """These settings with `changes` applied, each validated like a PATCH (one bad value
@@ -172,19 +184,7 @@ class RuntimeSettings:
         return RuntimeSettings.from_values({**self.to_values(), **checked})
 
     def to_values(self) -> dict[str, Value]:
-        return {
-            "semanticWeight": self.semantic_weight,
-            "keywordWeight": self.keyword_weight,
-            "semanticLimit": self.semantic_limit,
-            "recentLimit": self.recent_limit,
-            "entityLimit": self.entity_limit,
-            "keywordBudget": self.keyword_budget,
-            "contextBudget": self.context_budget,
-            "standingLimit": self.standing_limit,
-            "memoryOrder": self.memory_order,
-            "timeAware": self.time_aware,
-            "fusion": self.fusion,
-        }
+        return {s.name: getattr(self, field_name(s.name)) for s in SETTINGS}
 
 
 DEFAULTS = RuntimeSettings.from_values({s.name: s.default for s in SETTINGS})

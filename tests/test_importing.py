@@ -305,6 +305,7 @@ def test_an_export_imports_back_as_it_was(memory: Memory, config: Config, tmp_pa
     monday = memory.store.create_session(project, "monday").id
     again = memory.store.create_session(project, "monday").id  # a title two sessions share
     untitled = memory.store.create_session(project).id
+    empty = memory.store.create_session(project, "not started").id  # no episodes
     memory.store.create_session(None, "elsewhere")
     [first, _] = memory.add_episodes(
         monday,
@@ -324,15 +325,18 @@ def test_an_export_imports_back_as_it_was(memory: Memory, config: Config, tmp_pa
     assert written.exit_code == 0, written.output
     [head, *lines] = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert head == {"project": "home", "retentionDays": None}
-    assert [(line["session"], line["content"]) for line in lines] == [
-        (f"monday ({monday})", "I adopted Biscuit"),
-        (f"monday ({monday})", "Lovely!"),
-        (f"monday ({again})", "Always reply in French when I ask you."),
-        (f"session ({untitled})", "Straße, 東京"),
+    # Titles as they are, each session's id in its own field, every session kept.
+    assert [(line["session"], line["sessionId"], line.get("content")) for line in lines] == [
+        ("monday", monday, "I adopted Biscuit"),
+        ("monday", monday, "Lovely!"),
+        ("monday", again, "Always reply in French when I ask you."),
+        (None, untitled, "Straße, 東京"),
+        ("not started", empty, None),
     ]
     assert lines[0] == {
         "id": first.id,
-        "session": f"monday ({monday})",
+        "session": "monday",
+        "sessionId": monday,
         "speaker": "user",
         "content": "I adopted Biscuit",
         "occurredAt": first.occurred_at,
@@ -343,16 +347,21 @@ def test_an_export_imports_back_as_it_was(memory: Memory, config: Config, tmp_pa
     memory.close()  # an import writes the vectors too: the service must be stopped
     imported = runner.invoke(cli, ["import", str(out), "--project", "copy"])
     assert imported.exit_code == 0, imported.output
+    assert "4 new sessions" in imported.output
+    by_id = runner.invoke(cli, ["export", "--project", str(project)])  # an id names it too
+    assert by_id.exit_code == 0, by_id.output
     printed = runner.invoke(cli, ["export", "--project", "copy"])
     [copy_head, *copied] = [json.loads(line) for line in printed.stdout.splitlines()]
     assert copy_head == {"project": "copy", "retentionDays": None}  # --project named it
 
     def without_ids(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{k: v for k, v in row.items() if k not in ("id", "session")} for row in rows]
+        return [{k: v for k, v in row.items() if k not in ("id", "sessionId")} for row in rows]
 
     assert without_ids(copied) == without_ids(lines)
-    assert len({row["session"] for row in copied}) == 3
+    assert len({row["sessionId"] for row in copied}) == 4
     assert "4 episodes of project 'copy' exported" in printed.stderr
+    again_imported = runner.invoke(cli, ["import", str(out), "--project", "copy"])
+    assert "0 new sessions, 0 episodes, 4 skipped" in again_imported.output
 
 
 def test_an_export_that_cannot_run_writes_nothing(

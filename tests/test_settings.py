@@ -11,7 +11,7 @@ from nexusai.config import Config
 from nexusai.orchestration.settings import SETTINGS, RuntimeSettings, field_name
 from tests.conftest import SwitchableEmbedder
 
-DEFAULTS = {
+DEFAULTS: dict[str, float | str] = {
     "semanticWeight": 1.0,
     "keywordWeight": 0.0,
     "semanticLimit": 10,

@@ -165,10 +165,9 @@ class Config:
             )
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"NEXUS_LOG_FORMAT must be text or json, got {self.log_format!r}")
-        if self.memory_timeout <= 0:
-            raise ConfigError("NEXUS_MEMORY_TIMEOUT must be a positive number of seconds")
-        if self.embedder_timeout <= 0:
-            raise ConfigError("NEXUS_EMBEDDER_TIMEOUT must be a positive number of seconds")
+        for name in ("memory_timeout", "embedder_timeout", "llm_timeout"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"NEXUS_{name.upper()} must be a positive number of seconds")
         if self.database_url and not self.database_url.startswith(("postgresql://", "postgres://")):
             raise ConfigError(
                 "NEXUS_DATABASE_URL must be a postgresql://user:password@host:port/dbname URL"
@@ -178,8 +177,10 @@ class Config:
             raise ConfigError(
                 f"NEXUS_WARM_SECONDS must be between 0 and 3600, got {self.warm_seconds}"
             )
-        if self.llm_timeout <= 0:
-            raise ConfigError("NEXUS_LLM_TIMEOUT must be a positive number of seconds")
+        if self.data_dir.exists() and not self.data_dir.is_dir():
+            raise ConfigError(
+                f"NEXUS_DATA_DIR ({self.data_dir}) is a file; give a folder (made if missing)"
+            )
 
 
 def reference() -> list[tuple[str, str, str]]:

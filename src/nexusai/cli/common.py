@@ -10,20 +10,27 @@ from typing import Any, TypeVar
 
 import click
 
-from nexusai.errors import NexusError
+from nexusai.errors import ConfigError, NexusError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def clean_errors(fn: F) -> F:
-    """A domain error becomes one line on stderr and exit status 1, not a traceback."""
+    """A domain error becomes one line on stderr and exit status 1, not a traceback; a
+    setting that is wrong (`ConfigError`) exit status 2, as at `nexus serve`; a file that
+    cannot be read or written one line naming it."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except ConfigError as exc:
+            raise StartError(str(exc)) from None
         except NexusError as exc:
             raise click.ClickException(str(exc)) from None
+        except OSError as exc:
+            where = f": {exc.filename}" if exc.filename else ""
+            raise click.ClickException(f"{exc.strerror or exc}{where}") from None
 
     return wrapper  # type: ignore[return-value]
 

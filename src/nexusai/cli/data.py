@@ -349,30 +349,82 @@ def keys_revoke(key_id: int, data_dir: Path | None) -> None:
     help="Extract entities when the service runs, leaving every core to the embedding"
     " (later), or here, behind the import, waiting for the last one (wait)",
 )
+@click.option(
+    "--url",
+    default=None,
+    help="Send the file to the service running there (POST /import) instead of writing the"
+    " data directory: for a directory a running service holds",
+)
+@click.option(
+    "--api-key",
+    envvar="NEXUS_API_KEY",
+    default=None,
+    show_envvar=True,
+    help="With --url: the service's API key, when it has one",
+)
 @DATA_DIR
 @clean_errors
 def import_command(
-    file: Path, fmt: str | None, project: str | None, entities: str, data_dir: Path | None
+    file: Path,
+    fmt: str | None,
+    project: str | None,
+    entities: str,
+    url: str | None,
+    api_key: str | None,
+    data_dir: Path | None,
 ) -> None:
-    """Import conversations from a file (service stopped: it writes the data directory).
+    """Import conversations from a file: into the data directory (service stopped), or,
+    with --url, through the running service.
 
     Formats: a LoCoMo JSON file, a ChatGPT export (conversations.json), or JSONL of one
     episode a line. The file is read through once before anything is written, so a bad
     record stops the import with nothing stored. The episodes are searchable when the
     import says so; their entities are extracted by the service (later) or behind the
-    import, which then waits for them (wait).
+    import, which then waits for them (wait; a service extracts behind itself).
     """
+    from nexusai.memory.importing import detect_format
+
+    if fmt is None:
+        with file.open("rb") as peek:
+            fmt = detect_format(file.name, peek)
+    if url is not None:
+        _import_over_http(file, fmt, project, url, api_key)
+    else:
+        _import_here(file, fmt, project, entities, data_dir)
+
+
+def _import_over_http(
+    file: Path, fmt: str, project: str | None, url: str, api_key: str | None
+) -> None:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+    from nexusai.cli.remote import Service
+
+    columns = (TextColumn("sending"), BarColumn(), DownloadColumn())
+    with Service(url, api_key) as service, file.open("rb") as stream, Progress(*columns) as bar:
+        task = bar.add_task("sending", total=file.stat().st_size)
+        with service.errors():
+            summary = service.client.import_file(
+                stream, fmt, project, lambda sent: bar.update(task, completed=sent)
+            )
+    click.echo(
+        f"{summary.conversations} conversations, {summary.sessions} new sessions,"
+        f" {summary.episodes} episodes, {summary.skipped} skipped, in {summary.seconds:.1f} s;"
+        " the service extracts their entities behind itself"
+    )
+
+
+def _import_here(
+    file: Path, fmt: str, project: str | None, entities: str, data_dir: Path | None
+) -> None:
     import threading
 
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
     from nexusai.config import Config
-    from nexusai.memory.importing import detect_format, import_stream
+    from nexusai.memory.importing import import_stream
     from nexusai.memory.service import Memory
 
-    if fmt is None:
-        with file.open("rb") as peek:
-            fmt = detect_format(file.name, peek)
     memory = Memory.open(Config.from_env(data_dir=data_dir))
     # Extraction behind the import, niced as it is, still took a tenth of the embedding's
     # rate on two cores (benchmarks import-short), so only a command that waits for the
@@ -447,6 +499,8 @@ def export_command(project: str, out: Path | None, data_dir: Path | None) -> Non
     from nexusai.memory.export import named_project, project_lines
     from nexusai.memory.service import open_store
 
+    if out is not None and not out.resolve().parent.is_dir():
+        raise click.BadParameter(f"the folder {out.parent} does not exist", param_hint="--out")
     config = _existing_store(Config.from_env(data_dir=data_dir))
     with open_store(config) as store:
         lines = project_lines(store, named_project(store, project))

@@ -62,15 +62,16 @@ class Service:
         self.client.close()
 
     def __call__(self, call: Call[T]) -> T:
-        with self._errors():
+        with self.errors():
             return self.client.send(call)
 
     def events(self, session_id: int, message: str) -> Iterator[ChatEvent]:
-        with self._errors():
+        with self.errors():
             yield from self.client.chat_stream(session_id, message)
 
     @contextmanager
-    def _errors(self) -> Iterator[None]:
+    def errors(self) -> Iterator[None]:
+        """The client's errors as one-line CLI messages."""
         try:
             yield
         except UnavailableError as exc:
@@ -303,21 +304,35 @@ def projects_create(
 
 
 @projects.command("retention")
-@click.argument("project_id", type=int)
+@click.argument("project")
 @click.argument("days", type=click.IntRange(1, 36_500), required=False)
 @JSON
 @service_options
 def projects_retention(
-    project_id: int, days: int | None, as_json: bool, url: str, api_key: str | None
+    project: str, days: int | None, as_json: bool, url: str, api_key: str | None
 ) -> None:
-    """Keep project PROJECT_ID's episodes DAYS days after they were said (no DAYS: keep
-    them until their own expiry). Applies at once to the episodes stored already."""
+    """Keep PROJECT's episodes (its name or id) DAYS days after they were said (no DAYS:
+    keep them until their own expiry). Applies at once to the episodes stored already."""
     with Service(url, api_key) as service:
-        project = _json(service(Endpoints.set_retention(project_id, days)))
+        project_id = project_id_of(service, project)
+        changed = _json(service(Endpoints.set_retention(project_id, days)))
     if as_json:
-        return _print_json(project)
+        return _print_json(changed)
     kept = f"kept {days} days after they were said" if days else "kept until their own expiry"
-    click.echo(f"project {project_id}'s episodes are {kept}")
+    click.echo(f"project {changed['name']!r} (id {project_id}): its episodes are {kept}")
+
+
+def project_id_of(service: Service, project: str) -> int:
+    """A project given by its name or, when no project has that name, by its id."""
+    offset = 0
+    while page := service(Endpoints.list_projects(100, offset)):
+        found = next((p.id for p in page if p.name == project), None)
+        if found is not None:
+            return found
+        offset += len(page)
+    if project.isascii() and project.isdigit():
+        return int(project)
+    raise click.ClickException(f"there is no project named {project!r} (nexus projects list)")
 
 
 @click.group()
@@ -404,6 +419,7 @@ def pin(episode_id: int, off: bool, url: str, api_key: str | None) -> None:
     "--metadata", "pairs", multiple=True, help="KEY=VALUE: with this metadata value (repeat)"
 )
 @click.option("--dry-run", is_flag=True, help="Only count what would be deleted")
+@click.option("--yes", is_flag=True, help="Delete without asking first")
 @service_options
 def forget(
     session_ids: tuple[int, ...],
@@ -412,11 +428,13 @@ def forget(
     speakers: tuple[str, ...],
     pairs: tuple[str, ...],
     dry_run: bool,
+    yes: bool,
     url: str,
     api_key: str | None,
 ) -> None:
     """Delete the episodes a filter keeps (in the sessions given, or all the key sees), from
-    the store, its indexes and the entity links. --dry-run counts them first."""
+    the store, its indexes and the entity links. It counts them and asks first, unless
+    --yes; --dry-run only counts them."""
     metadata: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -424,16 +442,23 @@ def forget(
             raise click.UsageError(f"--metadata {pair!r}: write KEY=VALUE, e.g. topic=travel")
         metadata.setdefault(key, []).append(value)
     rule = {"after": after, "before": before, "speaker": list(speakers) or None}
+    sessions = list(session_ids) or None
     try:
-        call = Endpoints.forget(
-            list(session_ids) or None, {**rule, "metadata": metadata or None}, dry_run=dry_run
-        )
+        counting = Endpoints.forget(sessions, {**rule, "metadata": metadata or None}, dry_run=True)
     except ValueError as exc:  # a date that is none, or a window that ends before it starts
         raise click.UsageError(_first_line(exc)) from None
     with Service(url, api_key) as service:
-        done = service(call)
-    verb = "would be forgotten (dry run)" if dry_run else "forgotten"
-    click.echo(f"{done.episodes} episodes {verb}")
+        counted = service(counting).episodes
+        if dry_run or not counted:
+            return click.echo(f"{_episodes(counted)} would be forgotten (dry run)")
+        if not yes:
+            click.confirm(f"Forget {_episodes(counted)}? This cannot be undone", abort=True)
+        done = service(Endpoints.forget(sessions, {**rule, "metadata": metadata or None}))
+    click.echo(f"{_episodes(done.episodes)} forgotten")
+
+
+def _episodes(count: int) -> str:
+    return f"{count} episode" if count == 1 else f"{count} episodes"
 
 
 def _first_line(exc: ValueError) -> str:

@@ -1,14 +1,13 @@
 """A project's memory as JSONL in the format `nexus import` reads (`importing.read_jsonl`):
 first the project's own line (its name and retention), then one episode a line: its id,
-session, speaker, content, time, metadata, caption, pin and its own expiry. Sessions one
-after another, each in time order; a session's name is its title, made unique within the
-project (a title two sessions share, or none, gets the session's id), so that an import
-makes the same sessions again."""
+its session's title and id, speaker, content, time, metadata, caption, pin and its own
+expiry. Sessions one after another, each in time order, a session with no episodes as a
+line of its own: an import makes the same sessions again, with their titles."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,8 +19,12 @@ PAGE = 1000
 
 
 def named_project(store: EpisodeStore, name: str) -> Project:
-    """The project called `name`; NotFound naming the projects there are."""
+    """The project called `name` or, when none is, the one of that id; NotFound naming the
+    projects there are."""
     project = store.find_project(name)
+    if project is None and name.isascii() and name.isdigit():
+        with contextlib.suppress(NotFound):
+            project = store.get_project(int(name))
     if project is None:
         known = ", ".join(repr(p.name) for p in store.list_projects(limit=50)) or "none"
         raise NotFound(f"there is no project named {name!r}; projects: {known}")
@@ -31,20 +34,21 @@ def named_project(store: EpisodeStore, name: str) -> Project:
 def project_lines(store: EpisodeStore, project: Project) -> Iterator[dict[str, Any]]:
     """The project's line, then every episode of it, as export lines."""
     yield {"project": project.name, "retentionDays": project.retention_days}
-    sessions = _all_sessions(store, project.id)
-    titles = Counter(s.title for s in sessions)
-    for session in sessions:
-        named = session.title if session.title and titles[session.title] == 1 else None
-        label = named or f"{session.title or 'session'} ({session.id})"
+    for session in _all_sessions(store, project.id):
+        said = False
         for episode in _all_episodes(store, session.id):
-            yield line(episode, label)
+            said = True
+            yield line(episode, session)
+        if not said:  # a session with no episodes is kept too, as a line of its own
+            yield {"session": session.title, "sessionId": session.id}
 
 
-def line(episode: Episode, session: str) -> dict[str, Any]:
+def line(episode: Episode, session: Session) -> dict[str, Any]:
     """One episode as `nexus import` reads it; empty fields left out."""
     out: dict[str, Any] = {
         "id": episode.id,
-        "session": session,
+        "session": session.title,
+        "sessionId": session.id,
         "speaker": episode.speaker,
         "content": episode.content,
         "occurredAt": episode.occurred_at,

@@ -139,7 +139,8 @@ def _chatgpt_conversation(item: dict[str, Any], index: int) -> SourceConversatio
         node = mapping[node_id]
         branch.append(node)
         node_id = node.get("parent")
-    session = SourceSession(f"chatgpt:{conversation_id}", item.get("title"))
+    key = f"chatgpt:{conversation_id}"
+    session = SourceSession(key, item.get("title") or key)
     conversation = SourceConversation(session.key, None, [session])
     for node in reversed(branch):
         message = node.get("message")
@@ -170,29 +171,39 @@ def _last_leaf(mapping: dict[str, Any]) -> str | None:
 
 
 def read_jsonl(stream: IO[bytes]) -> Iterator[SourceConversation]:
-    """One episode per line: {session, speaker, content, occurredAt?, imageCaption?,
-    metadata?, pinned?, expiresAt?, id?}, and no other key (`nexus export` writes this). A run of
-    lines of one session is written together."""
+    """One episode per line: {session, sessionId?, speaker, content, occurredAt?,
+    imageCaption?, metadata?, pinned?, expiresAt?, id?}, and no other key (`nexus export`
+    writes this). `session` is the session's title; with `sessionId` (an export's own id)
+    sessions of one title stay apart, and the title may be null. A line of only `session`
+    and `sessionId` is a session with no episodes. A run of lines of one session is written
+    together."""
     current: SourceConversation | None = None
+    for exported, (key, title), source in _jsonl_records(stream):
+        if current is not None and current.sessions[0].key != key:
+            yield current
+            current = None
+        if current is None:
+            session = SourceSession(key, title)
+            current = SourceConversation(session.key, None, [session], exported_from=exported)
+        if source is not None:
+            current.sessions[0].episodes.append(source)
+    if current is not None:
+        yield current
+
+
+def _jsonl_records(
+    stream: IO[bytes],
+) -> Iterator[tuple[ExportedProject | None, tuple[str, str | None], SourceEpisode | None]]:
+    """Each line's export project (from the first line), session and episode."""
     exported: ExportedProject | None = None
     seen: Counter[str] = Counter()
     for number, raw in enumerate(stream, start=1):
         if number == 1:
             raw = _without_utf8_bom(raw)
-        if not raw.strip():
-            continue
-        if number == 1 and (exported := _project_line(raw)) is not None:
-            continue
-        name, source = _jsonl_episode(raw, number, seen)
-        if current is not None and current.sessions[0].title != name:
-            yield current
-            current = None
-        if current is None:
-            session = SourceSession(f"jsonl:{name}", name)
-            current = SourceConversation(session.key, None, [session], exported_from=exported)
-        current.sessions[0].episodes.append(source)
-    if current is not None:
-        yield current
+            if (exported := _project_line(raw)) is not None:
+                continue
+        if raw.strip():
+            yield exported, *_jsonl_episode(raw, number, seen)
 
 
 # What `nexus export` writes; `id` is the exporting store's, read and left (a store gives
@@ -200,6 +211,7 @@ def read_jsonl(stream: IO[bytes]) -> Iterator[SourceConversation]:
 JSONL_KEYS = {
     "id",
     "session",
+    "sessionId",
     "speaker",
     "content",
     "occurredAt",
@@ -235,7 +247,22 @@ def _project_line(raw: bytes) -> ExportedProject | None:
     return ExportedProject(line["project"], days)
 
 
-def _jsonl_episode(raw: bytes, number: int, seen: Counter[str]) -> tuple[str, SourceEpisode]:
+def _jsonl_session(line: dict[str, Any]) -> tuple[str, str | None]:
+    """A line's session: its import key and its title."""
+    if "sessionId" not in line:
+        name = _text(line, "session", allow_number=True)
+        return f"jsonl:{name}", name
+    sid = line["sessionId"]
+    if isinstance(sid, bool) or not isinstance(sid, int) or sid < 1:
+        raise TypeError(f"sessionId must be a whole number from 1, not {_kind(sid)}")
+    title = None if line.get("session") is None else _text(line, "session", allow_number=True)
+    return f"jsonl:{title or ''}#{sid}", title
+
+
+def _jsonl_episode(
+    raw: bytes, number: int, seen: Counter[str]
+) -> tuple[tuple[str, str | None], SourceEpisode | None]:
+    """The line's session, and its episode (None for a session's own line)."""
     try:
         line = json.loads(raw)
         if not isinstance(line, dict):
@@ -246,7 +273,10 @@ def _jsonl_episode(raw: bytes, number: int, seen: Counter[str]) -> tuple[str, So
                 f"unknown key {unknown[0]!r}: a line takes {', '.join(sorted(JSONL_KEYS))};"
                 " put your own fields in metadata"
             )
-        name = _text(line, "session", allow_number=True)
+        session = _jsonl_session(line)
+        if set(line) <= {"session", "sessionId"} and "sessionId" in line:
+            return session, None
+        name = session[0].removeprefix("jsonl:")  # as keys were made before sessionId
         when = line.get("occurredAt")
         metadata = line.get("metadata") or {}
         if not isinstance(metadata, dict):
@@ -271,7 +301,7 @@ def _jsonl_episode(raw: bytes, number: int, seen: Counter[str]) -> tuple[str, So
         json.dumps([name, episode.speaker, episode.content, when]).encode()
     ).hexdigest()[:24]
     seen[digest] += 1
-    return name, SourceEpisode(f"jsonl:{digest}:{seen[digest]}", episode)
+    return session, SourceEpisode(f"jsonl:{digest}:{seen[digest]}", episode)
 
 
 def _text(line: dict[str, Any], key: str, allow_number: bool = False) -> str:

@@ -406,7 +406,8 @@ class EpisodeStore(ABC):
         if found:
             session_id = int(found[0])
         else:
-            session_id = self.create_session(project_id, (session.title or session.key)[:500]).id
+            title = None if session.title is None else session.title[:500]
+            session_id = self.create_session(project_id, title).id
             conn.execute("INSERT INTO import_sessions VALUES (?, ?)", (session.key, session_id))
         ids, skipped = [], 0
         for source, row in zip(session.episodes, rows, strict=True):

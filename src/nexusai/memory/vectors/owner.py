@@ -34,7 +34,8 @@ class OwnerLock:
             raise VectorIndexBusy(
                 f"the vector index in {self.path.parent / self.path.name[1:-5]} is open in"
                 " another process (a running `nexus serve`?); only one process may use it"
-                " at a time: stop it first, or talk to it over HTTP (NEXUS_URL)"
+                " at a time: stop it first, or send the work to it over HTTP (the commands"
+                " take --url; `nexus import --url URL FILE`)"
             ) from None
         self._fd = fd
 

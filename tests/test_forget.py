@@ -4,6 +4,7 @@ keyword copy, the standing list or the entity search."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from nexusai.app import create_app
 from nexusai.cli import cli
 from nexusai.config import Config
 from nexusai.memory.extractors import SpacyExtractor
+from nexusai.memory.importing import import_stream
 from nexusai.memory.service import Memory
 from nexusai.models import EpisodeFilter
 from tests.conftest import SwitchableEmbedder
@@ -284,3 +286,34 @@ def test_an_expired_episodes_entities_are_never_returned(
     assert "Maria Lopez" not in [e["name"] for e in turn["entities"]]
     hits = client.get("/entities", params={"q": "Maria Lopez", "sessionId": first})
     assert "Maria Lopez" not in [e["name"] for e in hits.json()]
+
+
+def test_a_write_already_expired_says_so_and_is_counted_nowhere(
+    served: tuple[TestClient, Memory], tmp_path: Any
+) -> None:
+    client, memory = served
+    made = client.post("/projects", json={"name": "home", "retentionDays": 30}).json()
+    sid = client.post("/sessions", json={"projectId": made["id"]}).json()["id"]
+    before = client.get("/health").json()["episodes"]
+    old = {"speaker": "user", "content": "long ago", "occurredAt": "2020-01-01T00:00:00Z"}
+    stored = client.post(f"/sessions/{sid}/episodes", json=old)
+    assert stored.status_code == 201
+    assert stored.json()["expiresAt"] == "2020-01-31T00:00:00.000000Z"  # said: gone already
+    own = {"speaker": "user", "content": "a note", "expiresAt": "2001-01-01"}
+    batch = client.post(f"/sessions/{sid}/episodes", json={"episodes": [own]}).json()
+    assert batch["episodes"][0]["expiresAt"] == "2001-01-01T00:00:00.000000Z"
+    fresh = client.post(f"/sessions/{sid}/episodes", json={"speaker": "user", "content": "now"})
+    assert fresh.json()["expiresAt"] > "2026"
+    assert client.get("/health").json()["episodes"] == before + 1
+    listed = client.get(f"/sessions/{sid}/episodes")
+    assert listed.headers["X-Total-Count"] == "1"
+    lines = [
+        {"session": "s", "speaker": "user", "content": "long ago", "occurredAt": "2020-01-01"},
+        {"session": "s", "speaker": "user", "content": "a note", "expiresAt": "2001-01-01"},
+        {"session": "s", "speaker": "user", "content": "kept"},
+    ]
+    path = tmp_path / "old.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with path.open("rb") as stream:
+        summary = import_stream(memory, stream, "jsonl", "home")
+    assert (summary.episodes, summary.skipped) == (1, 2)

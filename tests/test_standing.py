@@ -248,6 +248,23 @@ def test_a_rule_the_search_also_found_stays_under_standing_and_is_said_once(
     assert "kept in mind" in block
 
 
+def test_a_budget_too_small_says_what_it_left_out(
+    project_client: tuple[TestClient, int],
+) -> None:
+    client, project = project_client
+    _session(client, project, RULE, *FILLER)
+    asking, _ = _session(client, project, "hello")
+    for fusion in ("rrf", "learned"):
+        turn = _turn(client, asking, "dashboard chart", contextBudget=8, fusion=fusion)
+        assert turn["memories"] == []
+        assert "standing" not in turn  # the rule is over a quarter of 8 tokens
+        said = " ".join(turn["warnings"])  # type: ignore[arg-type]
+        assert "did not fit" in said
+        assert "left room for no memory" in said
+    roomy = _turn(client, asking, "dashboard chart", contextBudget=1000)
+    assert roomy["warnings"] == []
+
+
 def test_a_pinned_episode_comes_back_whatever_the_message(
     project_client: tuple[TestClient, int],
 ) -> None:

@@ -181,8 +181,19 @@ class ScopeOut(CamelModel):
     )
 
 
+class StoredEpisodeOut(EpisodeOut):
+    """An episode as a write stored it."""
+
+    expires_at: str | None = Field(
+        default=None,
+        description="From this time no read returns it (its own expiry or its project's"
+        " retention, the sooner); null: never. In the past: stored already expired, so no"
+        " read returns it and the upkeep deletes it",
+    )
+
+
 class EpisodeBatchOut(CamelModel):
-    episodes: list[EpisodeOut]
+    episodes: list[StoredEpisodeOut]
 
 
 class Health(CamelModel):

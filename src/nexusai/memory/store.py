@@ -410,11 +410,13 @@ class EpisodeStore(ABC):
             session_id = self.create_session(project_id, title).id
             conn.execute("INSERT INTO import_sessions VALUES (?, ?)", (session.key, session_id))
         ids, skipped = [], 0
+        kept_for, now = _retention(conn, session_id), now_text()
         for source, row in zip(session.episodes, rows, strict=True):
-            if conn.execute(
+            gone = deadline(row.expires_at, row.occurred_at, kept_for)
+            if (gone is not None and gone <= now) or conn.execute(
                 "SELECT 1 FROM import_episodes WHERE key = ?", (source.key,)
             ).fetchone():
-                skipped += 1
+                skipped += 1  # imported before, or past its deadline already: no read has it
                 continue
             ids.append(self._insert(conn, session_id, row))
             conn.execute("INSERT INTO import_episodes VALUES (?, ?)", (source.key, ids[-1]))
@@ -714,10 +716,18 @@ class EpisodeStore(ABC):
         return _ids(self._rows("SELECT id FROM episodes ORDER BY id"))
 
     def count_episodes(self, session_id: int | None = None) -> int:
+        """The episodes a read can return: those past their deadline, which the upkeep has
+        yet to delete, are not counted."""
+        now = now_text()
         if session_id is None:
-            return int(self._rows("SELECT count(*) FROM episodes")[0][0])
-        sql = "SELECT count(*) FROM episodes WHERE session_id = ?"
-        return int(self._rows(sql, [session_id])[0][0])
+            # The whole table less the expired ones, which a partial index counts.
+            sql = (
+                "SELECT (SELECT count(*) FROM episodes)"
+                " - (SELECT count(*) FROM episodes WHERE expires_at <= ?)"
+            )
+            return int(self._rows(sql, [now])[0][0])
+        sql = f"SELECT count(*) FROM episodes WHERE session_id = ? AND {LIVE}"
+        return int(self._rows(sql, [session_id, now])[0][0])
 
     def count_projects(self) -> int:
         return int(self._rows("SELECT count(*) FROM projects")[0][0])

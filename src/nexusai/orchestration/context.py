@@ -171,6 +171,7 @@ def assemble_context(
     with stopwatch(timings, "standing"):
         standing = _standing(standing_call.result(), embedder, vector, settings, asked)
     turn = fuse_and_pack(mode, message, found, settings, explain, timings, standing)
+    warnings += turn.warnings
     with stopwatch(timings, "entities"):
         entities = (
             memory.search_entities(vector, scope.session_ids, settings.entity_limit)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from nexusai.models import Scope
@@ -110,6 +110,7 @@ class Packed:
 
     standing: list[FusedEpisode]
     memories: list[FusedEpisode]
+    warnings: list[str] = field(default_factory=list)  # what the budget left out, said
 
 
 def fuse_and_pack(
@@ -142,7 +143,34 @@ def packed(
     budget = settings.context_budget
     limit = settings.memory_limit if budget > 0 else settings.semantic_limit
     kept, memories = pack_turn(fused, standing, message, budget, limit, mode.packer)
-    return Packed(kept, in_order(memories, settings))
+    warnings = _left_out(budget, fused, standing, (kept, memories))
+    return Packed(kept, in_order(memories, settings), warnings)
+
+
+def _left_out(
+    budget: int,
+    fused: Sequence[FusedEpisode],
+    standing: Sequence[FusedEpisode],
+    packed: tuple[list[FusedEpisode], list[FusedEpisode]],
+) -> list[str]:
+    """What a budget too small left out, said, so that a turn is never short in silence."""
+    kept, memories = packed
+    if budget <= 0:
+        return []
+    warnings = []
+    given = {f.episode.id for f in kept}
+    if dropped := [f for f in standing if f.episode.id not in given]:
+        warnings.append(
+            f"{len(dropped)} of the standing memories did not fit: the user's recognised rules"
+            f" and preferences may take a quarter of contextBudget ({budget}); raise it"
+        )
+    if not memories and any(f.episode.id not in given for f in fused):
+        left = budget - sum(f.tokens for f in kept)
+        warnings.append(
+            f"contextBudget {budget} left room for no memory ({left} tokens after the standing"
+            " ones, less than any memory found costs); raise it"
+        )
+    return warnings
 
 
 def in_order(memories: list[FusedEpisode], settings: RuntimeSettings) -> list[FusedEpisode]:

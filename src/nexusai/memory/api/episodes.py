@@ -30,6 +30,7 @@ from nexusai.schemas import (
     ForgetOut,
     IsoTime,
     MarkedEpisodeOut,
+    StoredEpisodeOut,
     StrictCamelModel,
 )
 
@@ -136,7 +137,7 @@ def add_episodes_named(
     def store() -> EpisodeBatchOut:
         new = [i.to_new() for i in body.episodes]
         stored = memory.add_episodes_named(project, body.title, new)
-        return EpisodeBatchOut(episodes=[EpisodeOut.model_validate(e) for e in stored])
+        return EpisodeBatchOut(episodes=[StoredEpisodeOut.model_validate(e) for e in stored])
 
     return answered_once(request, response, body.model_dump(mode="json"), store)
 
@@ -160,16 +161,16 @@ def add_episodes(
     tenancy: TenancyHandle,
     session_id: PathId,
     body: EpisodesBody,
-) -> EpisodeOut | EpisodeBatchOut:
+) -> StoredEpisodeOut | EpisodeBatchOut:
     """One episode, or a batch stored all or nothing. With an `Idempotency-Key` header, the
     same request sent again within a day is stored once and answered as the first was."""
     tenancy.session(session_id)
     items = body.episodes if isinstance(body, EpisodeBatchIn) else [body]
     _check_batch_size(request, items)
 
-    def store() -> EpisodeOut | EpisodeBatchOut:
+    def store() -> StoredEpisodeOut | EpisodeBatchOut:
         stored = memory.add_episodes(session_id, [i.to_new() for i in items])
-        out = [EpisodeOut.model_validate(e) for e in stored]
+        out = [StoredEpisodeOut.model_validate(e) for e in stored]
         return EpisodeBatchOut(episodes=out) if isinstance(body, EpisodeBatchIn) else out[0]
 
     return answered_once(request, response, body.model_dump(mode="json"), store)

@@ -117,6 +117,14 @@ def test_a_project_key_forgets_only_in_its_own_project(served: dict[str, Any]) -
     refused = client.delete("/episodes", params={"sessionIds": str(theirs)}, headers=own)
     assert refused.status_code == 404  # as if it were not there
     assert client.delete("/episodes", params={"speaker": "user"}, headers=reader).status_code == 403
+    # A dry run only counts: a read-only key may ask it, of its own project only.
+    counted = client.delete(
+        "/episodes", params={"speaker": "user", "dryRun": "true"}, headers=reader
+    )
+    assert counted.status_code == 200
+    assert counted.json()["dryRun"] is True
+    sneaky = {"speaker": "user", "dryRun": ["true", "false"]}
+    assert client.delete("/episodes", params=sneaky, headers=reader).status_code == 403
     done = client.delete("/episodes", params={"speaker": "user"}, headers=own).json()
     assert done["episodeIds"] == [ids["alpha"]["episode"]]
     admin = served["admin"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from urllib.parse import parse_qs
 
 from starlette.requests import Request
 
@@ -75,8 +76,9 @@ _READING_POSTS = frozenset(
 _READING_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def refusal(principal: Principal, method: str, path: str) -> str | None:
-    """Why this key may not make this call (answered 403), or None when it may."""
+def refusal(principal: Principal, method: str, path: str, query: str = "") -> str | None:
+    """Why this key may not make this call (answered 403), or None when it may. `query` is
+    the raw query string: a dry run of a forget only counts, so a read-only key may ask."""
     if principal.admin:
         return None
     for allowed, pattern in _ADMIN_ONLY:
@@ -84,9 +86,15 @@ def refusal(principal: Principal, method: str, path: str) -> str | None:
             return f"{method} {path} needs the admin key (NEXUS_API_KEY); this is a project key"
     if _MCP.fullmatch(path):
         return None
-    if principal.read_only and method not in _READING_METHODS and path not in _READING_POSTS:
+    reads = method in _READING_METHODS or path in _READING_POSTS or _dry_run(method, path, query)
+    if principal.read_only and not reads:
         return f"this key is read-only: {method} {path} writes"
     return None
+
+
+def _dry_run(method: str, path: str, query: str) -> bool:
+    """`DELETE /episodes?dryRun=true`: counts what a forget would delete, writes nothing."""
+    return method == "DELETE" and path == "/episodes" and parse_qs(query).get("dryRun") == ["true"]
 
 
 def check_project(principal: Principal, project_id: int | None, name: str) -> None:

@@ -89,7 +89,8 @@ class Guard:
             await _reply(scope, send, 401, detail, [(b"www-authenticate", b"Bearer")])
             return False
         scope.setdefault("state", {})["principal"] = principal
-        reason = refusal(principal, scope["method"], scope["path"])
+        query = scope.get("query_string", b"").decode("latin-1")
+        reason = refusal(principal, scope["method"], scope["path"], query)
         if reason is not None:
             self.on_refused("forbidden", scope["path"])
             await _reply(scope, send, 403, reason)

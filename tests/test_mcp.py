@@ -89,6 +89,21 @@ async def a_filter_keeps_recall_and_context_to_what_it_names(session: ClientSess
     assert [m["id"] for m in turn["memories"]] == [new]  # not _old, said in January
     bad = await session.call_tool("recall", {"query": "x", **where, "filter": {"when": "May"}})
     assert bad.is_error
+    # What remember labels, forget and recall filter on; an expiry is said back.
+    labelled = [
+        {"content": "The garden shed is blue", "metadata": {"topic": "shed"}},
+        {"content": "The garden gate squeaks", "expiresAt": "2999-01-01T00:00:00Z"},
+    ]
+    stored = payload(await session.call_tool("remember", {"messages": labelled, **where}))
+    shed, _gate = stored["episodeIds"]
+    assert stored["expiresAt"] == [None, "2999-01-01T00:00:00.000000Z"]
+    only = {"filter": {"metadata": {"topic": "shed"}}, **where}
+    assert [
+        m["id"] for m in payload(await session.call_tool("recall", {"query": "garden", **only}))
+    ] == [shed]
+    assert payload(await session.call_tool("forget", only))["episodeIds"] == [shed]
+    empty = {"filter": {"metadata": {"topic": []}}, **where}
+    assert (await session.call_tool("forget", empty)).is_error  # never wider than a read
 
 
 async def a_refused_remember_makes_nothing(session: ClientSession) -> None:

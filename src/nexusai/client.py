@@ -45,6 +45,7 @@ from nexusai.schemas import (
     ProjectOut,
     ScopeOut,
     ScoredEpisodeOut,
+    StoredEpisodeOut,
     SessionOut,
 )
 
@@ -248,7 +249,7 @@ class Endpoints:
         session_id: int,
         episodes: Sequence[dict[str, Any] | BaseModel],
         idempotency_key: str | None = None,
-    ) -> Call[list[EpisodeOut]]:
+    ) -> Call[list[StoredEpisodeOut]]:
         """A batch, all or nothing: each `{"speaker", "content", "occurredAt"?,
         "imageCaption"?, "metadata"?}`. Stored once however often it is sent with the same
         `idempotency_key` (one is made for each call when none is given)."""
@@ -264,7 +265,7 @@ class Endpoints:
         title: str,
         episodes: Sequence[dict[str, Any] | BaseModel],
         idempotency_key: str | None = None,
-    ) -> Call[list[EpisodeOut]]:
+    ) -> Call[list[StoredEpisodeOut]]:
         """`add_episodes` into the session `resolve_session` names; a batch that is refused
         makes no project or session."""
         body = {"project": project, "title": title, "episodes": [_body(e) for e in episodes]}
@@ -616,7 +617,7 @@ def _given(turn: ContextOut) -> list[MemoryOut]:
         MemoryOut.model_validate(kept.model_dump(exclude={"pinned", "standing", "similarity"}))
         for kept in turn.standing or []
     ]
-    return [*standing, *turn.memories]
+    return [*standing, *turn.searched()]
 
 
 class Client:

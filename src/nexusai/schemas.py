@@ -429,6 +429,12 @@ class ContextOut(CamelModel):
         description="With timeAware filter: the time the message named, the only one searched",
     )
 
+    def searched(self) -> list[MemoryOut]:
+        """The memories not also listed under `standing`: what a face gives besides them,
+        so that each is given once."""
+        standing = {kept.id for kept in self.standing or []}
+        return [m for m in self.memories if m.id not in standing]
+
 
 class TimeWindowOut(CamelModel):
     after: datetime

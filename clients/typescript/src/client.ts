@@ -16,6 +16,7 @@ import type {
   EpisodeOut,
   ForgetOut,
   MarkedEpisodeOut,
+  MemoryOut,
   EpisodePatch,
   Health,
   ImportFormat,
@@ -187,6 +188,23 @@ export class NexusClient {
     const { budget, settings, ...rest } = options;
     const turn = budget === undefined ? settings : { ...settings, contextBudget: budget };
     return this.send("POST", "/context", { body: { sessionId, message, ...rest, ...(turn ? { settings: turn } : {}) } });
+  }
+
+  /** A search of the session's memory, not a chat turn: its latest messages are searched
+   * too (`recentLimit` 0 for this call), `k` memories with their scores; with a `budget`,
+   * what fits that many tokens instead; with a `filter`, only what it keeps. The turn's
+   * standing memories (pinned, the user's rules and preferences) come first, unscored,
+   * each memory once. */
+  async recall(
+    sessionId: number,
+    query: string,
+    options: { k?: number; budget?: number; filter?: EpisodeFilter } = {},
+  ): Promise<MemoryOut[]> {
+    const settings: Partial<Settings> = { recentLimit: 0, semanticLimit: options.k ?? 10 };
+    const turn = await this.context(sessionId, query, { explain: true, settings, budget: options.budget, filter: options.filter });
+    const standing = (turn.standing ?? []).map(({ pinned: _p, standing: _s, similarity: _m, ...kept }) => kept as MemoryOut);
+    const given = new Set(standing.map((m) => m.id));
+    return [...standing, ...turn.memories.filter((m) => !given.has(m.id))];
   }
 
   /** One chat turn: context, the LLM's reply, both messages stored. The same message to

@@ -181,6 +181,8 @@ export interface Settings {
   keywordBudget: number;
   /** Most tokens a turn's memories may cost (0: the first semanticLimit, whole). */
   contextBudget: number;
+  /** With a contextBudget: most memories a turn gives (the budget decides up to this). */
+  memoryLimit: number;
   /** How many of the user's recognised rules and preferences a turn carries (pinned ones come always). */
   standingLimit: number;
   /** "rank" (best first) or "time" (by when each was said). */

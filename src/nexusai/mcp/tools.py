@@ -69,6 +69,16 @@ class MessageIn(BaseModel):
     occurredAt: str | None = Field(
         default=None, description="When it was said (ISO 8601); now if left out"
     )
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description='Your own labels, as {"topic": "travel"}: what forget, recall and context'
+        " filter on (filter.metadata)",
+    )
+    expiresAt: str | None = Field(
+        default=None,
+        description="From this time (ISO 8601) it is never recalled, and is deleted; never if"
+        " left out",
+    )
 
     @model_validator(mode="after")
     def _storable(self) -> Self:
@@ -164,7 +174,13 @@ class Tools:
         else:
             raise ToolError("say which conversation: session (a name), or session_id")
         stored = await self._send(ctx, call)
-        return compact({"sessionId": stored[0].session_id, "episodeIds": [e.id for e in stored]})
+        answer: dict[str, Any] = {
+            "sessionId": stored[0].session_id,
+            "episodeIds": [e.id for e in stored],
+        }
+        if any(e.expires_at for e in stored):
+            answer["expiresAt"] = [e.expires_at for e in stored]
+        return compact(answer)
 
     async def recall(
         self,
@@ -200,7 +216,7 @@ class Tools:
             {
                 "recent": [_said(e) for e in found.recent],
                 "standing": [_memory(m) for m in found.standing or []] or None,
-                "memories": [_memory(m) for m in found.memories],
+                "memories": [_memory(m) for m in found.searched()],
                 "entities": [_entity(e) for e in found.entities],
                 "warnings": found.warnings or None,
             }

@@ -4,7 +4,7 @@ nexusai, with a loopback OpenAI-protocol server as the LLM."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -169,10 +169,6 @@ def test_the_clients_own_retries_store_the_message_once(served: Served) -> None:
         model="nexusai", user="retry", messages=[{"role": "user", "content": "remember me"}]
     )
     assert user_episodes(served, "retry") == ["remember me"]  # the same turn, answered now
-    ai.chat.completions.create(
-        model="nexusai", user="retry", messages=[{"role": "user", "content": "remember me"}]
-    )
-    assert user_episodes(served, "retry") == ["remember me"]  # the same request: replayed
     said_again: Any = [
         {"role": "user", "content": "remember me"},
         {"role": "assistant", "content": served.llm.reply},
@@ -180,6 +176,15 @@ def test_the_clients_own_retries_store_the_message_once(served: Served) -> None:
     ]
     ai.chat.completions.create(model="nexusai", user="retry", messages=said_again)
     assert user_episodes(served, "retry") == ["remember me", "remember me"]  # a new turn
+    # The same conversation sent again after its answer: the client never saw the answer
+    # (it would have sent it back), so this is a retry, replayed.
+    ai.chat.completions.create(model="nexusai", user="retry", messages=said_again)
+    assert user_episodes(served, "retry") == ["remember me", "remember me"]
+    # A lone message carries no conversation: said again, it is a turn of its own.
+    ai.chat.completions.create(
+        model="nexusai", user="retry", messages=[{"role": "user", "content": "remember me"}]
+    )
+    assert user_episodes(served, "retry") == ["remember me"] * 3
 
 
 def test_sampling_fields_go_to_the_llm_and_usage_comes_back(served: Served) -> None:
@@ -302,3 +307,54 @@ def test_every_refusal_under_v1_comes_in_openais_shape(
         assert error["message"]
         assert error["code"]
         assert error["type"] == "invalid_request_error"
+
+
+def test_every_chat_face_takes_settings_now_and_the_query_limit(
+    config: Config, embedder: SwitchableEmbedder
+) -> None:
+    """`/chat` and `/v1` (extra_body) take a turn's settings and its time as `/context`
+    does, and hold its message to NEXUS_MAX_QUERY_CHARS."""
+    short = replace(config, max_query_chars=40)
+    with (
+        openai_stub() as (llm_url, state),
+        live_server(create_app(short, embedder, OpenAIChat(llm_url, "llama3"))) as url,
+    ):
+        sid = httpx.post(f"{url}/sessions", json={"title": "t"}).json()["id"]
+        said = {"speaker": "user", "content": "The garden got tulips", "occurredAt": "2026-01-05"}
+        httpx.post(f"{url}/sessions/{sid}/episodes", json=said)
+        ai = openai.OpenAI(
+            base_url=f"{url}/v1",
+            api_key="unused",
+            default_headers={"X-Nexus-Session": str(sid)},
+            max_retries=0,
+        )
+        turn = {"settings": {"recentLimit": 0, "timeAware": "filter"}, "now": "2026-03-01"}
+        ai.chat.completions.create(
+            model="nexusai",
+            messages=[{"role": "user", "content": "the garden in January?"}],
+            extra_body=turn,
+        )
+        assert "The garden got tulips" in system_prompt(state)
+        ai.chat.completions.create(
+            model="nexusai",
+            messages=[{"role": "user", "content": "the garden in February?"}],
+            extra_body=turn,
+        )
+        assert "The garden got tulips" not in system_prompt(state)  # February holds nothing
+        chat = {"sessionId": sid, "message": "the garden in February?", **turn}
+        assert httpx.post(f"{url}/chat", json=chat).status_code == 200
+        assert "The garden got tulips" not in system_prompt(state)
+        with pytest.raises(openai.UnprocessableEntityError, match="limit is 40"):
+            ai.chat.completions.create(
+                model="nexusai", messages=[{"role": "user", "content": "x" * 41}]
+            )
+        bad = {**chat, "settings": {"contextBudget": -1}}
+        assert httpx.post(f"{url}/chat", json=bad).status_code == 422
+        with pytest.raises(openai.UnprocessableEntityError, match="now"):
+            ai.chat.completions.create(
+                model="nexusai",
+                messages=[{"role": "user", "content": "hi"}],
+                extra_body={"now": 2026},
+            )
+        calls = len(state.requests)
+    assert calls == 3

@@ -45,8 +45,8 @@ from nexusai.schemas import (
     ProjectOut,
     ScopeOut,
     ScoredEpisodeOut,
-    StoredEpisodeOut,
     SessionOut,
+    StoredEpisodeOut,
 )
 
 T = TypeVar("T")

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import anyio.from_thread
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -57,7 +58,7 @@ class _Entry:
     answered: bool = False
     answer: Any = None
     expires: float = float("inf")  # set when it answers
-    state: object = None  # what the caller's `state()` read before the work ran
+    state: object = None  # what the caller's `state()` read before the work ran, or after
 
 
 class Replays:
@@ -83,21 +84,23 @@ class Replays:
         keep: float,
         work: Callable[[], T],
         state: Callable[[], object] | None = None,
+        since_answer: Callable[[], bool] = lambda: False,
     ) -> tuple[T, bool]:
         """`work()`'s answer and False, or a retry's replay of it and True. A first try that
         failed answered nothing: its retry runs the work again. With `state`, a request that
         comes after the first answered is its retry only while `state()` still reads what
-        it read before the first ran (nothing was stored since); one that came while the
-        first ran is its retry always."""
-        before = None if state is None else state()
+        it read before the first ran (nothing was stored since), or, when `since_answer()`
+        says so as the first answers, what it read then; one that came while the first ran
+        is its retry always."""
+        now = None if state is None else state()
         while True:
-            entry, mine = self._claim(key, fingerprint, before)
+            entry, mine = self._claim(key, fingerprint, now)
             if mine:
-                return self._run(key, entry, keep, work), False
+                return self._run(key, entry, keep, work, state, since_answer), False
             arrived_running = not entry.done.is_set()
             if not entry.done.wait(self.wait_seconds):
                 raise StillRunning("the same request is still running; retry later")
-            if entry.answered and (arrived_running or state is None or before == entry.state):
+            if entry.answered and (arrived_running or state is None or now == entry.state):
                 return entry.answer, True
             if entry.answered:  # something was stored since: this is a new request
                 self._drop(key, entry)
@@ -120,9 +123,19 @@ class Replays:
             self._forget_oldest(now)
             return entry, True
 
-    def _run(self, key: str, entry: _Entry, keep: float, work: Callable[[], T]) -> T:
+    def _run(
+        self,
+        key: str,
+        entry: _Entry,
+        keep: float,
+        work: Callable[[], T],
+        state: Callable[[], object] | None,
+        since_answer: Callable[[], bool],
+    ) -> T:
         try:
             answer = work()
+            if state is not None and since_answer():
+                entry.state = state()
         except BaseException:
             self._drop(key, entry)
             entry.done.set()
@@ -182,18 +195,28 @@ def answered_once(
     work: Callable[[], T],
     *,
     by_digest: Callable[[], object] | None = None,
+    carries_answers: bool = False,
 ) -> T:
     """`work()`'s answer, or the answer it gave the first try of this request. A request
     without an `Idempotency-Key` is known by its digest only when `by_digest` is given: it
     reads what a retry must find unchanged since the first try began (what its session
-    stored last)."""
+    stored last), or only since the first answered when that answer never reached its
+    client (it had gone: a timeout), or when the body carries the conversation with the
+    answers the client was given (`carries_answers`: the same body again means it was
+    not answered)."""
+
+    def since_answer() -> bool:
+        return carries_answers or client_gone(request)
+
     key = write_key(request, body, by_digest is not None)
     if key is None:
         return work()
     replays: Replays = request.app.state.replays
     state = by_digest if key.digested else None
     try:
-        answer, replayed = replays.once(key.key, key.fingerprint, key.keep, work, state)
+        answer, replayed = replays.once(
+            key.key, key.fingerprint, key.keep, work, state, since_answer
+        )
     except KeyReused:
         raise KeyReused(
             f"{HEADER} {request.headers.get(HEADER)!r} was sent before with a different request"
@@ -202,3 +225,12 @@ def answered_once(
     if replayed:
         response.headers[REPLAYED] = "true"
     return answer
+
+
+def client_gone(request: Request) -> bool:
+    """Whether the request's client has hung up, asked from the worker thread a sync route
+    runs in (False where that cannot be asked)."""
+    try:
+        return bool(anyio.from_thread.run(request.is_disconnected))
+    except RuntimeError:  # not in a thread anyio started: no event loop to ask
+        return False

@@ -95,6 +95,12 @@ class TurnIn(StrictCamelModel):
         description="The turn's own time (ISO 8601), which a time the message names is read"
         " against (timeAware); for replaying an old chat. Now when left out",
     )
+    settings: dict[str, Any] | None = Field(
+        default=None,
+        description="Settings for this turn only, any of GET /settings' names; checked like"
+        " PATCH /settings, never saved",
+        examples=[{"contextBudget": 1000, "fusion": "learned"}],
+    )
 
     def rule(self) -> EpisodeFilter | None:
         return None if self.filter is None else self.filter.to_filter()
@@ -102,12 +108,17 @@ class TurnIn(StrictCamelModel):
     def checked(self, request: Request) -> tuple[str, Scope | None]:
         """The message, and the session's scope when the key's check read it."""
         scope = visible_session(request, self.session_id)
-        limit = request.app.state.config.max_query_chars
-        if not self.message.strip():
-            raise InvalidInput("message must not be empty or only whitespace")
-        if len(self.message) > limit:
-            raise InvalidInput(f"message is {len(self.message)} characters; the limit is {limit}")
+        check_message(request, self.message, "message")
         return self.message, scope
+
+
+def check_message(request: Request, message: str, field: str) -> None:
+    """A turn's message: some text, within NEXUS_MAX_QUERY_CHARS, on every face."""
+    limit = request.app.state.config.max_query_chars
+    if not message.strip():
+        raise InvalidInput(f"{field} must not be empty or only whitespace")
+    if len(message) > limit:
+        raise InvalidInput(f"{field} is {len(message)} characters; the limit is {limit}")
 
 
 class ContextIn(TurnIn):
@@ -120,12 +131,6 @@ class ContextIn(TurnIn):
         default=False,
         description="Add both legs' full ranked lists (asked whatever their weights) and the"
         " message's keyword terms, to re-fuse at other weights without asking again",
-    )
-    settings: dict[str, Any] | None = Field(
-        default=None,
-        description="Settings for this turn only, any of GET /settings' names; checked like"
-        " PATCH /settings, never saved",
-        examples=[{"keywordWeight": 2.0, "semanticLimit": 30}],
     )
 
 
@@ -282,7 +287,7 @@ def post_chat(request: Request, response: Response, body: ChatIn) -> Any:
     message, scope = body.checked(request)
     if body.stream:
         context = orchestration.context(
-            body.session_id, message, scope=scope, rule=body.rule(), now=body.now
+            body.session_id, message, body.settings, scope=scope, rule=body.rule(), now=body.now
         )
         llm = require_llm(orchestration.llm)  # after the input's own 4xx, before any write
         events = chat_events(orchestration.memory, llm, context)
@@ -290,7 +295,7 @@ def post_chat(request: Request, response: Response, body: ChatIn) -> Any:
 
     def turn() -> ChatOut:
         context = orchestration.context(
-            body.session_id, message, scope=scope, rule=body.rule(), now=body.now
+            body.session_id, message, body.settings, scope=scope, rule=body.rule(), now=body.now
         )
         result = chat_turn(orchestration.memory, require_llm(orchestration.llm), context)
         return ChatOut(

@@ -29,7 +29,7 @@ from nexusai.errors import InvalidInput, NexusError, NotFound
 from nexusai.http import field_path, openai_error
 from nexusai.idempotency import answered_once
 from nexusai.llm import SAMPLING, Completion, Message, OpenAIChat, Usage
-from nexusai.orchestration.api import visible_session
+from nexusai.orchestration.api import check_message, visible_session
 from nexusai.orchestration.chat import (
     SYSTEM,
     last_stored,
@@ -40,7 +40,7 @@ from nexusai.orchestration.chat import (
 )
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.service import Orchestration
-from nexusai.schemas import MAX_ID, CamelModel, FilterIn, check_storable
+from nexusai.schemas import MAX_ID, CamelModel, FilterIn, IsoTime, check_storable
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
 
@@ -72,9 +72,12 @@ class ChatCompletionIn(BaseModel):
     stream: bool = False
     user: str | None = None
     n: int = 1
-    # nexusai's own (the openai SDK sends it as `extra_body={"filter": {...}}`): which
-    # episodes the turn may draw memories from, as POST /context takes it.
+    # nexusai's own (the openai SDK sends them as `extra_body={"filter": {...}}`), as POST
+    # /context takes them: which episodes the turn may draw memories from, settings for
+    # this turn only, and the turn's own time.
     filter: FilterIn | None = None
+    settings: dict[str, Any] | None = None
+    now: IsoTime | None = None
 
     @model_validator(mode="after")
     def _storable(self) -> Self:
@@ -166,7 +169,10 @@ def chat_completions(
             return _turn(request, orchestration, asked, session_id)
 
         last = partial(last_stored, orchestration.memory, session_id)
-        return answered_once(request, response, body, turn, by_digest=last)
+        # A body that carries the conversation names what the client was answered: the same
+        # body again after the answer is a retry; a lone message may be said twice.
+        history = any(m.role == "assistant" for m in asked.messages)
+        return answered_once(request, response, body, turn, by_digest=last, carries_answers=history)
     except NexusError as exc:
         return _error(exc)
 
@@ -178,9 +184,13 @@ def _turn(
     session_id: int,
 ) -> Any:
     scope = visible_session(request, session_id)
-    llm = require_llm(orchestration.llm)  # before anything is stored
+    message = _last_user_message(asked)
+    check_message(request, message, "messages: the last user message")
+    llm = require_llm(orchestration.llm)  # after the input's own 4xx, before any write
     rule = None if asked.filter is None else asked.filter.to_filter()
-    context = orchestration.context(session_id, _last_user_message(asked), scope=scope, rule=rule)
+    context = orchestration.context(
+        session_id, message, asked.settings, scope=scope, rule=rule, now=asked.now
+    )
     messages = _with_memories(context, asked.messages)
     model = None if asked.model == OUR_MODEL else asked.model
     # A retry of a turn whose answer failed finds its message stored, and reuses it.

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -137,6 +138,44 @@ def test_settings_context_and_chat_against_a_running_service(
         )
         assert result.exit_code == 0, result.output
         assert "Your dog is called Biscuit." in result.output
+
+
+def test_context_takes_a_budget_a_filter_and_a_time_and_marks_excerpts(
+    config: Config, embedder: SwitchableEmbedder
+) -> None:
+    from nexusai.app import create_app
+    from tests.live_server import live_server
+
+    long = (
+        "The weather was fine all week. " * 40
+        + "My cat Miso is allergic to salmon. "
+        + ("We walked a lot and ate well. " * 40)
+    )
+    runner = CliRunner()
+    with live_server(create_app(config, embedder)) as url:
+        sid = httpx.post(f"{url}/sessions").json()["id"]
+        said = [
+            {"speaker": "assistant", "content": long, "occurredAt": "2026-01-05T10:00:00Z"},
+            {"speaker": "user", "content": "Miso likes tuna", "occurredAt": "2026-03-05T10:00:00Z"},
+        ]
+        httpx.post(f"{url}/sessions/{sid}/episodes", json={"episodes": said})
+        httpx.patch(f"{url}/settings", json={"fusion": "learned", "recentLimit": 0})
+        asked = ["context", "--session", str(sid), "--url", url, "What is Miso allergic to?"]
+        budgeted = runner.invoke(cli, [*asked, "--budget", "200"])
+        assert budgeted.exit_code == 0, budgeted.output
+        flat = re.sub(r"[\s│]+", "", budgeted.output)  # the table folds long text
+        assert "[excerpt:characters" in flat
+        assert "…" in flat
+        filtered = runner.invoke(cli, [*asked, "--after", "2026-03-01", "--speaker", "user"])
+        assert "Miso likes tuna" in filtered.output
+        assert "weather" not in filtered.output
+        timed = runner.invoke(cli, [*asked, "--now", "2026"])
+        assert timed.exit_code == 2
+        assert "--now" in timed.output
+        assert "Traceback" not in timed.output
+        bad = runner.invoke(cli, [*asked, "--after", "1"])
+        assert bad.exit_code == 2
+        assert "--after" in bad.output
 
 
 def test_cli_without_a_service_says_how_to_start_one() -> None:
@@ -378,6 +417,42 @@ def test_eval_plot_at_any_cut_offs(tmp_path: Path) -> None:
     result = CliRunner(env={"NEXUS_DATA_DIR": str(tmp_path / "d")}).invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_data_dir_that_is_a_file_or_an_unwritable_out_is_one_line(tmp_path: Path) -> None:
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x")
+    data = tmp_path / "chat.jsonl"
+    data.write_text('{"session": "s", "speaker": "user", "content": "hi"}\n')
+    for args in (
+        ["import", "--data-dir", str(a_file), str(data)],
+        ["serve", "--data-dir", str(a_file), "--port", str(free_port())],
+        ["export", "--project", "p", "--out", str(tmp_path / "missing" / "x.jsonl")],
+    ):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert result.output.strip().splitlines()[-1].startswith("Error: "), result.output
+        assert "Traceback" not in result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_import_goes_through_a_running_service_with_url(
+    config: Config, embedder: SwitchableEmbedder, tmp_path: Path
+) -> None:
+    from nexusai.app import create_app
+    from tests.live_server import live_server
+
+    data = tmp_path / "chat.jsonl"
+    data.write_text('{"session": "s", "speaker": "user", "content": "I live in Lisbon"}\n')
+    with live_server(create_app(config, embedder)) as url:
+        held = CliRunner().invoke(cli, ["import", "--data-dir", str(config.data_dir), str(data)])
+        assert held.exit_code == 1
+        assert "nexus import --url" in held.output  # what to do instead
+        sent = CliRunner().invoke(cli, ["import", "--url", url, str(data), "--project", "p"])
+        assert sent.exit_code == 0, sent.output
+        assert "1 episodes" in sent.output
+        found = httpx.get(f"{url}/episodes/search", params={"q": "Lisbon"}).json()
+        assert [e["content"] for e in found] == ["I live in Lisbon"]
 
 
 def test_doctor_and_reindex_refuse_a_data_dir_with_no_store(tmp_path: Path) -> None:

@@ -143,8 +143,21 @@ def test_forget_from_the_command_line(
         assert when.exit_code == 2
         assert "--after:" in when.output
         assert "Traceback" not in when.output
-        assert runner.invoke(cli, ["forget", *rule]).output == "2 episodes forgotten\n"
+        declined = runner.invoke(cli, ["forget", *rule], input="n\n")
+        assert declined.exit_code == 1  # asked first, and nothing was deleted
+        assert "Forget 2 episodes?" in declined.output
+        assert memory.store.count_episodes() == 2
+        one = ["--session", sid, "--metadata", "x=1", "--url", url]
+        assert (
+            runner.invoke(cli, ["forget", *one]).output
+            == "0 episodes would be forgotten (dry run)\n"
+        )
+        done = runner.invoke(cli, ["forget", *rule], input="y\n")
+        assert done.output.endswith("2 episodes forgotten\n")
         assert memory.store.count_episodes() == 0
+        runner.invoke(cli, ["add", "--session", sid, "gamma note", "--url", url])
+        yes = runner.invoke(cli, ["forget", "--session", sid, "--yes", "--url", url])
+        assert yes.output == "1 episode forgotten\n"
 
 
 def test_a_filtered_search_ranks_only_what_the_filter_keeps(

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from nexusai.client import (
@@ -21,6 +22,8 @@ from nexusai.client import (
     NexusAPIError,
     UnavailableError,
 )
+from nexusai.models import parse_time
+from nexusai.schemas import FilterIn
 
 console = Console()
 
@@ -130,15 +133,85 @@ def settings_set(assignments: tuple[str, ...], url: str, api_key: str | None) ->
     _echo_settings(values)
 
 
+def filter_options(fn: F) -> F:
+    """--after, --before, --speaker and --metadata: a filter, as every face takes it."""
+    for option in reversed(
+        [
+            click.option("--after", default=None, help="Said at or after this time (ISO 8601)"),
+            click.option("--before", default=None, help="Said before this time (ISO 8601)"),
+            click.option(
+                "--speaker",
+                "speakers",
+                multiple=True,
+                help="Said by this speaker (repeat for one of several)",
+            ),
+            click.option(
+                "--metadata",
+                "pairs",
+                multiple=True,
+                help="KEY=VALUE: with this metadata value (repeat)",
+            ),
+        ]
+    ):
+        fn = option(fn)
+    return fn
+
+
+def filter_of(
+    after: str | None, before: str | None, speakers: tuple[str, ...], pairs: tuple[str, ...]
+) -> FilterIn | None:
+    """The options' filter, checked here (a UsageError naming the option), or None."""
+    metadata: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f"--metadata {pair!r}: write KEY=VALUE, e.g. topic=travel")
+        metadata.setdefault(key, []).append(value)
+    rule = {"after": after, "before": before, "speaker": list(speakers) or None}
+    if not any(rule.values()) and not metadata:
+        return None
+    try:
+        return FilterIn.model_validate({**rule, "metadata": metadata or None})
+    except ValueError as exc:  # a date that is none, or a window that ends before it starts
+        raise click.UsageError(_first_line(exc)) from None
+
+
 @click.command()
 @click.option("--session", "session_id", type=int, required=True, help="Session id")
 @click.option("--explain", is_flag=True, help="Show fused score and both ranks")
+@click.option(
+    "--budget",
+    type=click.IntRange(0, 32_000),
+    default=None,
+    help="Tokens the memories may cost in all (contextBudget for this turn)",
+)
+@click.option(
+    "--now", default=None, help="The turn's own time (ISO 8601), for a time the message names"
+)
+@filter_options
 @click.argument("message")
 @service_options
-def context(session_id: int, explain: bool, message: str, url: str, api_key: str | None) -> None:
-    """Show the memories a message would bring into the prompt."""
+def context(
+    session_id: int,
+    explain: bool,
+    budget: int | None,
+    now: str | None,
+    message: str,
+    url: str,
+    api_key: str | None,
+    **rule: Any,
+) -> None:
+    """Show the memories a message would bring into the prompt; a budget, a filter and the
+    turn's time as POST /context takes them."""
+    try:
+        when = None if now is None else parse_time(now)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--now") from None
+    asked = Endpoints.context(
+        session_id, message, explain, budget=budget, filter=filter_of(**rule), now=when
+    )
     with Service(url, api_key) as service:
-        result = _json(service(Endpoints.context(session_id, message, explain)))
+        result = _json(service(asked))
     learned = any(memory.get("placedBy") for memory in result["memories"])
     console.print(_memories_table(message, result["memories"], explain, learned))
     if learned:
@@ -165,7 +238,8 @@ def _memories_table(
     for column in columns:
         table.add_column(column, overflow="fold")
     for rank, memory in enumerate(memories, start=1):
-        cells = [str(rank), memory["occurredAt"][:10], f"{memory['speaker']}: {memory['content']}"]
+        said = escape(f"{memory['speaker']}: {_shown(memory)}")  # a "[...]" in it is text
+        cells = [str(rank), memory["occurredAt"][:10], said]
         if explain:
             ranks = [_rank(memory.get("semanticRank")), _rank(memory.get("keywordRank"))]
             cells = [str(rank), _score(memory), *ranks, *cells[1:]]
@@ -175,6 +249,17 @@ def _memories_table(
             cells.append(", ".join(f"{m['feature']} {m['effect']:+.2f}" for m in moved))
         table.add_row(*cells)
     return table
+
+
+def _shown(memory: dict[str, Any]) -> str:
+    """A memory's text, an excerpt marked as one: where it was cut, and of how much."""
+    cut = memory.get("excerpt")
+    if not cut:
+        return str(memory["content"])
+    opens = "… " if cut["start"] > 0 else ""
+    closes = " …" if cut["end"] < cut["length"] else ""
+    where = f"[excerpt: characters {cut['start']}-{cut['end']} of {cut['length']}]"
+    return f"{opens}{memory['content']}{closes} {where}"
 
 
 def _score(memory: dict[str, Any]) -> str:
@@ -410,50 +495,29 @@ def pin(episode_id: int, off: bool, url: str, api_key: str | None) -> None:
     multiple=True,
     help="In this session (repeat for several)",
 )
-@click.option("--after", default=None, help="Said at or after this time (ISO 8601)")
-@click.option("--before", default=None, help="Said before this time (ISO 8601)")
-@click.option(
-    "--speaker", "speakers", multiple=True, help="Said by this speaker (repeat for one of several)"
-)
-@click.option(
-    "--metadata", "pairs", multiple=True, help="KEY=VALUE: with this metadata value (repeat)"
-)
+@filter_options
 @click.option("--dry-run", is_flag=True, help="Only count what would be deleted")
 @click.option("--yes", is_flag=True, help="Delete without asking first")
 @service_options
 def forget(
     session_ids: tuple[int, ...],
-    after: str | None,
-    before: str | None,
-    speakers: tuple[str, ...],
-    pairs: tuple[str, ...],
     dry_run: bool,
     yes: bool,
     url: str,
     api_key: str | None,
+    **rule: Any,
 ) -> None:
     """Delete the episodes a filter keeps (in the sessions given, or all the key sees), from
     the store, its indexes and the entity links. It counts them and asks first, unless
     --yes; --dry-run only counts them."""
-    metadata: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise click.UsageError(f"--metadata {pair!r}: write KEY=VALUE, e.g. topic=travel")
-        metadata.setdefault(key, []).append(value)
-    rule = {"after": after, "before": before, "speaker": list(speakers) or None}
-    sessions = list(session_ids) or None
-    try:
-        counting = Endpoints.forget(sessions, {**rule, "metadata": metadata or None}, dry_run=True)
-    except ValueError as exc:  # a date that is none, or a window that ends before it starts
-        raise click.UsageError(_first_line(exc)) from None
+    sessions, kept = list(session_ids) or None, filter_of(**rule)
     with Service(url, api_key) as service:
-        counted = service(counting).episodes
+        counted = service(Endpoints.forget(sessions, kept, dry_run=True)).episodes
         if dry_run or not counted:
             return click.echo(f"{_episodes(counted)} would be forgotten (dry run)")
         if not yes:
             click.confirm(f"Forget {_episodes(counted)}? This cannot be undone", abort=True)
-        done = service(Endpoints.forget(sessions, {**rule, "metadata": metadata or None}))
+        done = service(Endpoints.forget(sessions, kept))
     click.echo(f"{_episodes(done.episodes)} forgotten")
 
 

@@ -48,8 +48,8 @@ lint: install-dev
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/cog --check $(DOCS)
 
-# The CLI and configuration reference, generated from the code.
-DOCS := docs/cli.md docs/configuration.md docs/retrieval.md
+# The CLI, configuration, settings and endpoint references, generated from the code.
+DOCS := docs/cli.md docs/configuration.md docs/retrieval.md docs/api.md
 docs: install-dev
 	$(BIN)/cog -r $(DOCS)
 

@@ -83,9 +83,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
 
 
 def _wait_indexed(url: str) -> None:
-    for _ in range(200):
-        ready = httpx.get(f"{url}/ready").json()
-        if ready["pendingVectors"] == 0:
+    for _ in range(600):  # /ready answers 503 while the start reads ahead, then 200
+        ready = httpx.get(f"{url}/ready")
+        if ready.status_code == 200 and ready.json()["pendingVectors"] == 0:
             return
         time.sleep(0.1)
     raise AssertionError("the vectors were not written")

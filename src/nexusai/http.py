@@ -197,6 +197,17 @@ def _is_list(annotation: Any) -> bool:
     return origin in (list, tuple, set)
 
 
+def endpoint_rows(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """(`METHOD /path`, what it does) for every operation of an OpenAPI schema, in its
+    order: what docs/api.md's table is generated from, so that it lists every route."""
+    rows = []
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            said = operation.get("description") or operation["summary"]
+            rows.append((f"{method.upper()} {path}", " ".join(said.split()).replace("|", "\\|")))
+    return rows
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(NexusError, _domain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

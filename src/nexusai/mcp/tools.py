@@ -43,8 +43,8 @@ ProjectName = Annotated[
 Budget = Annotated[
     int | None,
     Field(
-        description="Tokens the memories may cost in all: what fits, the most evidence per"
-        " token, long ones cut to the passage that matters",
+        description="Tokens the memories may cost in all: what fits (at fusion learned, the"
+        " most evidence per token, long ones cut to the passage that matters)",
         ge=0,
         le=32_000,
     ),

@@ -206,6 +206,7 @@ def _packed(memory: MemoryOut, fused: FusedEpisode) -> None:
 
 @router.get("/settings", tags=["settings"], response_model=SettingsOut, responses=errors())
 def get_settings(request: Request) -> dict[str, Value]:
+    """The runtime retrieval settings (docs/retrieval.md), read fresh by every turn."""
     return orchestration_of(request).settings.get().to_values()
 
 
@@ -222,6 +223,8 @@ def patch_settings(
         ),
     ],
 ) -> dict[str, Value]:
+    """Changes any of the settings, each checked against its range (one bad value and
+    nothing changes); they apply from the next turn, and are kept in the store."""
     return orchestration_of(request).settings.update(changes).to_values()
 
 
@@ -233,9 +236,15 @@ def patch_settings(
     responses=errors(404, 415, 422, 503),
 )
 def post_context(request: Request, response: Response, body: ContextIn) -> ContextOut:
-    """Exactly what chat would give the LLM, without calling it. The `Server-Timing`
-    header says where the turn's time went (ms): embed, semantic, keyword (the legs run at
-    the same time), fuse, entities, shape (building the answer)."""
+    """Exactly what chat would give the LLM (recent turns, standing memories, memories,
+    entities), without calling it: for agent frameworks that call their own LLM. `explain`
+    adds each memory's score and both ranks (at `fusion: "learned"` also `features` and
+    `placedBy`); `legs` both legs' full lists, to re-fuse at other weights; `settings`
+    apply to this turn only; with a `contextBudget` each memory has `tokens` (and, when
+    cut, `excerpt`) and the context `tokens` and `budget`; `filter` keeps the turn to the
+    episodes it keeps, inside both searches; `now` is the turn's own time (`timeAware`).
+    The `Server-Timing` header says where the turn's time went (ms): embed, semantic,
+    keyword (the legs run at the same time), standing, fuse, pack, entities, shape."""
     started = time.perf_counter()
     message, scope = body.checked(request)
     context = orchestration_of(request).context(
@@ -279,10 +288,13 @@ TIMED_STEPS = (
     responses=errors(404, 409, 415, 422, 502, 503),
 )
 def post_chat(request: Request, response: Response, body: ChatIn) -> Any:
-    """One chat turn: the context, the LLM's answer, both turns stored. Without an LLM it is
-    a 503 and nothing is stored (`POST /context` serves that case). A turn sent again (an
-    `Idempotency-Key` sent before, or the same body within two minutes) is answered once:
-    a retry of a turn still running waits for it and gets its answer."""
+    """One chat turn: the context (`settings`, `filter` and `now` as `POST /context` takes
+    them), the LLM's answer, both turns stored; `stream: true` sends server-sent events
+    (`context`, `delta`..., `done` or `error`). Without an LLM it is a 503 and nothing is
+    stored (`POST /context` serves that case). A retry is answered once: a request with an
+    `Idempotency-Key` sent before, or the same body while its first try runs or when that
+    try's answer never reached its client. The same message said again after its answer
+    ("ok", "sure") is a turn of its own."""
     orchestration = orchestration_of(request)
     message, scope = body.checked(request)
     if body.stream:

@@ -139,6 +139,7 @@ def _openai_errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 @router.get("/models", responses=_openai_errors())  # only the door can refuse it
 def list_models(request: Request) -> dict[str, Any]:
+    """`nexusai` (the configured LLM, with memory), and the configured LLM's own name."""
     llm: OpenAIChat | None = request.app.state.orchestration.llm
     names = [OUR_MODEL, *([llm.model] if llm else [])]
     return {
@@ -155,8 +156,12 @@ def chat_completions(
     session_header: Annotated[str | None, Header(alias="X-Nexus-Session")] = None,
     project_header: Annotated[str | None, Header(alias="X-Nexus-Project")] = None,
 ) -> Any:
-    """A request sent again (an `Idempotency-Key` sent before, or the same body and headers
-    within two minutes) is answered once: its retry waits for the first and gets its answer."""
+    """OpenAI's chat completion, with memory: the last user message is the turn's, the
+    session is X-Nexus-Session (an id) or the request's `user` (a name, in the X-Nexus-Project
+    header's project); `filter`, `settings` and `now` come as `extra_body`. A request sent
+    again (an `Idempotency-Key` sent before, or the same body while the first runs, or
+    after it when its answer never reached the client or the body carries the answers
+    already given) is answered once."""
     orchestration: Orchestration = request.app.state.orchestration
     try:
         asked = _validated(body)

@@ -91,8 +91,9 @@ SETTINGS: tuple[Setting, ...] = (
         32_000,
         0,
         "Most tokens a turn's memories may cost in the prompt: above 0 they are chosen from a"
-        " deeper list for the most evidence per token, long ones cut to the passage that"
-        " matters (0: the first semanticLimit memories whole, the spec's turn)",
+        " deeper list, at fusion learned for the most evidence per token (long ones cut to"
+        " the passage that matters), at rrf whole in fusion's order while they fit (0: the"
+        " first semanticLimit memories whole, the spec's turn)",
     ),
     Setting(
         "memoryLimit",

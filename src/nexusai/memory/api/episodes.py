@@ -162,8 +162,12 @@ def add_episodes(
     session_id: PathId,
     body: EpisodesBody,
 ) -> StoredEpisodeOut | EpisodeBatchOut:
-    """One episode, or a batch stored all or nothing. With an `Idempotency-Key` header, the
-    same request sent again within a day is stored once and answered as the first was."""
+    """One episode `{speaker, content, occurredAt?, imageCaption?, metadata?, expiresAt?}`,
+    or a batch `{"episodes": [...]}` stored all or nothing (an error names the item,
+    `episodes[3]: ...`). Each is answered with its `expiresAt`: from then on no read
+    returns it, and the upkeep deletes it (in the past: stored already expired). With an
+    `Idempotency-Key` header, the same request sent again within a day is stored once and
+    answered as the first was."""
     tenancy.session(session_id)
     items = body.episodes if isinstance(body, EpisodeBatchIn) else [body]
     _check_batch_size(request, items)
@@ -214,6 +218,9 @@ def list_episodes(
 
 @router.get("/episodes/{episode_id}", tags=["episodes"], responses=errors(404, 422))
 def get_episode(tenancy: TenancyHandle, episode_id: PathId) -> MarkedEpisodeOut:
+    """One episode, with `pinned`, `standing` (`instruction` or `preference` when it was
+    recognised as the user's rule or lasting preference) and `expiresAt`; past its
+    `expiresAt` it is a 404."""
     return MarkedEpisodeOut.model_validate(tenancy.episode(episode_id))
 
 
@@ -223,8 +230,10 @@ def get_episode(tenancy: TenancyHandle, episode_id: PathId) -> MarkedEpisodeOut:
 def update_episode(
     memory: MemoryHandle, tenancy: TenancyHandle, episode_id: PathId, body: EpisodePatch
 ) -> MarkedEpisodeOut:
-    """Change a turn. Fields left out keep their values; `metadata` merges (RFC 7396).
-    `pinned` true makes every turn of its scope carry it (under `standing`)."""
+    """Change a turn. Fields left out keep their values; `metadata` merges (RFC 7396: keys
+    given are set, keys given as null removed; null clears it); `occurredAt` moves the turn
+    (the turns around it are re-indexed); `imageCaption` null removes it; `pinned` true
+    makes every turn of its scope carry it (under `standing`); `expiresAt` null: never."""
     given = body.model_fields_set
     if "content" in given and body.content is None:
         raise InvalidInput("content: give new text, or leave content out to keep it")
@@ -246,6 +255,7 @@ def update_episode(
     "/episodes/{episode_id}", status_code=204, tags=["episodes"], responses=errors(404, 422)
 )
 def delete_episode(memory: MemoryHandle, tenancy: TenancyHandle, episode_id: PathId) -> Response:
+    """Deletes the episode from every index; the turn after it is read with another."""
     tenancy.episode(episode_id)
     memory.delete_episode(episode_id)
     return Response(status_code=204)

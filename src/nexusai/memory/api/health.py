@@ -17,6 +17,8 @@ router = APIRouter()
 
 @router.get("/health", tags=["service"], responses=errors(open_route=True))
 def health(memory: MemoryHandle) -> Health:
+    """Liveness, the number of episodes a read can return, and the work behind: vectors
+    being rebuilt, entities still to extract, the vector index being optimized."""
     return Health(
         status="ok",
         episodes=memory.store.count_episodes(),

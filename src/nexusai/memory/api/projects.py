@@ -49,6 +49,8 @@ class ProjectPatch(StrictCamelModel):
 
 @router.post("/projects", status_code=201, tags=["projects"], responses=errors(409, 415, 422))
 def create_project(memory: MemoryHandle, body: ProjectIn) -> ProjectOut:
+    """A project groups sessions: its sessions share their memories. `retentionDays`
+    (null: none) keeps each episode that many days after it was said."""
     return ProjectOut.model_validate(memory.store.create_project(body.name, body.retention_days))
 
 
@@ -71,6 +73,7 @@ def list_projects(
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> list[ProjectOut]:
+    """Projects, a page at a time (a project key sees its own)."""
     store = memory.store
     own = tenancy.project_filter(None)
     if own is not None:  # a project key lists its own project
@@ -82,6 +85,7 @@ def list_projects(
 
 @router.get("/projects/{project_id}", tags=["projects"], responses=errors(404, 422))
 def get_project(memory: MemoryHandle, tenancy: TenancyHandle, project_id: PathId) -> ProjectOut:
+    """One project."""
     tenancy.project(project_id)
     return ProjectOut.model_validate(memory.store.get_project(project_id))
 
@@ -105,5 +109,7 @@ def export_project(memory: MemoryHandle, tenancy: TenancyHandle, project_id: Pat
     "/projects/{project_id}", status_code=204, tags=["projects"], responses=errors(404, 422)
 )
 def delete_project(memory: MemoryHandle, project_id: PathId) -> Response:
+    """Deletes the project, its sessions and their episodes from every index; ids are
+    never handed out again."""
     memory.delete_project(project_id)
     return Response(status_code=204)

@@ -48,6 +48,7 @@ class SessionPatch(StrictCamelModel):
 def create_session(
     memory: MemoryHandle, tenancy: TenancyHandle, body: SessionIn | None = None
 ) -> SessionOut:
+    """A session: one conversation, in a project (whose sessions share memories) or alone."""
     body = body or SessionIn()
     project_id = tenancy.new_session_project(body.project_id or tenancy.principal.project_id)
     session = memory.store.create_session(project_id, body.title)
@@ -79,6 +80,8 @@ def list_sessions(
         Query(description="id: as made; started: by when each conversation began"),
     ] = "id",
 ) -> list[SessionOut]:
+    """Sessions, a page at a time (`X-Total-Count`, and a `Link` header while there are
+    more): all, or a project's (`projectId`)."""
     store = memory.store
     project_id = tenancy.project_filter(project_id)
     page(request, response, store.count_sessions(project_id), limit, offset)
@@ -88,6 +91,7 @@ def list_sessions(
 
 @router.get("/sessions/{session_id}", tags=["sessions"], responses=errors(404, 422))
 def get_session(tenancy: TenancyHandle, session_id: PathId) -> SessionOut:
+    """One session, with when its conversation began (its earliest episode's time)."""
     return SessionOut.model_validate(tenancy.session(session_id))
 
 
@@ -95,6 +99,8 @@ def get_session(tenancy: TenancyHandle, session_id: PathId) -> SessionOut:
 def update_session(
     memory: MemoryHandle, tenancy: TenancyHandle, session_id: PathId, body: SessionPatch
 ) -> SessionOut:
+    """Renames a session, or moves it into (`projectId: 3`) or out of (`projectId: null`) a
+    project."""
     given = body.model_fields_set
     tenancy.session(session_id)
     session = memory.store.update_session(
@@ -109,6 +115,7 @@ def update_session(
     "/sessions/{session_id}", status_code=204, tags=["sessions"], responses=errors(404, 422)
 )
 def delete_session(memory: MemoryHandle, tenancy: TenancyHandle, session_id: PathId) -> Response:
+    """Deletes the session and its episodes from every index."""
     tenancy.session(session_id)
     memory.delete_session(session_id)
     return Response(status_code=204)

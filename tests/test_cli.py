@@ -368,10 +368,13 @@ def test_projects_sessions_and_add_from_the_cli_with_a_key(
         assert missing.exit_code == 1
         assert "session 999 does not exist" in missing.output
         assert "assistant>" not in missing.output
-        kept = runner.invoke(cli, ["projects", "retention", str(project), "30", *base])
-        assert (
-            kept.output == f"project {project}'s episodes are kept 30 days after they were said\n"
-        )
+        kept = runner.invoke(cli, ["projects", "retention", "home", "30", *base])  # by name
+        said = "its episodes are kept 30 days after they were said\n"
+        assert kept.output == f"project 'home' (id {project}): {said}"
+        by_id = runner.invoke(cli, ["projects", "retention", str(project), "30", *base])
+        assert by_id.output == kept.output
+        unknown = runner.invoke(cli, ["projects", "retention", "nowhere", "30", *base])
+        assert "there is no project named 'nowhere'" in unknown.output
         assert (
             runner.invoke(cli, ["projects", "list", *base]).output
             == f"{project}\thome\tkept 30 days\n"

@@ -125,7 +125,9 @@ def test_retention_export_and_a_turns_own_time(served: str) -> None:
         assert nexus.set_retention(project.id, None).retention_days is None
         [head, *lines] = nexus.export_project(project.id).splitlines()
         assert json.loads(head) == {"project": "kept", "retentionDays": None}
-        assert [json.loads(line)["content"] for line in lines] == [e["content"] for e in said]
+        exported = [json.loads(line) for line in lines]
+        assert [line.get("content") for line in exported] == [*(e["content"] for e in said), None]
+        assert exported[-1] == {"session": None, "sessionId": asker.id}  # kept, though empty
 
 
 def nexus_bad_call() -> Call[SessionOut]:

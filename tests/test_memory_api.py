@@ -18,7 +18,9 @@ def post_episode(client: TestClient, session_id: int, content: str, **extra: Any
     body = {"speaker": "user", "content": content, **extra}
     response = client.post(f"/sessions/{session_id}/episodes", json=body)
     assert response.status_code == 201, response.text
-    return response.json()
+    stored = response.json()
+    assert stored.pop("expiresAt") == extra.get("expiresAt")  # a write says when it expires
+    return stored
 
 
 def test_health_and_openapi(client: TestClient) -> None:

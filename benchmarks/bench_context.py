@@ -20,8 +20,8 @@ from benchmarks.common import LATENCY_COLUMNS, Report, sentences
 from nexusai.config import Config
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.memory.service import Memory
-from nexusai.orchestration.context import assemble_context
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
+from nexusai.orchestration.turn import TurnRequest, run_turn
 
 RUNS = 300
 
@@ -62,21 +62,21 @@ STEPS = {
 def measure(
     report: Report, memory: Memory, embedder: LocalEmbedder, label: str, settings: RuntimeSettings
 ) -> None:
-    """Turns through assemble_context; each step's time is taken inside those same turns."""
+    """Turns through run_turn; each step's time is taken inside those same turns."""
     spent: dict[str, float] = {}
     timed_memory: Any = Timed(memory, spent)
     timed_embedder: Any = Timed(embedder, spent)
     rng = random.Random(3)
     turns = [(rng.randint(1, SESSIONS), m) for m in sentences(RUNS + 5, seed=42)]
     for turn in turns[:5]:
-        assemble_context(memory, embedder, settings, *turn)
+        run_turn(memory, embedder, settings, TurnRequest(*turn))
     spent.clear()
     totals = []
     for turn in turns[5:]:
         start = time.perf_counter()
-        assemble_context(timed_memory, timed_embedder, settings, *turn)
+        run_turn(timed_memory, timed_embedder, settings, TurnRequest(*turn))
         totals.append((time.perf_counter() - start) * 1000)
-    report.add_latency(f"assemble_context, {label}", totals, "100%")
+    report.add_latency(f"run_turn, {label}", totals, "100%")
     whole = sum(totals) / 1000
     for name, seconds in spent.items():
         report.add(

@@ -12,9 +12,8 @@ from nexusai.embedders import Embedder, Vector
 from nexusai.memory.service import Memory
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import NewEpisode, Scope
-from nexusai.orchestration.context import assemble_context
-from nexusai.orchestration.modes import fusion_mode, packed, turn_fused
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
+from nexusai.orchestration.turn import TurnRequest, run_turn
 from nexusai.ranking.model import shipped
 from tests.conftest import SwitchableEmbedder
 
@@ -45,10 +44,10 @@ def test_keyword_weight_zero_makes_no_fts_call(
     sid = memory.store.create_session().id
     write(memory, sid, "the zebra crossing", "a zebra")
     settings = replace(DEFAULTS, keyword_weight=0.0, recent_limit=0)
-    context = assemble_context(memory, embedder, settings, sid, "zebra")
+    context = run_turn(memory, embedder, settings, TurnRequest(sid, "zebra"))
     assert context.memories  # semantic still finds them
     assert seen == []
-    assemble_context(memory, embedder, NO_RECENT, sid, "zebra")
+    run_turn(memory, embedder, NO_RECENT, TurnRequest(sid, "zebra"))
     assert len(seen) == 1
 
 
@@ -75,7 +74,7 @@ def test_the_keyword_leg_is_searched_while_the_message_is_embedded(
     sid = memory.store.create_session().id
     write(memory, sid, "the zebra crossing", "a heron on the canal", "lunch at noon")
     waiting = KeywordFirst(embedder.inner, seen)
-    turn = assemble_context(memory, waiting, BOTH, sid, "zebra")
+    turn = run_turn(memory, waiting, BOTH, TurnRequest(sid, "zebra"))
     assert len(waiting.saw) == 1  # the keyword query ran before the message was embedded
     # and the recent turns (the last two) are still left out of what it found.
     assert [m.episode.content for m in turn.memories] == ["the zebra crossing"]
@@ -90,7 +89,7 @@ def test_semantic_weight_zero_skips_embedding_and_vectors(
     settings = replace(
         DEFAULTS, semantic_weight=0.0, keyword_weight=1.0, recent_limit=0, entity_limit=0
     )
-    context = assemble_context(memory, embedder, settings, sid, "zebra")
+    context = run_turn(memory, embedder, settings, TurnRequest(sid, "zebra"))
     assert embedder.calls == calls
     assert [m.episode.content for m in context.memories] == ["the zebra crossing"]
     assert all(m.semantic_rank is None for m in context.memories)
@@ -100,14 +99,14 @@ def test_query_is_embedded_once_per_turn(memory: Memory, embedder: SwitchableEmb
     sid = memory.store.create_session().id
     write(memory, sid, "one", "two")
     calls = embedder.calls
-    assemble_context(memory, embedder, BOTH, sid, "a question")
+    run_turn(memory, embedder, BOTH, TurnRequest(sid, "a question"))
     assert embedder.calls == calls + 1
 
 
 def test_recent_ids_never_appear_in_memories(memory: Memory, embedder: SwitchableEmbedder) -> None:
     sid = memory.store.create_session().id
     ids = write(memory, sid, *[f"my dog Biscuit likes walk number {i}" for i in range(6)])
-    context = assemble_context(memory, embedder, BOTH, sid, "Biscuit walk dog")
+    context = run_turn(memory, embedder, BOTH, TurnRequest(sid, "Biscuit walk dog"))
     recent = {e.id for e in context.recent}
     assert recent == set(ids[-2:])
     found = {m.episode.id for m in context.memories}
@@ -126,10 +125,12 @@ def test_scope_never_leaks_across_projects(memory: Memory, embedder: SwitchableE
     write(memory, b1, "the secret password is swordfish")
     write(memory, lone, "the secret password is swordfish")
     settings = replace(BOTH, recent_limit=0)
-    context = assemble_context(memory, embedder, settings, a1, "secret password swordfish")
+    context = run_turn(memory, embedder, settings, TurnRequest(a1, "secret password swordfish"))
     assert [m.episode.id for m in context.memories] == [shared]
     alone = memory.store.create_session().id
-    assert assemble_context(memory, embedder, settings, alone, "secret password").memories == []
+    assert (
+        run_turn(memory, embedder, settings, TurnRequest(alone, "secret password")).memories == []
+    )
 
 
 def test_failing_embedder_still_gives_keyword_memories(
@@ -138,7 +139,7 @@ def test_failing_embedder_still_gives_keyword_memories(
     sid = memory.store.create_session().id
     write(memory, sid, "unrelated words", "x", "y", "the zebra crossing")
     embedder.failing = True
-    context = assemble_context(memory, embedder, NO_RECENT, sid, "zebra")
+    context = run_turn(memory, embedder, NO_RECENT, TurnRequest(sid, "zebra"))
     assert [m.episode.content for m in context.memories] == ["the zebra crossing"]
     assert context.warnings
     assert "embedder" in context.warnings[0]
@@ -151,8 +152,8 @@ def test_fused_result_has_at_most_semantic_limit(
     write(memory, sid, *[f"note {i} about the garden" for i in range(30)])
     settings: RuntimeSettings = replace(BOTH, semantic_limit=4)
     vector = embedder.embed_one("garden")
-    deep = turn_fused(memory, "garden", vector, Scope([sid]), settings)
-    fused = packed(fusion_mode(settings), deep, "garden", settings).memories
+    asked = TurnRequest(sid, "garden", scope=Scope([sid]), vector=vector)
+    fused = run_turn(memory, embedder, settings, asked).memories
     assert len(fused) == 4
     assert all(f.semantic_rank or f.keyword_rank for f in fused)
 
@@ -188,10 +189,10 @@ def test_a_keyword_budget_leaves_the_commonest_words_out_of_the_turn(
     walks = write(memory, sid, *(f"a walk with the dog, day {i}" for i in range(6)))
     heron = write(memory, sid, "a heron on the canal")
     keyword_only = replace(NO_RECENT, semantic_weight=0.0, keyword_weight=1.0)
-    every = assemble_context(memory, embedder, keyword_only, sid, "walk heron")
+    every = run_turn(memory, embedder, keyword_only, TurnRequest(sid, "walk heron"))
     assert {m.episode.id for m in every.memories} == {*walks, *heron}
     budgeted = replace(keyword_only, keyword_budget=3)  # "walk" has 6 entries, "heron" 1
-    kept = assemble_context(memory, embedder, budgeted, sid, "walk heron")
+    kept = run_turn(memory, embedder, budgeted, TurnRequest(sid, "walk heron"))
     assert [m.episode.id for m in kept.memories] == heron
 
 
@@ -203,10 +204,12 @@ def test_a_learned_turn_asks_the_keyword_leg_for_its_depth_and_the_recent_turns(
     write(memory, sid, *(f"kayak trip number {n} on the lake" for n in range(12)))
     ranker = replace(shipped(), depth=4)
     settings = replace(BOTH, fusion="learned", recent_limit=2, semantic_limit=3)
-    turn = assemble_context(memory, embedder, settings, sid, "kayak lake", ranker=ranker)
+    turn = run_turn(memory, embedder, settings, TurnRequest(sid, "kayak lake"), ranker=ranker)
     assert "LIMIT 6)" in seen[-1]  # 4 deep, and the 2 recent turns it drops
     # The legs a client re-fuses are asked with the spec's headroom; the memories agree.
-    with_legs = assemble_context(memory, embedder, settings, sid, "kayak lake", True, ranker=ranker)
+    with_legs = run_turn(
+        memory, embedder, settings, TurnRequest(sid, "kayak lake", legs=True), ranker=ranker
+    )
     assert "LIMIT 8)" in seen[-1]
     assert [m.episode.id for m in turn.memories] == [m.episode.id for m in with_legs.memories]
     assert len(turn.memories) == 3

@@ -15,8 +15,8 @@ from nexusai.config import Config
 from nexusai.embedders.e5 import E5Embedder
 from nexusai.memory.service import Memory
 from nexusai.models import NewEpisode
-from nexusai.orchestration.context import assemble_context
 from nexusai.orchestration.settings import DEFAULTS
+from nexusai.orchestration.turn import TurnRequest, run_turn
 from tests.conftest import DEV_DATA
 
 LOCOMO = DEV_DATA / "locomo" / "locomo10.json"
@@ -83,5 +83,5 @@ def test_a_question_in_another_language_finds_its_episode_by_meaning(
     ]
     stored = e5_memory.add_episodes(sid, [NewEpisode("user", t) for t in said])
     settings = replace(DEFAULTS, semantic_weight=1.0, keyword_weight=0.0, recent_limit=0)
-    context = assemble_context(e5_memory, e5, settings, sid, question)
+    context = run_turn(e5_memory, e5, settings, TurnRequest(sid, question))
     assert context.memories[0].episode.id == stored[0].id

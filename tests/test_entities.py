@@ -22,8 +22,8 @@ from nexusai.memory.extractors import (
 from nexusai.memory.importing import import_stream
 from nexusai.memory.service import Memory
 from nexusai.models import NewEpisode
-from nexusai.orchestration.context import assemble_context
 from nexusai.orchestration.settings import DEFAULTS
+from nexusai.orchestration.turn import TurnRequest, run_turn
 from tests.conftest import SwitchableEmbedder
 
 ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
@@ -119,12 +119,8 @@ def test_a_turn_embeds_its_query_once_and_gets_entities(
     say(entity_memory, sid, "I adopted a puppy and took it to Central Park in New York.")
     calls = embedder.calls
     settings = replace(DEFAULTS, keyword_weight=1.0, recent_limit=0)
-    context = assemble_context(
-        entity_memory,
-        embedder,
-        settings,
-        sid,
-        "Where did I walk the dog?",
+    context = run_turn(
+        entity_memory, embedder, settings, TurnRequest(sid, "Where did I walk the dog?")
     )
     assert embedder.calls == calls + 1
     assert {e.name for e in context.entities} >= {"New York"}

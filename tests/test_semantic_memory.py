@@ -10,9 +10,10 @@ from nexusai.config import Config
 from nexusai.memory.service import EmbedderMismatch, Memory
 from nexusai.memory.vectors.qdrant import QdrantVectorIndex
 from nexusai.models import NewEpisode
-from nexusai.orchestration.context import assemble_context, embed_query
 from nexusai.orchestration.retrieval import LegQuery, semantic_leg
 from nexusai.orchestration.settings import DEFAULTS
+from nexusai.orchestration.turn import TurnRequest, run_turn
+from nexusai.orchestration.turn.execute import embed_query
 from tests.conftest import SwitchableEmbedder
 
 FACTS = [
@@ -206,7 +207,7 @@ def test_a_long_episode_is_one_vector_and_found_far_into_it_by_its_words(
     # The turn after it is found too: it is indexed with the end of this one.
     assert ids[0] in [e.id for e in any_memory.search_keyword(question, 2, [sid])]
     fused = replace(DEFAULTS, keyword_weight=1.0, recent_limit=0)
-    context = assemble_context(any_memory, any_memory.embedder, fused, sid, question)
+    context = run_turn(any_memory, any_memory.embedder, fused, TurnRequest(sid, question))
     assert ids[0] in [m.episode.id for m in context.memories[:2]]
     assert len({m.episode.id for m in context.memories}) == len(context.memories)
 

@@ -21,9 +21,10 @@ from nexusai.memory.standing import standing_kind
 from nexusai.memory.store import EpisodeStore
 from nexusai.models import Episode, NewEpisode
 from nexusai.orchestration.chat import build_prompt, memory_block
-from nexusai.orchestration.context import Context, assemble_context
+from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.settings import DEFAULTS
+from nexusai.orchestration.turn import TurnRequest, run_turn
 from tests.conftest import SwitchableEmbedder
 
 RULE = "Always include version numbers when I ask about software dependencies or libraries."
@@ -326,7 +327,7 @@ def test_the_chat_prompt_carries_the_standing_ones(
     sid = memory.store.create_session().id
     memory.add_episodes(sid, [NewEpisode("user", t) for t in (RULE, *FILLER)])
     settings = replace(DEFAULTS, recent_limit=0, semantic_limit=2)
-    context = assemble_context(memory, embedder, settings, sid, "a chart of monthly expenses")
+    context = run_turn(memory, embedder, settings, TurnRequest(sid, "a chart of monthly expenses"))
     assert [m.episode.content for m in context.standing] == [RULE]
     system = build_prompt(context)[0]["content"]
     assert "What the user asked to be kept in mind:" in system

@@ -206,9 +206,9 @@ def test_a_project_keys_session_check_and_the_scope_are_one_request(
 ) -> None:
     """A project key's turn reads its session's scope to check the project, and the turn
     uses that scope: one `/scope` request a turn (the round trips ARCHITECTURE.md draws)."""
-    from nexusai.orchestration.context import assemble_context
     from nexusai.orchestration.http_memory import HttpMemoryClient
     from nexusai.orchestration.settings import DEFAULTS
+    from nexusai.orchestration.turn import TurnRequest, run_turn
 
     url, paths = counted_memory
     with httpx.Client(base_url=url) as memory:
@@ -219,9 +219,9 @@ def test_a_project_keys_session_check_and_the_scope_are_one_request(
         paths.clear()
         scope = client.scope(sid)  # what the key's check reads
         assert scope.project_id == project
-        assemble_context(client, embedder, DEFAULTS, sid, "hello", scope=scope)
+        run_turn(client, embedder, DEFAULTS, TurnRequest(sid, "hello", scope=scope))
         assert paths.count(f"/sessions/{sid}/scope") == 1
-        assemble_context(client, embedder, DEFAULTS, sid, "hello")  # the admin's turn
+        run_turn(client, embedder, DEFAULTS, TurnRequest(sid, "hello"))  # the admin's turn
         assert paths.count(f"/sessions/{sid}/scope") == 2
     finally:
         client.close()

@@ -1,10 +1,9 @@
 """Retrieval quality on labelled conversations, through the real retrieval path.
 
 Each conversation is imported into a fresh store; every question with evidence is asked
-through `turn_fused` and `packed` (the legs, fusion and packing `POST /context` runs), scoped to
-the conversation's sessions, with no recent-turn exclusion, once per weight pair. The
-question is embedded once and that vector serves every pair, as it serves both legs of a
-real turn.
+as a turn (`turn.run_turn`, the plan and executor `POST /context` runs), scoped to the
+conversation's sessions, with no recent turns, once per weight pair. The question is
+embedded once and that vector serves every pair, as it serves both legs of a real turn.
 
 recall@k is what a turn that gets k memories finds: the question is asked at
 `semanticLimit` k (the semantic leg asks for k, the keyword leg for 2k, k are kept), as a
@@ -35,10 +34,11 @@ from nexusai.memory.importing import SourceConversation, SourceEpisode, SourceSe
 from nexusai.memory.service import Memory
 from nexusai.memory.texts import said
 from nexusai.models import NewEpisode, Scope
+from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.modes import fusion_mode, packed, turn_fused
+from nexusai.orchestration.modes import RRF, Learned
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
-from nexusai.orchestration.standing import scope_standing
+from nexusai.orchestration.turn import TurnRequest, run_turn
 from nexusai.ranking.features import named_speakers
 
 SWEEP = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0]  # keywordWeight at semanticWeight 1
@@ -201,11 +201,30 @@ SLICES = {
 }
 
 
+# A turn that asks neither leg: its standing candidates, as a turn at the defaults carries
+# them, and nothing else.
+STANDING_ONLY = replace(DEFAULTS, semantic_weight=0.0, keyword_weight=0.0, entity_limit=0)
+
+
+def asked_as_a_turn(
+    chat: Imported, embedder: Embedder, text: str, settings: RuntimeSettings, legs: bool = False
+) -> Context:
+    """The question as a turn of the conversation asks it, its vector made once: the whole
+    conversation is the scope, and no turn is recent (`legs`: both legs in full)."""
+    request = TurnRequest(
+        chat.scope[0],
+        text,
+        now=chat.now,
+        legs=legs,
+        scope=Scope(chat.scope),
+        vector=chat.vector(embedder, text),
+    )
+    return run_turn(chat.memory, embedder, replace(settings, recent_limit=0), request)
+
+
 def with_standing(chat: Imported, embedder: Embedder, question: Asked) -> Asked:
     """The question with the standing candidates its turn would carry."""
-    vector = chat.vector(embedder, question.text)
-    scope = Scope(chat.scope, every_session=True)  # the conversation is the whole store
-    found = scope_standing(chat.memory, embedder, scope, vector, DEFAULTS.standing_limit)
+    found = asked_as_a_turn(chat, embedder, question.text, STANDING_ONLY).standing_candidates
     return replace(question, standing=tuple(found))
 
 
@@ -231,8 +250,7 @@ def _evaluate_conversation(
 ) -> tuple[list[Asked], int]:
     with imported(item, embedder, turns_per_episode) as chat:
         for question in chat.questions:
-            vector = chat.vector(embedder, question.text)
-            _ask(chat, vector, question, runs, base)
+            _ask(chat, embedder, question, runs, base)
         if also:
             also(chat, dataset, item.conversation.key)
     return chat.questions, chat.dropped
@@ -285,29 +303,25 @@ def resolve_questions(item: EvalConversation, ids: dict[str, int]) -> tuple[list
 
 
 def _ask(
-    chat: Imported, vector: Vector, question: Asked, runs: dict[Weights, Run], base: RuntimeSettings
+    chat: Imported,
+    embedder: Embedder,
+    question: Asked,
+    runs: dict[Weights, Run],
+    base: RuntimeSettings,
 ) -> None:
-    scope = Scope(chat.scope)
     for (semantic, keyword), run in runs.items():  # every run here is a weight pair
+        weighed = replace(base, semantic_weight=semantic, keyword_weight=keyword, entity_limit=0)
         for limit, ranked in run.ranked.items():
-            settings = replace(
-                base, semantic_weight=semantic, keyword_weight=keyword, semantic_limit=limit
-            )
             started = time.perf_counter()
-            deep = turn_fused(chat.memory, question.text, vector, scope, settings, now=chat.now)
-            fused = packed(fusion_mode(settings), deep, question.text, settings).memories
+            at_limit = replace(weighed, semantic_limit=limit)
+            turn = asked_as_a_turn(chat, embedder, question.text, at_limit)
             if limit == max(run.ranked):
                 run.latency_ms.append((time.perf_counter() - started) * 1000)
-            ranked.append([f.episode.id for f in fused])
-        if run.packed is not None:
-            settings = replace(
-                base,
-                semantic_weight=semantic,
-                keyword_weight=keyword,
-                context_budget=BUDGETS[-1],  # asked as a budgeted turn asks: deeper
-            )
-            deep = turn_fused(chat.memory, question.text, vector, scope, settings, now=chat.now)
-            run.packed.add(question.text, deep, question.standing)
+            ranked.append([f.episode.id for f in turn.memories])
+        if run.packed is not None:  # asked as a budgeted turn asks (deeper), packed at each
+            deep = replace(weighed, context_budget=BUDGETS[-1])
+            turn = asked_as_a_turn(chat, embedder, question.text, deep)
+            run.packed.add(question.text, turn.fused, question.standing)
 
 
 def _scores(
@@ -357,7 +371,7 @@ def summary(
     }
     overall = _scores(run, list(range(len(questions))), questions, ks)
     return {
-        "fusion": "rrf" if run.weights else "learned",
+        "fusion": RRF.name if run.weights else Learned.name,
         "semanticWeight": run.weights[0] if run.weights else None,
         "keywordWeight": run.weights[1] if run.weights else None,
         "recall": overall["recall"],

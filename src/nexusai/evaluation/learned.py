@@ -21,12 +21,12 @@ import numpy.typing as npt
 from nexusai.embedders import Embedder
 from nexusai.errors import InvalidInput
 from nexusai.evaluation.budgets import Packed
-from nexusai.evaluation.harness import Asked, Imported, Run, summary
+from nexusai.evaluation.harness import Asked, Imported, Run, asked_as_a_turn, summary
 from nexusai.models import Episode
+from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.learned import rank_learned
 from nexusai.orchestration.packing import PACK_DEPTH
-from nexusai.orchestration.retrieval import LegQuery, get_legs, within_named_time
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
 from nexusai.ranking.features import FEATURES, Matrix, candidates
 from nexusai.ranking.model import ARRAYS, Ranker, from_trees
@@ -86,23 +86,34 @@ def pools_of(
 ) -> list[Pool]:
     """Every question of one imported conversation, asked as a learned turn asks (from
     the `base` settings' keywordBudget and timeAware)."""
+    # Both legs `depth` deep, the keyword leg's headroom the spec's (what `legs` asks).
+    settings = replace(
+        BOTH_LEGS,
+        keyword_budget=base.keyword_budget,
+        time_aware=base.time_aware,
+        semantic_limit=depth,
+    )
     found = []
     for question in chat.questions:
-        vector = chat.vector(embedder, question.text)  # the weight pairs' own, when they ran
-        rule, _ = within_named_time(base, question.text, chat.now, None)
-        asked = LegQuery(
-            chat.memory, question.text, vector, chat.scope, [], depth, base.keyword_budget
-        )
         started = time.perf_counter()
-        legs = get_legs(replace(asked, rule=rule), BOTH_LEGS, legs=True)
+        turn = asked_as_a_turn(chat, embedder, question.text, settings, legs=True)
         spent = (time.perf_counter() - started) * 1000
-        asked_pool = pool(dataset, conversation, question, legs.semantic, legs.keyword, depth)
+        asked = pool(dataset, conversation, question, *_both(turn), depth)
         unfiltered = None
-        if rule is not None:
-            wide = get_legs(asked, BOTH_LEGS, legs=True)
-            unfiltered = pool(dataset, conversation, question, wide.semantic, wide.keyword, depth)
-        found.append(replace(asked_pool, latency_ms=spent, unfiltered=unfiltered))
+        if turn.window is not None:  # what a ranker is fitted on: the question unnarrowed
+            wide = asked_as_a_turn(chat, embedder, question.text, _off(settings), legs=True)
+            unfiltered = pool(dataset, conversation, question, *_both(wide), depth)
+        found.append(replace(asked, latency_ms=spent, unfiltered=unfiltered))
     return found
+
+
+def _both(turn: Context) -> tuple[list[Episode], list[Episode]]:
+    assert turn.legs is not None  # asked with legs
+    return turn.legs.semantic, turn.legs.keyword
+
+
+def _off(settings: RuntimeSettings) -> RuntimeSettings:
+    return replace(settings, time_aware="off")
 
 
 def pool(

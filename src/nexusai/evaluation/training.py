@@ -29,6 +29,7 @@ from nexusai.evaluation.learned import (
 )
 from nexusai.evaluation.metrics import recall_at
 from nexusai.orchestration.fusion import fuse_ranked
+from nexusai.orchestration.retrieval import keyword_rows
 from nexusai.ranking.model import Ranker, save
 
 KS = (5, 10, 20)
@@ -135,7 +136,8 @@ def _rrf_recall(pools: Sequence[Pool], weights: tuple[float, float]) -> dict[str
     for k in KS:
         total = 0.0
         for p in pools:
-            fused = fuse_ranked(p.semantic[:k], p.keyword[: 2 * k], weights[0], weights[1], k)
+            keyword = p.keyword[: keyword_rows(k)]  # the rows an RRF turn asks at k
+            fused = fuse_ranked(p.semantic[:k], keyword, weights[0], weights[1], k)
             total += recall_at([f.episode.id for f in fused], p.question.evidence, k)
         out[str(k)] = total / max(len(pools), 1)
     return out

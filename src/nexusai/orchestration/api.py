@@ -19,7 +19,7 @@ from nexusai.errors import InvalidInput
 from nexusai.http import errors
 from nexusai.idempotency import answered_once
 from nexusai.keywords import query_terms
-from nexusai.models import EpisodeFilter, Scope
+from nexusai.models import Scope
 from nexusai.orchestration.chat import (
     ChatFailed,
     chat_events,
@@ -32,6 +32,7 @@ from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.retrieval import Legs
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SETTINGS, Value
+from nexusai.orchestration.turn import TurnRequest
 from nexusai.schemas import (
     ChatOut,
     ContextOut,
@@ -102,14 +103,17 @@ class TurnIn(StrictCamelModel):
         examples=[{"contextBudget": 1000, "fusion": "learned"}],
     )
 
-    def rule(self) -> EpisodeFilter | None:
-        return None if self.filter is None else self.filter.to_filter()
+    def turn(self, scope: Scope | None, explain: bool = False, legs: bool = False) -> TurnRequest:
+        """The turn this body asks for (`checked` first), in the session's `scope` when the
+        key's check read it."""
+        rule = None if self.filter is None else self.filter.to_filter()
+        return TurnRequest(self.session_id, self.message, rule, self.now, explain, legs, scope)
 
-    def checked(self, request: Request) -> tuple[str, Scope | None]:
-        """The message, and the session's scope when the key's check read it."""
+    def checked(self, request: Request) -> Scope | None:
+        """The session's scope when the key's check read it, once the message is checked."""
         scope = visible_session(request, self.session_id)
         check_message(request, self.message, "message")
-        return self.message, scope
+        return scope
 
 
 def check_message(request: Request, message: str, field: str) -> None:
@@ -246,16 +250,9 @@ def post_context(request: Request, response: Response, body: ContextIn) -> Conte
     The `Server-Timing` header says where the turn's time went (ms): embed, semantic,
     keyword (the legs run at the same time), standing, fuse, pack, entities, shape."""
     started = time.perf_counter()
-    message, scope = body.checked(request)
+    scope = body.checked(request)
     context = orchestration_of(request).context(
-        body.session_id,
-        message,
-        body.settings,
-        body.legs,
-        body.explain,
-        scope,
-        body.rule(),
-        body.now,
+        body.turn(scope, body.explain, body.legs), body.settings
     )
     shaped = time.perf_counter()
     out = context_out(context, body.explain)
@@ -296,19 +293,15 @@ def post_chat(request: Request, response: Response, body: ChatIn) -> Any:
     try's answer never reached its client. The same message said again after its answer
     ("ok", "sure") is a turn of its own."""
     orchestration = orchestration_of(request)
-    message, scope = body.checked(request)
+    scope = body.checked(request)
     if body.stream:
-        context = orchestration.context(
-            body.session_id, message, body.settings, scope=scope, rule=body.rule(), now=body.now
-        )
+        context = orchestration.context(body.turn(scope), body.settings)
         llm = require_llm(orchestration.llm)  # after the input's own 4xx, before any write
         events = chat_events(orchestration.memory, llm, context)
         return StreamingResponse(_sse(context, events), media_type="text/event-stream")
 
     def turn() -> ChatOut:
-        context = orchestration.context(
-            body.session_id, message, body.settings, scope=scope, rule=body.rule(), now=body.now
-        )
+        context = orchestration.context(body.turn(scope), body.settings)
         result = chat_turn(orchestration.memory, require_llm(orchestration.llm), context)
         return ChatOut(
             reply=result.reply,

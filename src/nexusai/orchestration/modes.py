@@ -1,26 +1,24 @@
 """The fusion modes, one object each: what a mode needs from the two legs, and how it
-fuses what they found. A turn (`context.assemble_context`) and `nexus eval` ask the mode
-the `fusion` setting names, then pack what it gives (`packing`): one path for both.
+fuses what they found. A turn's plan (`turn.plan`) asks the mode the `fusion` setting
+names, and its executor fuses with it, for every face and `nexus eval` alike.
 
-A new mode is a class here with `asks` and `fuse`, and its name in `fusion_mode`.
+A new mode is a class here with `asks` and `fuse`, and its line in `MODES`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from nexusai.models import Scope
-from nexusai.observability import stopwatch
 from nexusai.orchestration.fusion import FusedEpisode, fuse_ranked
 from nexusai.orchestration.learned import rank_learned
-from nexusai.orchestration.memory_client import MemoryClient
-from nexusai.orchestration.packing import PACK_DEPTH, pack_turn
-from nexusai.orchestration.retrieval import LegQuery, Legs, get_legs, within_named_time
-from nexusai.orchestration.settings import RuntimeSettings
+from nexusai.orchestration.packing import PACK_DEPTH
 from nexusai.ranking.model import Ranker, shipped
+
+if TYPE_CHECKING:  # settings takes its `fusion` choices from MODES, below
+    from nexusai.orchestration.retrieval import Legs
+    from nexusai.orchestration.settings import RuntimeSettings
 
 
 @dataclass(frozen=True)
@@ -103,109 +101,5 @@ def fusion_mode(settings: RuntimeSettings, ranker: Ranker | None = None) -> Fusi
     return RRF()
 
 
-@dataclass(frozen=True)
-class Packed:
-    """A turn's two lists of memories: the standing ones it carries whatever was found
-    (`orchestration/standing.py`), and the searched ones, as the LLM gets them."""
-
-    standing: list[FusedEpisode]
-    memories: list[FusedEpisode]
-    warnings: list[str] = field(default_factory=list)  # what the budget left out, said
-
-
-def fuse_and_pack(
-    mode: FusionMode,
-    message: str,
-    found: Legs,
-    settings: RuntimeSettings,
-    explain: bool = False,
-    timings: dict[str, float] | None = None,
-    standing: Sequence[FusedEpisode] = (),
-) -> Packed:
-    """The stages after the legs, as every turn runs them: the mode fuses, packing keeps
-    what fits the budget, beside the `standing` candidates."""
-    spent = timings if timings is not None else {}
-    with stopwatch(spent, "fuse"):
-        fused = mode.fuse(message, found, settings, mode.asks(settings, False).limit, explain)
-    with stopwatch(spent, "pack"):
-        return packed(mode, fused, message, settings, standing)
-
-
-def packed(
-    mode: FusionMode,
-    fused: list[FusedEpisode],
-    message: str,
-    settings: RuntimeSettings,
-    standing: Sequence[FusedEpisode] = (),
-) -> Packed:
-    """The stages after fusion: packing (the mode's packer, the budget's size, the
-    standing candidates first) and order."""
-    budget = settings.context_budget
-    limit = settings.memory_limit if budget > 0 else settings.semantic_limit
-    kept, memories = pack_turn(fused, standing, message, budget, limit, mode.packer)
-    warnings = _left_out(budget, fused, standing, (kept, memories))
-    return Packed(kept, in_order(memories, settings), warnings)
-
-
-def _left_out(
-    budget: int,
-    fused: Sequence[FusedEpisode],
-    standing: Sequence[FusedEpisode],
-    packed: tuple[list[FusedEpisode], list[FusedEpisode]],
-) -> list[str]:
-    """What a budget too small left out, said, so that a turn is never short in silence."""
-    kept, memories = packed
-    if budget <= 0:
-        return []
-    warnings = []
-    given = {f.episode.id for f in kept}
-    if dropped := [f for f in standing if f.episode.id not in given]:
-        warnings.append(
-            f"{len(dropped)} of the standing memories did not fit: the user's recognised rules"
-            f" and preferences may take a quarter of contextBudget ({budget}); raise it"
-        )
-    if not memories and any(f.episode.id not in given for f in fused):
-        left = budget - sum(f.tokens for f in kept)
-        warnings.append(
-            f"contextBudget {budget} left room for no memory ({left} tokens after the standing"
-            " ones, less than any memory found costs); raise it"
-        )
-    return warnings
-
-
-def in_order(memories: list[FusedEpisode], settings: RuntimeSettings) -> list[FusedEpisode]:
-    """The memories in the `memoryOrder` the settings ask: fusion's, or by when said."""
-    if settings.memory_order == "time":
-        return sorted(memories, key=lambda f: (f.episode.occurred_at, f.episode.id))
-    return memories
-
-
-def turn_fused(
-    memory: MemoryClient,
-    message: str,
-    vector: Sequence[float] | None,
-    scope: Scope,
-    settings: RuntimeSettings,
-    ranker: Ranker | None = None,
-    now: datetime | None = None,
-) -> list[FusedEpisode]:
-    """A turn's fused list for a vector made already, with no recent turns left out: what
-    `nexus eval` asks (the legs and fusion as `POST /context` runs them; `packed` after,
-    or one list packed at several budgets); `now` the turn's time (`timeAware`)."""
-    rule, _ = within_named_time(settings, message, now, None)
-    mode = fusion_mode(settings, ranker)
-    asks = mode.asks(settings, False)
-    asked = LegQuery(
-        memory,
-        message,
-        vector,
-        scope.session_ids,
-        [],
-        asks.depth,
-        settings.keyword_budget,
-        scope.every_session,
-        asks.headroom,
-        rule,
-    )
-    found = get_legs(asked, settings, asks.both)
-    return mode.fuse(message, found, settings, asks.limit, False)
+# Every mode, by name: the `fusion` setting's choices (a test checks they are the same).
+MODES: tuple[str, ...] = (RRF.name, Learned.name)

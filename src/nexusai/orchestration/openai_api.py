@@ -40,6 +40,7 @@ from nexusai.orchestration.chat import (
 )
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.service import Orchestration
+from nexusai.orchestration.turn import TurnRequest
 from nexusai.schemas import MAX_ID, CamelModel, FilterIn, IsoTime, check_storable
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
@@ -193,9 +194,8 @@ def _turn(
     check_message(request, message, "messages: the last user message")
     llm = require_llm(orchestration.llm)  # after the input's own 4xx, before any write
     rule = None if asked.filter is None else asked.filter.to_filter()
-    context = orchestration.context(
-        session_id, message, asked.settings, scope=scope, rule=rule, now=asked.now
-    )
+    turn = TurnRequest(session_id, message, rule, asked.now, scope=scope)
+    context = orchestration.context(turn, asked.settings)
     messages = _with_memories(context, asked.messages)
     model = None if asked.model == OUR_MODEL else asked.model
     # A retry of a turn whose answer failed finds its message stored, and reuses it.

@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -72,15 +73,19 @@ def _prefix_tokens(prefix: str) -> int:
 # half a millisecond); by id and the text's hash, so an edited episode is counted again.
 _COUNTED: OrderedDict[tuple[int, int], int] = OrderedDict()
 _COUNTED_MAX = 100_000
+_COUNTED_LOCK = threading.Lock()  # turns run in many threads; an OrderedDict is not safe
 
 
 def content_tokens(episode: Episode) -> int:
     key = (episode.id, hash(episode.content))
-    found = _COUNTED.get(key)
+    with _COUNTED_LOCK:
+        found = _COUNTED.get(key)
     if found is None:
-        found = _COUNTED[key] = count_tokens(episode.content)
-        if len(_COUNTED) > _COUNTED_MAX:
-            _COUNTED.popitem(last=False)
+        found = count_tokens(episode.content)
+        with _COUNTED_LOCK:
+            _COUNTED[key] = found
+            if len(_COUNTED) > _COUNTED_MAX:
+                _COUNTED.popitem(last=False)
     return found
 
 

@@ -1,16 +1,16 @@
-"""The two retrieval legs and their fusion. Both legs give full episode rows; `get_legs`
-gives them without the turns the prompt holds (`recent_ids`): the semantic leg leaves
-them out inside its query, the keyword leg's rows lose them after."""
+"""The two retrieval legs of the spec. Both give full episode rows, within one scope and
+filter; the semantic leg leaves the turns the prompt holds (`recent_ids`) out inside its
+query, and the turn's executor drops them from every source's rows after."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from nexusai.models import Episode, EpisodeFilter, to_utc_text
-from nexusai.observability import RETRIEVAL_SECONDS, stopwatch, timed
+from nexusai.observability import RETRIEVAL_SECONDS, timed
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.settings import RuntimeSettings
 from nexusai.timewords import TimeWindow, named_window
@@ -35,7 +35,7 @@ class LegQuery:
     rule: EpisodeFilter | None = None  # only the episodes it keeps, chosen inside each leg
 
     def keyword_rows(self) -> int:
-        return self.limit + (self.limit if self.headroom is None else self.headroom)
+        return keyword_rows(self.limit, self.headroom)
 
     def filter_ids(self) -> Sequence[int] | None:
         """The sessions a leg filters on; None, no filter, when that would keep every row:
@@ -50,6 +50,12 @@ class LegQuery:
             return rows
         scope = set(self.session_ids)
         return [episode for episode in rows if episode.session_id in scope]
+
+
+def keyword_rows(limit: int, headroom: int | None = None) -> int:
+    """How many rows the keyword leg asks for `limit` memories: the spec's twice as many,
+    headroom for the recent turns it drops, or `headroom` past `limit`."""
+    return limit + (limit if headroom is None else headroom)
 
 
 def semantic_leg(asked: LegQuery) -> list[Episode]:
@@ -105,44 +111,6 @@ def wants_keyword(settings: RuntimeSettings, legs: bool) -> bool:
     """Whether a turn asks the keyword leg: not at weight 0 (the spec's skipped call),
     unless both legs are wanted whatever their weights."""
     return legs or settings.keyword_weight > 0
-
-
-KeywordCall = Future[list[Episode]]
-
-
-def start_keyword(query: Callable[[], LegQuery], timings: dict[str, float]) -> KeywordCall:
-    """The keyword leg in the pool, for a query made there. A turn starts it before it
-    has its vector or its recent turns, so that the search runs while the message is
-    embedded."""
-    return POOL.submit(lambda: _clocked(timings, "keyword", keyword_leg, query()))
-
-
-def get_legs(
-    asked: LegQuery,
-    settings: RuntimeSettings,
-    legs: bool = False,
-    timings: dict[str, float] | None = None,
-    keyword: KeywordCall | None = None,
-) -> Legs:
-    """Both legs, at the same time. A leg whose weight is 0 is not even asked, unless
-    `legs` (a client that re-fuses at other weights needs both). Each leg's own duration
-    goes into `timings` (ms) when given. `keyword` is the keyword leg when the turn
-    started it already (`start_keyword`)."""
-    spent = timings if timings is not None else {}
-    if keyword is None and wants_keyword(settings, legs):
-        keyword = start_keyword(lambda: asked, spent)
-    wanted = legs or settings.semantic_weight > 0
-    semantic = _clocked(spent, "semantic", semantic_leg, asked) if wanted else []
-    recent = set(asked.recent_ids)
-    found = keyword.result() if keyword else []
-    return Legs(semantic, [episode for episode in found if episode.id not in recent])
-
-
-def _clocked(
-    timings: dict[str, float], name: str, leg: Callable[[LegQuery], list[Episode]], asked: LegQuery
-) -> list[Episode]:
-    with stopwatch(timings, name):
-        return leg(asked)
 
 
 # Work that waits on I/O (SQLite, Qdrant, or the memory service over HTTP) runs beside

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 
 from nexusai.embedders import Embedder
 from nexusai.llm import OpenAIChat
-from nexusai.models import EpisodeFilter, Scope
-from nexusai.orchestration.context import Context, assemble_context
+from nexusai.orchestration.context import Context
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.settings import SettingsStore
 from nexusai.orchestration.standing import warm_vectors
+from nexusai.orchestration.turn import TurnRequest, run_turn
 from nexusai.ranking.model import Ranker
 
 
@@ -29,31 +28,10 @@ class Orchestration:
         warm_vectors(self.memory, self.embedder, keep_on)
 
     def context(
-        self,
-        session_id: int,
-        message: str,
-        overrides: Mapping[str, object] | None = None,
-        legs: bool = False,
-        explain: bool = False,
-        scope: Scope | None = None,
-        rule: EpisodeFilter | None = None,
-        now: datetime | None = None,
+        self, request: TurnRequest, overrides: Mapping[str, object] | None = None
     ) -> Context:
-        """Settings are read fresh, so a PATCH takes effect on the very next turn;
-        `overrides` change them for this turn only (validated like a PATCH, not saved).
-        `scope`: the session's, when a key's check read it already; `rule`: which
-        episodes the turn may see; `now`: the turn's own time (a replayed chat's)."""
+        """The turn, under the settings read fresh (a PATCH takes effect on the very next
+        turn); `overrides` change them for this turn only (validated like a PATCH, not
+        saved)."""
         settings = self.settings.get().with_changes(overrides or {})
-        return assemble_context(
-            self.memory,
-            self.embedder,
-            settings,
-            session_id,
-            message,
-            legs=legs,
-            explain=explain,
-            ranker=self.ranker,
-            scope=scope,
-            rule=rule,
-            now=now,
-        )
+        return run_turn(self.memory, self.embedder, settings, request, self.ranker)

@@ -17,6 +17,7 @@ from typing import Any
 
 from nexusai.config import RETRIEVAL
 from nexusai.errors import InvalidInput
+from nexusai.orchestration.modes import MODES
 
 Value = float | str
 # The most memories a budgeted turn may give (the `memoryLimit` setting's top and default).
@@ -144,7 +145,7 @@ SETTINGS: tuple[Setting, ...] = (
         "rrf",
         "How the two legs become one list: the spec's weighted RRF, or the learned ranker"
         " (both legs asked deeper, every candidate scored; the weights then do nothing)",
-        choices=("rrf", "learned"),
+        choices=MODES,
     ),
 )
 BY_NAME = {s.name: s for s in SETTINGS}

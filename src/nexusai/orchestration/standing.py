@@ -10,13 +10,14 @@ few of them, and they rarely change.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from nexusai.embedders import Embedder, Vector
-from nexusai.models import Episode, EpisodeFilter, Scope
+from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.memory_client import MemoryClient
 
@@ -33,6 +34,7 @@ WARM_DEPTH = 40  # as deep as a turn's semantic leg asks
 
 _VECTORS: OrderedDict[tuple[str, int, int], np.ndarray] = OrderedDict()
 _VECTORS_MAX = 20_000
+_VECTORS_LOCK = threading.Lock()  # turns run in many threads; an OrderedDict is not safe
 
 
 def standing_candidates(
@@ -51,22 +53,6 @@ def standing_candidates(
     return pinned + [FusedEpisode(others[i], float(similarity[i]), None, None) for i in nearest]
 
 
-def scope_standing(
-    memory: MemoryClient, embedder: Embedder, scope: Scope, vector: Vector | None, limit: int
-) -> list[FusedEpisode]:
-    """The standing candidates of a scope, for a vector made already, with no recent turns
-    left out: what `nexus eval` asks (a turn fetches them beside its legs)."""
-    return standing_candidates(standing_of(memory, scope), embedder, vector, limit)
-
-
-def standing_of(
-    memory: MemoryClient, scope: Scope, rule: EpisodeFilter | None = None
-) -> list[Episode]:
-    """The pinned and standing episodes of a scope a turn chooses from (those its filter
-    keeps: a turn sees nothing a filter left out)."""
-    return memory.standing_episodes(scope.filter_ids(), STANDING_DEPTH, rule)
-
-
 def warm_vectors(memory: MemoryClient, embedder: Embedder, keep_on: Callable[[], bool]) -> None:
     """The vectors of the store's newest standing episodes, made while `keep_on()`, each
     then asked of the vector index: a freshly opened index answers its first few dozen
@@ -82,12 +68,14 @@ def warm_vectors(memory: MemoryClient, embedder: Embedder, keep_on: Callable[[],
 
 def _vectors(episodes: Sequence[Episode], embedder: Embedder) -> list[np.ndarray]:
     keys = [(embedder.name, e.id, hash(e.content)) for e in episodes]
-    known = [_VECTORS.get(key) for key in keys]
+    with _VECTORS_LOCK:
+        known = [_VECTORS.get(key) for key in keys]
     missing = [i for i, vector in enumerate(known) if vector is None]
-    if missing:
+    if missing:  # embedded outside the lock: another turn's reads need not wait for it
         made = embedder.embed([episodes[i].content for i in missing])
-        for i, vector in zip(missing, made, strict=True):
-            known[i] = _VECTORS[keys[i]] = np.asarray(vector, dtype=np.float32)
-        while len(_VECTORS) > _VECTORS_MAX:
-            _VECTORS.popitem(last=False)
+        with _VECTORS_LOCK:
+            for i, vector in zip(missing, made, strict=True):
+                known[i] = _VECTORS[keys[i]] = np.asarray(vector, dtype=np.float32)
+            while len(_VECTORS) > _VECTORS_MAX:
+                _VECTORS.popitem(last=False)
     return [vector for vector in known if vector is not None]

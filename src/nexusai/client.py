@@ -620,7 +620,25 @@ def _given(turn: ContextOut) -> list[MemoryOut]:
     return [*standing, *turn.searched()]
 
 
-class Client:
+class BaseClient:
+    """What the blocking and the async client share, as httpx's two clients do: where the
+    service is, its key, and when a call that could not reach it is tried again."""
+
+    def __init__(self, base_url: str | None, api_key: str | None, retries: int) -> None:
+        self.url, self.headers = _settings(base_url, api_key)
+        self.retries = retries
+
+    def attempts(self, call: Call[Any]) -> range:
+        """The tries a call gets: a write that is not known to be safe to repeat gets one."""
+        return range(call.tries(self.retries))
+
+    def unreachable(self, call: Call[Any], attempt: int, exc: httpx.TransportError) -> None:
+        """Raises UnavailableError after a call's last try; after any other, returns."""
+        if attempt == call.tries(self.retries) - 1:
+            raise _unreachable(self.url, exc) from None
+
+
+class Client(BaseClient):
     def __init__(
         self,
         base_url: str | None = None,
@@ -629,20 +647,17 @@ class Client:
         retries: int = 2,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.url, headers = _settings(base_url, api_key)
-        self.retries = retries
+        super().__init__(base_url, api_key, retries)
         self._http = httpx.Client(
-            base_url=self.url, headers=headers, timeout=timeout, transport=transport
+            base_url=self.url, headers=self.headers, timeout=timeout, transport=transport
         )
 
     def send(self, call: Call[T]) -> T:
-        tries = call.tries(self.retries)
-        for attempt in range(tries):
+        for attempt in self.attempts(call):
             try:
                 return call.parse(_checked(self._http.send(call.request(self._http))))
             except httpx.TransportError as exc:
-                if attempt == tries - 1:
-                    raise _unreachable(self.url, exc) from None
+                self.unreachable(call, attempt, exc)
         raise AssertionError("unreachable")
 
     def chat_stream(self, session_id: int, message: str) -> Iterator[ChatEvent]:
@@ -716,7 +731,7 @@ class Client:
     entity = _blocking(Endpoints.entity)
 
 
-class AsyncClient:
+class AsyncClient(BaseClient):
     def __init__(
         self,
         base_url: str | None = None,
@@ -725,20 +740,17 @@ class AsyncClient:
         retries: int = 2,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.url, headers = _settings(base_url, api_key)
-        self.retries = retries
+        super().__init__(base_url, api_key, retries)
         self._http = httpx.AsyncClient(
-            base_url=self.url, headers=headers, timeout=timeout, transport=transport
+            base_url=self.url, headers=self.headers, timeout=timeout, transport=transport
         )
 
     async def send(self, call: Call[T]) -> T:
-        tries = call.tries(self.retries)
-        for attempt in range(tries):
+        for attempt in self.attempts(call):
             try:
                 return call.parse(_checked(await self._http.send(call.request(self._http))))
             except httpx.TransportError as exc:
-                if attempt == tries - 1:
-                    raise _unreachable(self.url, exc) from None
+                self.unreachable(call, attempt, exc)
         raise AssertionError("unreachable")
 
     async def chat_stream(self, session_id: int, message: str) -> AsyncIterator[ChatEvent]:

@@ -16,7 +16,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from nexusai.errors import DISK_FULL, InvalidInput, NexusError
-from nexusai.schemas import MAX_ID, ErrorOut, unstorable
+from nexusai.models import unstorable
+from nexusai.schemas import MAX_ID, ErrorOut
 
 log = logging.getLogger("nexusai.http")
 

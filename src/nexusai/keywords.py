@@ -42,6 +42,9 @@ def tokenize(text: str) -> list[str]:
 # Chinese and Japanese write words without spaces, so unicode61 keeps a whole clause as
 # one token ("我们住在北京"). Their runs are indexed and searched as overlapping bigrams
 # instead ("北京" finds it); every other script keeps the spec's rules.
+# Scripts written without spaces between words, indexed as bigrams. Hangul is not among
+# them: Korean puts spaces between words, which the index's own tokenizer splits on (the
+# token count, `tokens.py`, counts Hangul a character at a time, as BPE nearly does).
 _CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]+")
 
 

@@ -74,6 +74,31 @@ def time_window(after: datetime | None, before: datetime | None) -> tuple[str | 
     return start, end
 
 
+def unstorable(value: Any) -> str | None:
+    """Why some text in this value (a string, or one inside a list, dict or model, keys
+    too) cannot be stored, or None. The NUL character: PostgreSQL cannot store it, and no
+    chat message means it. A lone UTF-16 surrogate (what a JavaScript string cut in half
+    holds): it is no character, so it has no UTF-8 form to store."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "text may not contain the NUL character (\\u0000)"
+        if _SURROGATE.search(value):
+            return "text may not contain a lone UTF-16 surrogate (\\ud800 to \\udfff)"
+        return None
+    if isinstance(value, dict):
+        items: list[Any] = [*value.keys(), *value.values()]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    elif hasattr(type(value), "model_fields"):  # a pydantic model: its fields' values
+        items = [getattr(value, f) for f in type(value).model_fields]
+    else:
+        return None
+    return next((fault for item in items if (fault := unstorable(item)) is not None), None)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def now_text() -> str:
     return to_utc_text(datetime.now(UTC))
 

@@ -7,7 +7,6 @@ client, so this module imports neither service: only the domain rows in `models`
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
@@ -15,7 +14,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, m
 from pydantic.alias_generators import to_camel
 
 from nexusai.errors import InvalidInput
-from nexusai.models import Entity, Episode, EpisodeFilter, parse_time, time_window
+from nexusai.models import Entity, Episode, EpisodeFilter, parse_time, time_window, unstorable
 
 # SQLite's integers are 64-bit: an id past this names nothing and is refused as out of
 # range, the same way in a path, a query and a body.
@@ -52,31 +51,6 @@ def check_storable(model: BaseModel) -> None:
         fault = unstorable(getattr(model, name))
         if fault is not None:
             raise ValueError(f"{to_camel(name)}: {fault}")
-
-
-def unstorable(value: Any) -> str | None:
-    """Why some text in this value (a string, or one inside a list, dict or model, keys
-    too) cannot be stored, or None. The NUL character: PostgreSQL cannot store it, and no
-    chat message means it. A lone UTF-16 surrogate (what a JavaScript string cut in half
-    holds): it is no character, so it has no UTF-8 form to store."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            return "text may not contain the NUL character (\\u0000)"
-        if _SURROGATE.search(value):
-            return "text may not contain a lone UTF-16 surrogate (\\ud800 to \\udfff)"
-        return None
-    if isinstance(value, dict):
-        items: list[Any] = [*value.keys(), *value.values()]
-    elif isinstance(value, list | tuple):
-        items = list(value)
-    elif isinstance(value, BaseModel):
-        items = [getattr(value, f) for f in type(value).model_fields]
-    else:
-        return None
-    return next((fault for item in items if (fault := unstorable(item)) is not None), None)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class FieldError(BaseModel):

@@ -14,6 +14,8 @@ import re
 # CJK characters one at a time (a BPE tokenizer gives them about a token each), then runs
 # of other word characters, then each mark that is neither. `re`, not `regex`: twice as
 # fast here, and a long reply is counted on the turn that first packs it.
+# Hangul too, unlike the keyword index's bigrams (`keywords.py`): it is about a token a
+# syllable to a BPE tokenizer, though Korean words are split by spaces for search.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
 

@@ -43,6 +43,22 @@ def project_lines(store: EpisodeStore, project: Project) -> Iterator[dict[str, A
             yield {"session": session.title, "sessionId": session.id}
 
 
+# The keys of the format, written here and read by `importing.read_jsonl` (which takes
+# no other): `id` is the exporting store's, read and left (a store gives its own ids).
+JSONL_KEYS = {
+    "id",
+    "session",
+    "sessionId",
+    "speaker",
+    "content",
+    "occurredAt",
+    "metadata",
+    "imageCaption",
+    "pinned",
+    "expiresAt",
+}
+
+
 def line(episode: Episode, session: Session) -> dict[str, Any]:
     """One episode as `nexus import` reads it; empty fields left out."""
     out: dict[str, Any] = {

@@ -24,6 +24,7 @@ from typing import IO, Any
 import ijson
 
 from nexusai.errors import InvalidInput, NexusError, first_line
+from nexusai.memory.export import JSONL_KEYS
 from nexusai.memory.service import Memory
 from nexusai.memory.store import MAX_RETENTION_DAYS
 from nexusai.models import NewEpisode, parse_time
@@ -206,20 +207,6 @@ def _jsonl_records(
             yield exported, *_jsonl_episode(raw, number, seen)
 
 
-# What `nexus export` writes; `id` is the exporting store's, read and left (a store gives
-# its own ids).
-JSONL_KEYS = {
-    "id",
-    "session",
-    "sessionId",
-    "speaker",
-    "content",
-    "occurredAt",
-    "metadata",
-    "imageCaption",
-    "pinned",
-    "expiresAt",
-}
 
 
 def _project_line(raw: bytes) -> ExportedProject | None:

@@ -43,8 +43,8 @@ from nexusai.models import (
     finds_nothing,
     now_text,
     to_utc_text,
+    unstorable,
 )
-from nexusai.schemas import unstorable
 
 
 class ImportedEpisode(Protocol):

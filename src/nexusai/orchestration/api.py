@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -29,6 +28,7 @@ from nexusai.orchestration.chat import (
 )
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.learned import probability
 from nexusai.orchestration.retrieval import Legs
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SETTINGS, Value
@@ -188,7 +188,7 @@ def _memory(fused: FusedEpisode, budget: int, explain: bool) -> MemoryOut:
             memory.features = [MovedOut.model_validate(m) for m in fused.moved]
         if fused.placed_by:  # set only when there is one: RRF turns show no null
             memory.placed_by = fused.placed_by
-            memory.probability = 1.0 / (1.0 + math.exp(-fused.score))
+            memory.probability = probability(fused.score)
     return memory
 
 

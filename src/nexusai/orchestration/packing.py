@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import math
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
@@ -26,6 +25,7 @@ from dataclasses import replace
 from nexusai.keywords import query_terms
 from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.learned import probability
 from nexusai.tokens import count_tokens
 
 # A memory longer than this may enter as an excerpt of about `EXCERPT_TOKENS` tokens,
@@ -91,7 +91,7 @@ def content_tokens(episode: Episode) -> int:
 
 def value(fused: FusedEpisode) -> float:
     """The learned ranker's probability that the memory answers the message."""
-    return 1.0 / (1.0 + math.exp(-fused.score))
+    return probability(fused.score)
 
 
 class Packer(ABC):

@@ -9,8 +9,8 @@ from typing import Annotated
 from fastapi import Query, Request
 
 from nexusai.errors import InvalidInput
-from nexusai.models import EpisodeFilter, time_window
-from nexusai.schemas import IsoTime, check_speakers, unstorable
+from nexusai.models import EpisodeFilter, time_window, unstorable
+from nexusai.schemas import IsoTime, check_speakers
 
 # A query key of this prefix names a metadata key (`http.known_query_keys` lets it by).
 METADATA_PREFIX = "metadata."

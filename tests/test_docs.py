@@ -40,6 +40,25 @@ def test_the_architecture_names_every_module() -> None:
     assert sorted(modules - _named_modules()) == []
 
 
+def test_the_turn_diagram_names_what_the_code_has() -> None:
+    """Each `module.py   name` line of ARCHITECTURE.md's turn diagram names a function or
+    class (or a class's method, `Class.method`) that module has."""
+    import importlib
+
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    diagram = text.split("## One `/context` turn", 1)[1].split("```")[1]
+    steps = re.findall(r"^\s*((?:\w+/)+\w+)\.py\s+([A-Za-z_][\w.]*)", diagram, re.M)
+    assert len(steps) >= 10
+    missing = []
+    for path, name in steps:
+        found: object = importlib.import_module("nexusai." + path.replace("/", "."))
+        for part in name.split("."):
+            found = getattr(found, part, None)
+        if found is None:
+            missing.append(f"{path}.py {name}")
+    assert missing == []
+
+
 def test_every_command_option_and_setting_is_in_the_reference() -> None:
     cli_doc = (ROOT / "docs" / "cli.md").read_text()
     config_doc = (ROOT / "docs" / "configuration.md").read_text()

@@ -20,11 +20,12 @@ from nexusai.evaluation.budgets import BUDGETS
 from nexusai.evaluation.datasets import EvalSet
 from nexusai.evaluation.harness import Imported, evaluate, plot
 from nexusai.evaluation.learned import LearnedEval
+from nexusai.orchestration.modes import RRF, Learned
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings, read_settings_file
 
 RECOMMENDED = (1.0, 1.0)  # the one weight pair that holds on both kinds of chat
 # What the README recommends: the learned ranker (weights kept at the best pair, for RRF).
-RECOMMENDED_SETTINGS = {"fusion": "learned", "semanticWeight": 1.0, "keywordWeight": 1.0}
+RECOMMENDED_SETTINGS = {"fusion": Learned.name, "semanticWeight": 1.0, "keywordWeight": 1.0}
 
 
 def configured_settings(config: Config) -> dict[str, Any]:
@@ -95,7 +96,7 @@ def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
     extra = [RECOMMENDED, (configured["semanticWeight"], configured["keywordWeight"])]
     learned = _learned(console, sets, embedder, options)
     # Only what was scored is recommended: the learned mode when it has rows, else the pair.
-    recommended = RECOMMENDED_SETTINGS if learned else {**RECOMMENDED_SETTINGS, "fusion": "rrf"}
+    recommended = RECOMMENDED_SETTINGS if learned else {**RECOMMENDED_SETTINGS, "fusion": RRF.name}
     marks = {"recommended": recommended, "configured": configured}
     collect = learned.collect if learned else None
     results = [_with_progress(console, s, embedder, options, extra, collect) for s in sets]
@@ -194,7 +195,7 @@ def _setting(row: dict[str, Any]) -> dict[str, Any]:
 
 def _names(row: dict[str, Any], mark: str = "") -> list[str]:
     """A row's first two cells: its weights, or "learned"."""
-    if row["fusion"] == "learned":
+    if row["fusion"] == Learned.name:
         return [f"learned{mark}", ""]
     return [f"{row['semanticWeight']:g}{mark}", f"{row['keywordWeight']:g}"]
 
@@ -230,9 +231,9 @@ def _key(row: dict[str, Any] | None) -> tuple[str, float, float] | tuple[str] | 
     """Which setting a row (or a mark) is: the learned mode whatever its weights."""
     if not row:
         return None
-    if row.get("fusion") == "learned":
-        return ("learned",)
-    return ("rrf", row["semanticWeight"], row["keywordWeight"])
+    if row.get("fusion") == Learned.name:
+        return (Learned.name,)
+    return (RRF.name, row["semanticWeight"], row["keywordWeight"])
 
 
 def budget_table(result: dict[str, Any]) -> Table:

@@ -207,8 +207,6 @@ def _jsonl_records(
             yield exported, *_jsonl_episode(raw, number, seen)
 
 
-
-
 def _project_line(raw: bytes) -> ExportedProject | None:
     """The first line of an export: {"project": name, "retentionDays": days or null}; None
     when the line is an episode."""

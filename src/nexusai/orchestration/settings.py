@@ -142,7 +142,7 @@ SETTINGS: tuple[Setting, ...] = (
         str,
         0,
         0,
-        "rrf",
+        MODES[0],  # the spec's RRF
         "How the two legs become one list: the spec's weighted RRF, or the learned ranker"
         " (both legs asked deeper, every candidate scored; the weights then do nothing)",
         choices=MODES,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 
 from nexusai.embedders import Embedder, Vector
 from nexusai.models import Episode, Scope
@@ -74,21 +75,25 @@ def execute(turn: TurnPlan, memory: MemoryClient, embedder: Embedder) -> Context
     asked = turn.leg_query(memory, scope, vector, [episode.id for episode in recent])
     late = {s.name: _clocked(s, asked, timings) for s in wanted if not s.early}
     found = _without_recent({**{n: f.result() for n, f in early.items()}, **late}, recent)
-    return _assembled(turn, memory, embedder, scope, vector, recent, found, warnings, timings)
+    return _assembled(turn, embedder, Gathered(asked, vector, recent, found, warnings, timings))
 
 
-def _assembled(
-    turn: TurnPlan,
-    memory: MemoryClient,
-    embedder: Embedder,
-    scope: Scope,
-    vector: Vector | None,
-    recent: list[Episode],
-    found: dict[str, list[Episode]],
-    warnings: list[str],
-    timings: dict[str, float],
-) -> Context:
-    settings = turn.settings
+@dataclass(frozen=True)
+class Gathered:
+    """What a turn's I/O before fusion gave: how its sources were asked (the scope, the
+    vector), the recent turns, each source's candidates without them, and what it said."""
+
+    asked: LegQuery
+    vector: Vector | None
+    recent: list[Episode]
+    found: dict[str, list[Episode]]
+    warnings: list[str]
+    timings: dict[str, float]
+
+
+def _assembled(turn: TurnPlan, embedder: Embedder, gathered: Gathered) -> Context:
+    settings, found, timings = turn.settings, gathered.found, gathered.timings
+    asked, vector = gathered.asked, gathered.vector
     legs = Legs(found.get("semantic", []), found.get("keyword", []))
     with stopwatch(timings, "standing"):
         standing = standing_candidates(
@@ -100,18 +105,18 @@ def _assembled(
         kept, memories, left_out = pack(turn, fused, standing)
     with stopwatch(timings, "entities"):
         entities = (
-            memory.search_entities(vector, scope.session_ids, settings.entity_limit)
+            asked.memory.search_entities(vector, asked.session_ids, settings.entity_limit)
             if settings.entity_limit > 0
             else []
         )
     return Context(
         turn.request.session_id,
         turn.message,
-        recent,
+        gathered.recent,
         memories,
         entities,
         kept,
-        warnings + left_out,
+        gathered.warnings + left_out,
         legs if turn.keeps_legs else None,
         timings,
         settings.context_budget,

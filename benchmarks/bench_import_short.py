@@ -6,12 +6,15 @@ done when the episodes are searchable and the rest left to the service (`--entit
 later`), and waiting for the last entity (`--entities wait`).
 
 The turns are the project benchmark's common words (14 words of 44), 20 to a session, one
-session a conversation, as `nexus import` of a JSONL file of many short chats writes them.
+session a conversation, as `nexus import` of a JSONL file of many short chats writes them;
+the command also imports the same lines in time order, sessions interleaved, as a message
+log holds them.
 `NEXUS_IMPORT_SHORT` sets how many (20,000 by default).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -41,9 +44,10 @@ def run(quick: bool = False) -> None:
     )
     rows = timed_imports(conversations, embedder)
     alone = rows[0][1]
-    for entities in ("later", "wait"):
-        seconds, searchable = _cli_import(conversations, entities)
+    for entities, interleaved in (("later", False), ("later", True), ("wait", False)):
+        seconds, searchable = _cli_import(conversations, entities, interleaved)
         command = f"nexus import --entities {entities}"
+        command += ", lines in time order (sessions interleaved)" if interleaved else ""
         for what, took in (
             (f"{command}: its 'searchable' line", searchable),
             (f"{command} (the command, end to end)", seconds),
@@ -55,23 +59,31 @@ def run(quick: bool = False) -> None:
     report.print()
 
 
-def _cli_import(conversations: list[SourceConversation], entities: str) -> tuple[float, float]:
+def _cli_import(
+    conversations: list[SourceConversation], entities: str, interleaved: bool = False
+) -> tuple[float, float]:
     """`nexus import` of the turns as JSONL into an empty data directory, in a process of
     its own with spaCy's extraction: its wall time, and the seconds its "searchable after"
-    line gives (from the first conversation written to the last one searchable)."""
+    line gives (from the first conversation written to the last one searchable). With
+    `interleaved`, the lines are in time order across sessions, as a message log is: each
+    session's n-th turn, for every session, before any session's (n+1)-th."""
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "turns.jsonl"
+        lines = [
+            [
+                {"session": session.key, "speaker": e.episode.speaker, "content": e.episode.content}
+                for e in session.episodes
+            ]
+            for conversation in conversations
+            for session in conversation.sessions
+        ]
+        ordered = (
+            [line for turn in itertools.zip_longest(*lines) for line in turn if line]
+            if interleaved
+            else [line for session in lines for line in session]
+        )
         with data.open("w", encoding="utf-8") as out:
-            for conversation in conversations:
-                for session in conversation.sessions:
-                    for source in session.episodes:
-                        said = source.episode
-                        line = {
-                            "session": session.key,
-                            "speaker": said.speaker,
-                            "content": said.content,
-                        }
-                        out.write(json.dumps(line) + "\n")
+            out.writelines(json.dumps(line) + "\n" for line in ordered)
         env = {**os.environ, "NEXUS_DATA_DIR": str(Path(tmp) / "d"), "NEXUS_EXTRACTOR": "spacy"}
         command = [sys.executable, "-m", "nexusai.cli", "import", str(data), "--entities", entities]
         started = time.perf_counter()

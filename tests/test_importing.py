@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from nexusai.cli import cli
 from nexusai.config import Config
 from nexusai.errors import InvalidInput, TooLarge
-from nexusai.memory.importing import ImportFormatError, import_stream
+from nexusai.memory.importing import ImportFormatError, import_stream, read_jsonl
 from nexusai.memory.service import Memory
 
 ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
@@ -480,3 +480,31 @@ def _snapshot(client: TestClient) -> dict[str, Any]:
         "episodes": episodes,
         "turns": turns,
     }
+
+
+def test_an_interleaved_log_is_written_in_windows_and_stores_every_line_once(
+    memory: Memory,
+) -> None:
+    """Lines in time order, sessions interleaved (a message log): each window of lines is
+    one write of several sessions, every line is stored once, each session's in order."""
+    lines = [
+        json.dumps({"session": f"s{i % 3}", "speaker": "user", "content": f"line {i}"})
+        for i in range(15)
+    ]
+    raw = ("\n".join(lines) + "\n").encode()
+    windows = list(read_jsonl(io.BytesIO(raw), window=4))
+    assert [sum(len(s.episodes) for s in w.sessions) for w in windows] == [4, 4, 4, 3]
+    assert [len(w.sessions) for w in windows] == [3, 3, 3, 3]
+    [whole] = list(read_jsonl(io.BytesIO(raw)))  # the default window holds the whole file
+    first = whole.sessions[0]
+    assert [e.episode.content for e in first.episodes] == [f"line {i}" for i in range(0, 15, 3)]
+    summary = import_stream(memory, io.BytesIO(raw), "jsonl", project="log")
+    assert (summary.sessions, summary.episodes, summary.skipped) == (3, 15, 0)
+    again = import_stream(memory, io.BytesIO(raw), "jsonl", project="log")
+    assert (again.sessions, again.episodes, again.skipped) == (0, 0, 15)
+    project = memory.store.find_project("log")
+    assert project is not None
+    for session in memory.store.list_sessions(project.id):
+        said = [e.content for e in memory.store.list_episodes(session.id)]
+        start = int(str(session.title)[1:])
+        assert said == [f"line {i}" for i in range(start, 15, 3)]

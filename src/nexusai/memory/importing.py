@@ -53,6 +53,9 @@ class SourceConversation:
     project: str | None
     sessions: list[SourceSession]
     skipped: int = 0
+    # How many conversations it stands for: a JSONL window holds several sessions, each a
+    # conversation of its own.
+    conversations: int = 1
     # An export's own project line: the project the import makes when none is named, and
     # the retention a project it makes is given.
     exported_from: ExportedProject | None = None
@@ -171,25 +174,43 @@ def _last_leaf(mapping: dict[str, Any]) -> str | None:
 # -- JSONL -------------------------------------------------------------------------------
 
 
-def read_jsonl(stream: IO[bytes]) -> Iterator[SourceConversation]:
+def read_jsonl(stream: IO[bytes], window: int = 0) -> Iterator[SourceConversation]:
     """One episode per line: {session, sessionId?, speaker, content, occurredAt?,
     imageCaption?, metadata?, pinned?, expiresAt?, id?}, and no other key (`nexus export`
     writes this). `session` is the session's title; with `sessionId` (an export's own id)
     sessions of one title stay apart, and the title may be null. A line of only `session`
-    and `sessionId` is a session with no episodes. A run of lines of one session is written
-    together."""
-    current: SourceConversation | None = None
+    and `sessionId` is a session with no episodes.
+
+    Lines are written a window at a time (`window` episodes, `JSONL_WINDOW` when 0), each
+    session's in the order of the file: a log whose sessions are interleaved (lines in time order) is written
+    and embedded in as few batches as one whose sessions come one after another."""
+    sessions: dict[str, SourceSession] = {}
+    exported: ExportedProject | None = None
+    held, window = 0, window or JSONL_WINDOW
     for exported, (key, title), source in _jsonl_records(stream):
-        if current is not None and current.sessions[0].key != key:
-            yield current
-            current = None
-        if current is None:
-            session = SourceSession(key, title)
-            current = SourceConversation(session.key, None, [session], exported_from=exported)
+        session = sessions.setdefault(key, SourceSession(key, title))
         if source is not None:
-            current.sessions[0].episodes.append(source)
-    if current is not None:
-        yield current
+            session.episodes.append(source)
+            held += 1
+        if held >= window:
+            yield _window(sessions, exported)
+            sessions, held = {}, 0
+    if sessions:
+        yield _window(sessions, exported)
+
+
+# Episodes of a JSONL file written in one transaction and embedded in its batches: a few
+# embedding batches' worth, so that the writes keep pace with the embedder.
+JSONL_WINDOW = 1024
+
+
+def _window(
+    sessions: dict[str, SourceSession], exported: ExportedProject | None
+) -> SourceConversation:
+    found = list(sessions.values())
+    return SourceConversation(
+        found[0].key, None, found, exported_from=exported, conversations=len(found)
+    )
 
 
 def _jsonl_records(
@@ -414,7 +435,7 @@ def import_stream(
         project_id = memory.store.ensure_project(name, days) if name else None
         sessions = _placed(conversation, None if conversation.project else placed)
         new_sessions, episodes, skipped = memory.import_conversation(sessions, project_id)
-        summary.conversations += 1
+        summary.conversations += conversation.conversations
         summary.sessions += new_sessions
         summary.episodes += episodes
         summary.skipped += skipped + conversation.skipped

@@ -485,26 +485,30 @@ def _snapshot(client: TestClient) -> dict[str, Any]:
 def test_an_interleaved_log_is_written_in_windows_and_stores_every_line_once(
     memory: Memory,
 ) -> None:
-    """Lines in time order, sessions interleaved (a message log): each window of lines is
-    one write of several sessions, every line is stored once, each session's in order."""
+    """Lines in time order, sessions interleaved (a message log): a window of lines is one
+    write of several sessions, every line is stored once, each session's in order; a file
+    whose sessions come one after another is written a whole session at a time."""
     lines = [
         json.dumps({"session": f"s{i % 3}", "speaker": "user", "content": f"line {i}"})
-        for i in range(15)
+        for i in range(30)
     ]
     raw = ("\n".join(lines) + "\n").encode()
-    windows = list(read_jsonl(io.BytesIO(raw), window=4))
-    assert [sum(len(s.episodes) for s in w.sessions) for w in windows] == [4, 4, 4, 3]
-    assert [len(w.sessions) for w in windows] == [3, 3, 3, 3]
-    [whole] = list(read_jsonl(io.BytesIO(raw)))  # the default window holds the whole file
-    first = whole.sessions[0]
-    assert [e.episode.content for e in first.episodes] == [f"line {i}" for i in range(0, 15, 3)]
+    windows = list(read_jsonl(io.BytesIO(raw), window=3))  # closed at 8 x 3 episodes
+    assert [sum(len(s.episodes) for s in w.sessions) for w in windows] == [24, 6]
+    assert [w.conversations for w in windows] == [3, 3]
+    first = windows[0].sessions[0]
+    assert [e.episode.content for e in first.episodes] == [f"line {i}" for i in range(0, 24, 3)]
+    grouped = sorted(lines, key=lambda line: json.loads(line)["session"])
+    raw_grouped = ("\n".join(grouped) + "\n").encode()
+    whole = list(read_jsonl(io.BytesIO(raw_grouped), window=4))  # closed at a new session
+    assert [[len(s.episodes) for s in w.sessions] for w in whole] == [[10], [10], [10]]
     summary = import_stream(memory, io.BytesIO(raw), "jsonl", project="log")
-    assert (summary.sessions, summary.episodes, summary.skipped) == (3, 15, 0)
+    assert (summary.sessions, summary.episodes, summary.skipped) == (3, 30, 0)
     again = import_stream(memory, io.BytesIO(raw), "jsonl", project="log")
-    assert (again.sessions, again.episodes, again.skipped) == (0, 0, 15)
+    assert (again.sessions, again.episodes, again.skipped) == (0, 0, 30)
     project = memory.store.find_project("log")
     assert project is not None
     for session in memory.store.list_sessions(project.id):
         said = [e.content for e in memory.store.list_episodes(session.id)]
         start = int(str(session.title)[1:])
-        assert said == [f"line {i}" for i in range(start, 15, 3)]
+        assert said == [f"line {i}" for i in range(start, 30, 3)]

@@ -181,20 +181,23 @@ def read_jsonl(stream: IO[bytes], window: int = 0) -> Iterator[SourceConversatio
     sessions of one title stay apart, and the title may be null. A line of only `session`
     and `sessionId` is a session with no episodes.
 
-    Lines are written a window at a time (`window` episodes, `JSONL_WINDOW` when 0), each
-    session's in the order of the file: a log whose sessions are interleaved (lines in time order) is written
-    and embedded in as few batches as one whose sessions come one after another."""
+    Lines are written a window of sessions at a time, each session's in the order of the
+    file: a window closes at the first new session once it holds `window` episodes
+    (`JSONL_WINDOW` when 0), so a session whose lines are together is written whole, in one
+    transaction. A log whose sessions run through the file (lines in time order) closes a
+    window at `WINDOW_MOST` times that, a session then spanning windows; either way the
+    lines are written and embedded in batches of many, not one at a time."""
     sessions: dict[str, SourceSession] = {}
     exported: ExportedProject | None = None
     held, window = 0, window or JSONL_WINDOW
     for exported, (key, title), source in _jsonl_records(stream):
+        if held >= window and (key not in sessions or held >= window * WINDOW_MOST):
+            yield _window(sessions, exported)
+            sessions, held = {}, 0
         session = sessions.setdefault(key, SourceSession(key, title))
         if source is not None:
             session.episodes.append(source)
             held += 1
-        if held >= window:
-            yield _window(sessions, exported)
-            sessions, held = {}, 0
     if sessions:
         yield _window(sessions, exported)
 
@@ -202,6 +205,7 @@ def read_jsonl(stream: IO[bytes], window: int = 0) -> Iterator[SourceConversatio
 # Episodes of a JSONL file written in one transaction and embedded in its batches: a few
 # embedding batches' worth, so that the writes keep pace with the embedder.
 JSONL_WINDOW = 1024
+WINDOW_MOST = 8
 
 
 def _window(

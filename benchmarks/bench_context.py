@@ -104,6 +104,8 @@ def run(quick: bool = False) -> None:
         )
         measure(report, memory, embedder, "default weights (1, 0)", DEFAULTS)
         measure(report, memory, embedder, "fused (1, 1)", replace(DEFAULTS, keyword_weight=1.0))
+        recommended = replace(DEFAULTS, fusion="learned", context_budget=1000)
+        measure(report, memory, embedder, "learned, contextBudget 1000", recommended)
         memory.close()
     report.notes.append("Target: p95 under 20 ms (embedding included, LLM excluded).")
     report.notes.append("Step rows: mean ms per turn and share of the turn's time.")

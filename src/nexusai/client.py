@@ -391,9 +391,9 @@ class Endpoints:
 
     @staticmethod
     def chat(session_id: int, message: str, idempotency_key: str | None = None) -> Call[ChatOut]:
-        """One turn. The service answers the same message to the same session within two
-        minutes once (a retry waits for the turn it repeats); an `idempotency_key` says
-        which calls are the same turn instead."""
+        """One turn. The same message sent again while its turn runs, or after it when the
+        answer was lost to a time-out, is answered once; said again after its answer, it is
+        a new turn. An `idempotency_key` says which calls are the same turn instead."""
         body = {"sessionId": session_id, "message": message}
         return Call("POST", "/chat", _model(ChatOut), body, once=True, key=idempotency_key)
 

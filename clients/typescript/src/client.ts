@@ -207,9 +207,10 @@ export class NexusClient {
     return [...standing, ...turn.memories.filter((m) => !given.has(m.id))];
   }
 
-  /** One chat turn: context, the LLM's reply, both messages stored. The same message to
-   * the same session within two minutes is answered once (a retry waits for the first);
-   * an `idempotencyKey` says which calls are the same turn instead. */
+  /** One chat turn: context, the LLM's reply, both messages stored. The same message sent
+   * again while its turn runs, or after it when the answer was lost to a time-out, is
+   * answered once; said again after its answer, it is a new turn. An `idempotencyKey` says
+   * which calls are the same turn instead. */
   chat(sessionId: number, message: string, idempotencyKey?: string): Promise<ChatOut> {
     return this.send("POST", "/chat", { body: { sessionId, message }, idempotencyKey });
   }

@@ -101,5 +101,5 @@ def fusion_mode(settings: RuntimeSettings, ranker: Ranker | None = None) -> Fusi
     return RRF()
 
 
-# Every mode, by name: the `fusion` setting's choices (a test checks they are the same).
+# Every mode, by name: the `fusion` setting takes its choices and default from here.
 MODES: tuple[str, ...] = (RRF.name, Learned.name)

@@ -5,7 +5,6 @@ query, and the turn's executor drops them from every source's rows after."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -72,8 +71,8 @@ def semantic_leg(asked: LegQuery) -> list[Episode]:
 
 def keyword_leg(asked: LegQuery) -> list[Episode]:
     """Asks for more than `limit` (`keyword_rows`) so that dropping recent turns still
-    leaves enough: `get_legs` drops them, since a turn starts this leg before it knows
-    them."""
+    leaves enough: the turn's executor drops them, since it starts this leg before it
+    knows them."""
     with timed(RETRIEVAL_SECONDS, leg="keyword"):
         rows = asked.memory.search_keyword(
             asked.query,
@@ -111,8 +110,3 @@ def wants_keyword(settings: RuntimeSettings, legs: bool) -> bool:
     """Whether a turn asks the keyword leg: not at weight 0 (the spec's skipped call),
     unless both legs are wanted whatever their weights."""
     return legs or settings.keyword_weight > 0
-
-
-# Work that waits on I/O (SQLite, Qdrant, or the memory service over HTTP) runs beside
-# other work of the same turn, so a turn costs the slower of the two, not the sum.
-POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="nexus-turn")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from nexusai.embedders import Embedder, Vector
@@ -15,7 +15,7 @@ from nexusai.observability import EMBED_SECONDS, stopwatch, timed
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.modes import fusion_mode
-from nexusai.orchestration.retrieval import POOL, LegQuery, Legs
+from nexusai.orchestration.retrieval import LegQuery, Legs
 from nexusai.orchestration.settings import RuntimeSettings
 from nexusai.orchestration.standing import standing_candidates
 from nexusai.orchestration.turn.pack import pack
@@ -25,6 +25,10 @@ from nexusai.orchestration.turn.sources import SOURCES, Source
 from nexusai.ranking.model import Ranker
 
 log = logging.getLogger("nexusai.context")
+
+# Work that waits on I/O (SQLite, Qdrant, or the memory service over HTTP) runs beside
+# other work of the same turn, so a turn costs the slower of the two, not the sum.
+POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="nexus-turn")
 
 
 def run_turn(

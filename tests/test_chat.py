@@ -60,7 +60,10 @@ def test_chat_turn_builds_prompt_and_stores_both_episodes(
     assert request["auth"] == "Bearer k-123"
     messages = request["body"]["messages"]
     assert messages[0]["role"] == "system"
-    assert "[2023-05-08] user: I adopted a puppy called Biscuit" in messages[0]["content"]
+    assert "8 May 2023\nuser: I adopted a puppy called Biscuit" in messages[0]["content"]
+    context = body["context"]
+    assert context["prompt"]
+    assert context["prompt"] in messages[0]["content"]  # the same block
     assert messages[1:] == [
         {"role": "assistant", "content": "Lovely name!"},
         {"role": "user", "content": "What is my dog's name?"},

@@ -474,6 +474,8 @@ def test_a_budget_shows_what_each_memory_costs(page: Any, served: dict[str, Any]
     server = client.context(session, QUESTION, budget=60)
     assert _memory_ids(page) == [m.id for m in server.memories]
     assert f"packed into 60 tokens: {server.tokens} used" in page.inner_text("#fusion-note")
+    page.click("#prompt-box summary")  # the same block the chat prompt gives the LLM
+    assert page.inner_text("#prompt").strip() == server.prompt.strip()
 
 
 def test_a_pinned_episode_is_shown_as_standing(page: Any, served: dict[str, Any]) -> None:

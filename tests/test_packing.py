@@ -8,15 +8,19 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.layout import MEMORIES_CAPTION, render, section_tokens
 from nexusai.orchestration.packing import (
+    PACKERS,
     Dense,
-    Greedy,
+    Packer,
+    Placed,
     excerpt_span,
-    memory_line,
-    pack,
+    pack_turn,
     stems_of,
 )
 from nexusai.tokens import count_tokens
@@ -30,8 +34,8 @@ FILLER = (
 LONG = FILLER * 6 + "Your cat Miso is allergic to salmon, so avoid fish treats. " + FILLER * 6
 
 
-def episode(i: int, content: str, speaker: str = "user") -> Episode:
-    return Episode(i, 1, speaker, content, "2026-03-01T10:00:00.000000Z", "", {})
+def episode(i: int, content: str, speaker: str = "user", day: int = 1, session: int = 1) -> Episode:
+    return Episode(i, session, speaker, content, f"2026-03-{day:02d}T10:00:00.000000Z", "", {})
 
 
 def fused(*contents: str) -> list[FusedEpisode]:
@@ -42,32 +46,96 @@ def fused(*contents: str) -> list[FusedEpisode]:
     ]
 
 
+def packed(
+    packer: Packer, ranked: list[FusedEpisode], message: str, budget: int
+) -> list[FusedEpisode]:
+    return pack_turn(ranked, [], message, budget, 50, packer)[1]
+
+
 def test_a_budget_of_zero_is_the_spec_turn() -> None:
     ranked = fused(*(f"note {i}" for i in range(20)))
-    assert pack(ranked, "note", 0, 5, "dense") == ranked[:5]  # the same objects, uncounted
+    for packer in PACKERS.values():  # the same objects, uncounted
+        assert pack_turn(ranked, [], "note", 0, 5, packer) == ([], ranked[:5])
 
 
-def test_greedy_lets_one_long_reply_take_the_budget_and_dense_does_not() -> None:
+@pytest.mark.parametrize("packer", [Dense(), Placed()], ids=["dense", "placed"])
+def test_one_long_reply_comes_as_its_passage_and_leaves_room_for_the_others(
+    packer: Packer,
+) -> None:
     ranked = fused(LONG, "My cat is Miso", "Miso hates baths", "Miso was born in May")
-    budget = count_tokens(memory_line(ranked[0].episode, LONG)) + 5  # the reply, and no more
-    greedy = Greedy().pack(ranked, "what is my cat allergic to?", budget, 50)
-    dense = Dense().pack(ranked, "what is my cat allergic to?", budget, 50)
-    assert [f.episode.id for f in greedy] == [1]  # the reply, whole, and nothing else fits
-    assert [f.episode.id for f in dense] == [1, 2, 3, 4]
-    assert dense[0].excerpt is not None
-    assert "allergic to salmon" in dense[0].content
+    budget = count_tokens(f"{MEMORIES_CAPTION} 1 March 2026 user: {LONG}") + 5  # the reply whole
+    given = packed(packer, ranked, "what is my cat allergic to?", budget)
+    assert [f.episode.id for f in given] == [1, 2, 3, 4]
+    assert given[0].excerpt is not None
+    assert "allergic to salmon" in given[0].content
 
 
 @pytest.mark.parametrize("budget", [20, 60, 150, 400, 1000, 5000])
-def test_a_packed_turn_never_exceeds_its_budget(budget: int) -> None:
-    ranked = fused(LONG, *(f"short note {i} about Miso" for i in range(60)), LONG * 2)
-    for packer in (Dense(), Greedy()):
-        packed = packer.pack(ranked, "Miso allergic", budget, 50)
-        assert sum(f.tokens for f in packed) <= budget
-        for memory in packed:
-            assert memory.tokens == count_tokens(memory_line(memory.episode, memory.content))
-        ids = [f.episode.id for f in packed]
+def test_a_packed_turn_never_exceeds_its_budget_as_the_llm_reads_it(budget: int) -> None:
+    ranked = [
+        FusedEpisode(episode(i + 1, text, day=1 + i % 5, session=1 + i % 3), -0.1 * i, i + 1, None)
+        for i, text in enumerate(
+            [LONG, *(f"short note {i} about Miso" for i in range(60)), LONG * 2]
+        )
+    ]
+    for packer in PACKERS.values():
+        given = packed(packer, ranked, "Miso allergic", budget)
+        block = render(MEMORIES_CAPTION, given)
+        assert count_tokens(block) == section_tokens(MEMORIES_CAPTION, given) <= budget
+        ids = [f.episode.id for f in given]
         assert ids == sorted(ids)  # fusion's order kept
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 120), min_size=1, max_size=40),
+    sessions=st.lists(st.integers(1, 4), min_size=40, max_size=40),
+    budget=st.integers(10, 600),
+    packer=st.sampled_from(sorted(PACKERS)),
+)
+def test_what_a_budget_gives_any_larger_budget_gives_too(
+    lengths: list[int], sessions: list[int], budget: int, packer: str
+) -> None:
+    """So recall never falls as the budget grows, whatever the pool."""
+    words = ("Miso", "salmon", "weather", "trains", "allergic", "museum", "food")
+    ranked = [
+        FusedEpisode(
+            episode(i + 1, " ".join(words[(i + j) % 7] for j in range(n)), session=sessions[i]),
+            -0.05 * i * (1 + i % 3),
+            i + 1,
+            None,
+        )
+        for i, n in enumerate(lengths)
+    ]
+    smaller = {f.episode.id for f in packed(PACKERS[packer], ranked, "Miso allergic", budget)}
+    for larger in (budget + 1, budget + 37, budget * 2):
+        assert smaller <= {
+            f.episode.id for f in packed(PACKERS[packer], ranked, "Miso allergic", larger)
+        }
+
+
+def test_memories_are_grouped_by_conversation_and_dated_once_a_group() -> None:
+    said = [
+        (1, "Caroline", "I joined a pottery class", 8, 1),
+        (2, "Melanie", "Pottery sounds fun!", 8, 1),
+        (3, "Caroline", "The class made a vase", 20, 2),
+        (4, "Caroline", "Before that I signed up", 8, 1),
+    ]
+    given = [
+        FusedEpisode(Episode(i, s, who, text, f"2023-05-{day:02d}T10:00:0{i}Z", "", {}), 0, 1, None)
+        for i, who, text, day, s in said
+    ]
+    assert render(MEMORIES_CAPTION, [given[2], given[1], given[0], given[3]]) == "\n".join(
+        [
+            MEMORIES_CAPTION,
+            "20 May 2023",
+            "Caroline: The class made a vase",
+            "8 May 2023",
+            "Caroline: I joined a pottery class",
+            "Melanie: Pottery sounds fun!",
+            "Caroline: Before that I signed up",
+        ]
+    )
 
 
 def test_an_excerpt_holds_the_words_asked_about_and_opens_when_none() -> None:
@@ -98,7 +166,8 @@ def test_the_api_reports_tokens_and_excerpts_whose_offsets_point_at_the_text(
     asked = {"fusion": "learned", "contextBudget": 200}  # the learned mode packs by worth
     packed = memories(client, sid, "What is Miso allergic to?", **asked)
     assert packed["budget"] == 200
-    assert packed["tokens"] == sum(m["tokens"] for m in packed["memories"]) <= 200
+    assert sum(m["tokens"] for m in packed["memories"]) < packed["tokens"] <= 200
+    assert count_tokens(packed["prompt"]) == packed["tokens"]  # captions and dates counted
     cut = [m for m in packed["memories"] if "excerpt" in m]
     assert cut, packed
     whole = client.get(f"/episodes/{cut[0]['id']}").json()["content"]

@@ -21,6 +21,7 @@ DEFAULTS: dict[str, float | str] = {
     "contextBudget": 0,
     "memoryLimit": 50,
     "standingLimit": 3,
+    "standingFloor": 0.35,
     "memoryOrder": "rank",
     "timeAware": "off",
     "fusion": "rrf",

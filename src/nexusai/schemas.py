@@ -394,8 +394,15 @@ class ContextOut(CamelModel):
     )
     tokens: int | None = Field(
         default=None,
-        description="With a contextBudget: what the memories and standing ones cost in the"
-        " prompt, in all",
+        description="With a contextBudget: what the standing and memory sections of"
+        " `prompt` cost, in all (each memory's `tokens` is its line; a section's caption and"
+        " date headers are counted here too)",
+    )
+    prompt: str = Field(
+        default="",
+        description="The standing memories, memories and entities as the chat prompt gives"
+        " them to the LLM: grouped by conversation, a date over each group, a speaker on"
+        " each line (docs/retrieval.md). Put it in your own system message as it is",
     )
     budget: int | None = Field(default=None, description="The contextBudget this turn kept")
     time_window: TimeWindowOut | None = Field(

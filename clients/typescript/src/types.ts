@@ -149,8 +149,10 @@ export interface ContextOut {
   legs?: LegsOut | null;
   /** Pinned episodes, then the user's rules and preferences nearest the message; absent when the scope has none. */
   standing?: StandingOut[] | null;
-  /** With a contextBudget: what the memories and standing ones cost in the prompt, in all. */
+  /** With a contextBudget: what the standing and memory sections of `prompt` cost, in all. */
   tokens?: number | null;
+  /** The standing memories, memories and entities as the chat prompt gives them: grouped by conversation, dated. */
+  prompt: string;
   /** The contextBudget this turn kept. */
   budget?: number | null;
   /** With timeAware filter: the time the message named, the only one searched. */
@@ -185,6 +187,8 @@ export interface Settings {
   memoryLimit: number;
   /** How many of the user's recognised rules and preferences a turn carries (pinned ones come always). */
   standingLimit: number;
+  /** How near the message (cosine) a recognised rule or preference must be to be carried; 0: no floor. */
+  standingFloor: number;
   /** "rank" (best first) or "time" (by when each was said). */
   memoryOrder: "rank" | "time";
   /** "filter": a time the message names ("last week", "in March") is the only one searched. */

@@ -188,6 +188,12 @@ def filter_of(
 @click.option(
     "--now", default=None, help="The turn's own time (ISO 8601), for a time the message names"
 )
+@click.option(
+    "--prompt",
+    "as_prompt",
+    is_flag=True,
+    help="Print the memories as the chat prompt gives them to the LLM, and nothing else",
+)
 @filter_options
 @click.argument("message")
 @service_options
@@ -196,6 +202,7 @@ def context(
     explain: bool,
     budget: int | None,
     now: str | None,
+    as_prompt: bool,
     message: str,
     url: str,
     api_key: str | None,
@@ -212,6 +219,9 @@ def context(
     )
     with Service(url, api_key) as service:
         result = _json(service(asked))
+    if as_prompt:
+        click.echo(result["prompt"])
+        return
     learned = any(memory.get("placedBy") for memory in result["memories"])
     console.print(_memories_table(message, result["memories"], explain, learned))
     if learned:

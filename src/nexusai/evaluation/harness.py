@@ -26,7 +26,8 @@ from typing import Any
 from nexusai.config import Config
 from nexusai.embedders import Embedder, Vector
 from nexusai.errors import InvalidInput
-from nexusai.evaluation.budgets import BUDGETS, Packed, within_budget
+from nexusai.evaluation.budgets import BUDGETS, Fold, Packed, within_budget
+from nexusai.evaluation.calibration import cross_validated, fit
 from nexusai.evaluation.datasets import EvalConversation, EvalSet
 from nexusai.evaluation.metrics import hit_at, percentile, recall_at, reciprocal_rank
 from nexusai.evaluation.standing import standing_figures
@@ -37,6 +38,7 @@ from nexusai.models import NewEpisode, Scope
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.modes import RRF, Learned
+from nexusai.orchestration.packing import Packer, PlacedWorth
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
 from nexusai.orchestration.turn import TurnRequest, run_turn
 from nexusai.ranking.features import named_speakers
@@ -101,7 +103,7 @@ def evaluate(
     pairs = weight_pairs(extra)
     runs = {pair: Run(pair, {limit: [] for limit in limits}, []) for pair in pairs}
     for pair in BUDGET_PAIRS:
-        runs[pair].packed = Packed(("greedy",))  # RRF's packer
+        runs[pair].packed = Packed(RRF.packer)  # scored later, by `budget_rows`
     questions: list[Asked] = []
     dropped = 0
     for item in evalset.conversations:
@@ -130,6 +132,7 @@ def evaluate(
         "standing": standing_figures(evalset),
         "asked": questions,
         "categories": categories,
+        "packed": {pair: runs[pair].packed for pair in BUDGET_PAIRS},
     }
 
 
@@ -248,9 +251,10 @@ def _evaluate_conversation(
     also: Callable[[Imported, str, str], None] | None,
     base: RuntimeSettings,
 ) -> tuple[list[Asked], int]:
+    fold = (dataset, item.conversation.key)
     with imported(item, embedder, turns_per_episode) as chat:
         for question in chat.questions:
-            _ask(chat, embedder, question, runs, base)
+            _ask(chat, embedder, fold, question, runs, base)
         if also:
             also(chat, dataset, item.conversation.key)
     return chat.questions, chat.dropped
@@ -305,6 +309,7 @@ def resolve_questions(item: EvalConversation, ids: dict[str, int]) -> tuple[list
 def _ask(
     chat: Imported,
     embedder: Embedder,
+    fold: Fold,
     question: Asked,
     runs: dict[Weights, Run],
     base: RuntimeSettings,
@@ -321,7 +326,7 @@ def _ask(
         if run.packed is not None:  # asked as a budgeted turn asks (deeper), packed at each
             deep = replace(weighed, context_budget=BUDGETS[-1])
             turn = asked_as_a_turn(chat, embedder, question.text, deep)
-            run.packed.add(question.text, turn.fused, question.standing)
+            run.packed.add(fold, question.text, turn.fused, question.standing, question.evidence)
 
 
 def _scores(
@@ -381,15 +386,45 @@ def summary(
         "byCategory": by_category,
         "bySlice": by_slice,
         **(
-            {
-                "withinBudget": within_budget(
-                    run.packed, [q.evidence for q in questions], [q.category for q in questions]
-                )
-            }
-            if run.packed is not None
+            {"withinBudget": scored_budgets(run.packed, questions)}
+            if run.packed is not None and run.packed.packer == Learned.packer
             else {}
         ),
     }
+
+
+def scored_budgets(
+    packed: Packed, questions: Sequence[Asked], packer_for: Callable[[Fold], Packer] | None = None
+) -> dict[str, Any]:
+    """Recall within each budget of what `packed`'s turns gave (`evaluation.budgets`)."""
+    evidence = [q.evidence for q in questions]
+    categories = [q.category for q in questions]
+    return within_budget(packed.packer, packed.given(packer_for), evidence, categories)
+
+
+def budget_rows(results: Sequence[dict[str, Any]]) -> PlacedWorth | None:
+    """The budget rows of the RRF pairs of every set's results, each conversation packed
+    by RRF's worth fitted to every other conversation of every set (with one conversation
+    in all, the shipped fit). Returns the fit on all (1, 1)'s lists, or None with one."""
+    shipped: PlacedWorth | None = None
+    for pair in BUDGET_PAIRS:
+        entries = [e for r in results for e in r["packed"][pair].entries]
+        many = len({e.fold for e in entries}) > 1
+        fitted = cross_validated(entries) if many else {}
+        for result in results:
+            row = next(r for r in result["results"] if _pair(r) == pair)
+            packed = result["packed"][pair]
+            packer_for = fitted.__getitem__ if many else None
+            row["withinBudget"] = scored_budgets(packed, result["asked"], packer_for)
+        if pair == (1.0, 1.0) and many:
+            shipped = fit(entries)
+    return shipped
+
+
+def _pair(row: dict[str, Any]) -> Weights | None:
+    if row.get("fusion") != RRF.name:
+        return None
+    return (row["semanticWeight"], row["keywordWeight"])
 
 
 def plot(result: dict[str, Any], path: Path, k: int | None = None) -> None:

@@ -26,6 +26,7 @@ from nexusai.models import Episode
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.learned import rank_learned
+from nexusai.orchestration.modes import Learned
 from nexusai.orchestration.packing import PACK_DEPTH
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
 from nexusai.ranking.features import FEATURES, Matrix, candidates
@@ -137,6 +138,10 @@ def pool(
         cands.matrix,
         labels,
     )
+
+
+def _given(question: Asked) -> tuple[Sequence[FusedEpisode], Sequence[int]]:
+    return question.standing, question.evidence
 
 
 def _bare(episode: Episode) -> Episode:
@@ -288,9 +293,12 @@ class LearnedEval:
             asked = result["asked"]
             lists = {k: [ranked[start + i][k] for i in range(len(asked))] for k in ks}
             latency = [self.pools[start + i].latency_ms for i in range(len(asked))]
-            packed = Packed()
+            packed = Packed(Learned.packer)
             for i, question in enumerate(asked):
-                packed.add(question.text, deep[start + i], question.standing)
+                fold = self.pools[start + i].fold
+                packed.add(
+                    fold, question.text, deep[start + i], question.standing, question.evidence
+                )
             start += len(asked)
             run = Run(None, lists, latency, packed)
             row = summary(run, asked, ks, result["categories"])

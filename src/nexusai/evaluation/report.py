@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
 from nexusai.evaluation.budgets import BUDGETS
 from nexusai.evaluation.datasets import EvalSet
-from nexusai.evaluation.harness import Imported, evaluate, plot
+from nexusai.evaluation.harness import Imported, budget_rows, evaluate, plot
 from nexusai.evaluation.learned import LearnedEval
 from nexusai.orchestration.modes import RRF, Learned
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings, read_settings_file
@@ -102,9 +102,10 @@ def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
     results = [_with_progress(console, s, embedder, options, extra, collect) for s in sets]
     if learned:
         _cross_validate(console, learned, results, options.ks)
+    placed = budget_rows(results)
     per_set = []
     for result in results:
-        del result["asked"], result["categories"]  # what the learned rows were scored on
+        del result["asked"], result["categories"], result["packed"]  # what rows were scored on
         per_set.append({**result, **marks})
         console.print(table(per_set[-1], options.ks))
         console.print(
@@ -133,6 +134,12 @@ def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
         "results": [row for result in per_set for row in result["results"]],
         "worst": worst_case(per_set, options.ks),
     }
+    if placed is not None:
+        combined["placedWorth"] = asdict(placed)
+        console.print(
+            "RRF's worth by place, fitted on every conversation given (packing.PLACED_WORTH;"
+            f" each conversation above was packed by the fit that left it out): {placed}"
+        )
     if len(per_set) > 1:
         console.print(worst_table(combined, options.ks))
     if options.json_out:
@@ -240,17 +247,18 @@ def budget_table(result: dict[str, Any]) -> Table:
     """Recall within each token budget, per setting and packer (`evaluation.budgets`)."""
     grid = Table(
         title=f"{result['dataset']}: recall within a token budget (contextBudget)",
-        caption="dense: the most value per token, long episodes as excerpts (a budgeted"
-        " learned turn); greedy: fusion's order, whole, while it fits (a budgeted RRF turn,"
-        " and the learned list packed so, to compare). cut: share of the evidence given that"
-        " came as an excerpt, at 1,000",
+        caption="The most evidence per token, long episodes as excerpts; a memory's worth is"
+        " the ranker's probability (dense, a learned turn) or the chance fitted to its place"
+        " and length (placed, an RRF turn). cut: share of the evidence given that came as an"
+        " excerpt, at 1,000. A recall marked ↓ is lower than at the budget before it",
     )
     for column in ["setting", "packer", *(f"{b:,}" for b in BUDGETS), "cut"]:
         grid.add_column(column, justify="right")
     for row in result["results"]:
         for packer, scores in row.get("withinBudget", {}).items():
             cells = [" ".join(_names(row)).strip(), packer]
-            cells += [f"{scores['recall'][str(b)]:.3f}" for b in BUDGETS]
+            fell = scores.get("falls", [])
+            cells += [f"{scores['recall'][str(b)]:.3f}{' ↓' if b in fell else ''}" for b in BUDGETS]
             grid.add_row(*cells, f"{scores['cutEvidence']['1000']:.2f}")
     return grid
 

@@ -219,6 +219,7 @@ class Tools:
                 "memories": [_memory(m) for m in found.searched()],
                 "entities": [_entity(e) for e in found.entities],
                 "warnings": found.warnings or None,
+                "prompt": found.prompt or None,
             }
         )
 

@@ -24,6 +24,8 @@ from nexusai.orchestration.chat import (
     chat_events,
     chat_turn,
     last_stored,
+    memory_block,
+    memory_tokens,
     require_llm,
 )
 from nexusai.orchestration.context import Context
@@ -161,6 +163,7 @@ def context_out(context: Context, explain: bool) -> ContextOut:
         memories=[_memory(fused, context.budget, explain) for fused in context.memories],
         entities=[EntityOut.model_validate(e) for e in context.entities],
         warnings=context.warnings,
+        prompt=memory_block(context),
     )
     if context.legs is not None:
         out.legs = legs_out(context.message, context.legs)
@@ -170,7 +173,7 @@ def context_out(context: Context, explain: bool) -> ContextOut:
         window = context.window
         out.time_window = TimeWindowOut(after=window.start, before=window.end, said=window.said)
     if context.budget:
-        out.tokens = sum(f.tokens for f in [*context.memories, *context.standing])
+        out.tokens = memory_tokens(context)
         out.budget = context.budget
     return out
 

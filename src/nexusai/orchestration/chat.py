@@ -16,8 +16,9 @@ from nexusai.errors import NexusError
 from nexusai.llm import LLMError, Message, OpenAIChat
 from nexusai.models import Episode, NewEpisode
 from nexusai.orchestration.context import Context
+from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.layout import MEMORIES_CAPTION, STANDING_CAPTION, render, section_tokens
 from nexusai.orchestration.memory_client import MemoryClient
-from nexusai.orchestration.packing import memory_line
 
 USER, ASSISTANT = "user", "assistant"
 NO_LLM = (
@@ -49,25 +50,34 @@ SYSTEM = (
 )
 
 
-def memory_block(context: Context) -> str:
-    """The standing memories, the memories (dated) and the entities of a turn, as the system
-    message presents them."""
-    parts = []
-    if context.standing:
-        lines = [memory_line(m.episode, m.content) for m in context.standing]
-        parts.append("What the user asked to be kept in mind:\n" + "\n".join(lines))
+def _searched(context: Context) -> list[FusedEpisode]:
+    """The memories not also standing ones: the prompt gives each once, as standing."""
     standing = {m.episode.id for m in context.standing}
-    memories = [m for m in context.memories if m.episode.id not in standing]
-    if memories:
-        lines = [memory_line(m.episode, m.content) for m in memories]
-        parts.append("Memories from earlier conversations:\n" + "\n".join(lines))
+    return [m for m in context.memories if m.episode.id not in standing]
+
+
+def memory_block(context: Context) -> str:
+    """The standing memories, the memories and the entities of a turn, as the system
+    message presents them (`layout`: grouped by conversation, each group dated)."""
+    parts = [
+        render(STANDING_CAPTION, context.standing),
+        render(MEMORIES_CAPTION, _searched(context)),
+    ]
     if context.entities:
         parts.append("Known entities:\n" + "\n".join(f"- {e.describe()}" for e in context.entities))
-    return "\n\n".join(parts)
+    return "\n\n".join(part for part in parts if part)
+
+
+def memory_tokens(context: Context) -> int:
+    """What the block's standing and memory sections cost: what `contextBudget` holds."""
+    return section_tokens(STANDING_CAPTION, context.standing) + section_tokens(
+        MEMORIES_CAPTION, _searched(context)
+    )
 
 
 def build_prompt(context: Context) -> list[Message]:
-    """System message with memories (dated) and entities, then recent turns, then the message."""
+    """System message with memories (grouped, dated) and entities, then recent turns, then
+    the message."""
     system = "\n\n".join(part for part in (SYSTEM, memory_block(context)) if part)
     messages: list[Message] = [{"role": "system", "content": system}]
     retried = unanswered_copy(context)  # the message itself, from a failed first try

@@ -61,7 +61,7 @@ class RRF(FusionMode):
     """The spec's weighted Reciprocal Rank Fusion, both sides guarded."""
 
     name = "rrf"
-    packer = "greedy"  # its scores say the order, not how likely each is to answer
+    packer = "placed"  # its scores say the order: worth is read from the place
 
     def asks(self, settings: RuntimeSettings, legs: bool) -> Asks:
         limit = pool_limit(settings)

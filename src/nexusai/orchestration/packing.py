@@ -2,29 +2,31 @@
 how much of each, within the `contextBudget` setting (tokens, `nexusai.tokens`).
 
 - `contextBudget` 0: the spec's turn, the first `semanticLimit` memories whole.
-- Above 0, from the deeper list fusion gives, by the packer the fusion mode names:
-  - `Dense` (the learned mode): the most evidence per token. A memory's worth is the
-    ranker's probability that it answers; what fits is taken by worth per token, a long
-    memory as an excerpt (the passage that holds the message's words), grown back to the
-    whole message while there is room. The memories keep fusion's order.
-  - `Greedy` (RRF, whose scores say only the order): fusion's order, each memory whole
-    while it fits. Weighing RRF's list by place per token, or cutting its long memories
-    to excerpts in order, each lost recall on one development set (docs/evaluation.md).
+- Above 0, from the deeper list fusion gives, by the packer the fusion mode names: the
+  most evidence per token (`Packer`), a long memory as an excerpt (the passage that
+  holds the message's words), grown back to the whole message while there is room. The
+  memories keep fusion's order. What a memory is worth:
+  - `Dense` (the learned mode): the ranker's probability that it answers.
+  - `Placed` (RRF, whose scores say only the order): the chance that a memory at its
+    place in fusion's list, of its length, answers, fitted on the development sets.
+- What a memory costs is its line in the prompt's layout (`layout`), and a section's
+  caption and group headers are counted as the memories that need them are taken.
 """
 
 from __future__ import annotations
 
 import bisect
-import functools
+import math
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from nexusai.keywords import query_terms
 from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.layout import MEMORIES_CAPTION, STANDING_CAPTION, Tally, line_tokens
 from nexusai.orchestration.learned import probability
 from nexusai.tokens import count_tokens
 
@@ -34,6 +36,7 @@ from nexusai.tokens import count_tokens
 EXCERPT_OVER_CHARS = 540
 EXCERPT_TOKENS = 80
 EXCERPT_CHARS = 360
+CHARS_PER_TOKEN = EXCERPT_CHARS / EXCERPT_TOKENS
 # How deep fusion ranks for a budgeted turn: the pool packing chooses from.
 PACK_DEPTH = 50
 # Recognised standing memories take at most this share of a budget (pinned ones may take
@@ -41,32 +44,11 @@ PACK_DEPTH = 50
 STANDING_SHARE = 0.25
 
 
-def memory_line(episode: Episode, content: str) -> str:
-    """A memory as the prompt gives it (`chat.memory_block`): its date, who said it, what."""
-    return f"{_prefix(episode)}{content}"
-
-
-def _prefix(episode: Episode) -> str:
-    return f"- [{episode.occurred_at[:10]}] {episode.speaker}: "
-
-
-def line_tokens(episode: Episode, content: str) -> int:
-    """What `memory_line` costs: the prefix's tokens and the content's, which never run
-    into each other (a space is between)."""
-    return _prefix_tokens(_prefix(episode)) + count_tokens(content)
-
-
 def whole(fused: FusedEpisode) -> FusedEpisode:
-    """The memory as it is, its cost counted (the same sum as `line_tokens`, the content's
-    count kept by `content_tokens`)."""
-    cost = _prefix_tokens(_prefix(fused.episode)) + content_tokens(fused.episode)
-    return replace(fused, tokens=cost, excerpt=None)
-
-
-@functools.lru_cache(maxsize=4096)
-def _prefix_tokens(prefix: str) -> int:
-    """A date and a speaker: few of them, each counted once."""
-    return count_tokens(prefix)
+    """The memory as it is, its line's cost counted (the text's count kept by
+    `content_tokens`)."""
+    whole = replace(fused, excerpt=None)
+    return replace(whole, tokens=line_tokens(whole, content_tokens(fused.episode)))
 
 
 # An episode's whole text counted once, not on every turn that packs it (a long reply is
@@ -89,77 +71,121 @@ def content_tokens(episode: Episode) -> int:
     return found
 
 
-def value(fused: FusedEpisode) -> float:
-    """The learned ranker's probability that the memory answers the message."""
-    return probability(fused.score)
-
-
 class Packer(ABC):
+    """Worth per token: each memory as its shortest option (a long one as its excerpt), in
+    the order of its worth per token, taken while each fits. Where the next does not fit,
+    the packing stops, and that one comes cut to the room left (if it is `FILL_TOKENS` or
+    more). So a memory given within a budget is given within any larger one: recall never
+    falls as the budget grows. What room a limit leaves grows excerpts back to whole.
+    A subclass says what a memory is worth."""
+
     name: str
 
     @abstractmethod
-    def pack(
-        self, fused: Sequence[FusedEpisode], message: str, budget: int, limit: int
-    ) -> list[FusedEpisode]:
-        """What of `fused` (best first) goes into a prompt of `budget` tokens: at most
-        `limit` memories."""
-
-
-class Greedy(Packer):
-    """Fusion's order, each memory whole when it fits (one long reply can take the rest)."""
-
-    name = "greedy"
+    def worth(self, options: Sequence[FusedEpisode]) -> list[float]:
+        """How likely each memory (fusion's list, best first, each as its shortest
+        option) is to answer the message."""
 
     def pack(
-        self, fused: Sequence[FusedEpisode], message: str, budget: int, limit: int
+        self, fused: Sequence[FusedEpisode], message: str, tally: Tally, limit: int
     ) -> list[FusedEpisode]:
-        taken: list[FusedEpisode] = []
-        left = budget
-        for memory in fused:
+        """What of `fused` (best first) goes into the section `tally` counts: at most
+        `limit` memories, in fusion's order."""
+        words = stems_of(message)
+        options = shortest_options(fused, message)
+        worth = self.worth(options)
+        order = sorted(range(len(options)), key=lambda i: -worth[i] / options[i].tokens)
+        taken: dict[int, FusedEpisode] = {}
+        for i in order:
             if len(taken) == limit:
                 break
-            # Each run of non-space holds a token at least: what cannot fit is not counted.
-            if len(memory.episode.content.split()) > left:
-                continue
-            candidate = whole(memory)
-            if candidate.tokens <= left:
-                taken.append(candidate)
-                left -= candidate.tokens
-        return taken
-
-
-class Dense(Packer):
-    """The most value per token: long memories as excerpts first, grown back while room."""
-
-    name = "dense"
-
-    def pack(
-        self, fused: Sequence[FusedEpisode], message: str, budget: int, limit: int
-    ) -> list[FusedEpisode]:
-        words = stems_of(message)
-        options = [_shortest(f, words) for f in fused]
-        worth = [value(f) for f in fused]
-        taken = self._choose(options, worth, budget, limit)
-        left = budget - sum(option.tokens for option in taken.values())
+            if not tally.fits(options[i]):
+                if (cut := _cut_to(fused[i], words, tally)) is not None:
+                    taken[i] = cut
+                    tally.add(cut)
+                break
+            taken[i] = options[i]
+            tally.add(options[i])
         for i in sorted(taken, key=lambda i: -worth[i]):  # excerpts grown back
             if taken[i].excerpt is not None:
                 grown = whole(fused[i])
-                if grown.tokens - taken[i].tokens <= left:
-                    left -= grown.tokens - taken[i].tokens
+                if grown.tokens - taken[i].tokens <= tally.left:
+                    tally.left -= grown.tokens - taken[i].tokens
                     taken[i] = grown
         return [taken[i] for i in sorted(taken)]
 
-    def _choose(
-        self, options: list[FusedEpisode], worth: list[float], budget: int, limit: int
-    ) -> dict[int, FusedEpisode]:
-        order = sorted(range(len(options)), key=lambda i: -worth[i] / options[i].tokens)
-        taken: dict[int, FusedEpisode] = {}
-        left = budget
-        for i in order:
-            if options[i].tokens <= left and len(taken) < limit:
-                taken[i] = options[i]
-                left -= options[i].tokens
-        return taken
+
+class Dense(Packer):
+    """The learned mode's: a memory is worth the ranker's probability that it answers."""
+
+    name = "dense"
+
+    def worth(self, options: Sequence[FusedEpisode]) -> list[float]:
+        return [probability(f.score) for f in options]
+
+
+class Placed(Packer):
+    """RRF's, whose scores say only the order: a memory's worth is the chance that a memory
+    at its place, of its length, is evidence (`PlacedWorth`)."""
+
+    name = "placed"
+
+    def __init__(self, fitted: PlacedWorth | None = None) -> None:
+        self.fitted = fitted or PLACED_WORTH
+
+    def worth(self, options: Sequence[FusedEpisode]) -> list[float]:
+        return [self.fitted.chance(place, f) for place, f in enumerate(options)]
+
+
+@dataclass(frozen=True)
+class PlacedWorth:
+    """The chance that a memory of a fused list is evidence, from its place (0 first), its
+    cost in tokens and whether it is an excerpt: a logistic fit, each dataset weighed
+    alike (`evaluation.calibration`)."""
+
+    bias: float
+    place: float  # on log(place + 1)
+    tokens: float  # on log(tokens)
+    excerpt: float
+
+    def chance(self, place: int, option: FusedEpisode) -> float:
+        logit = (
+            self.bias
+            + self.place * math.log(place + 1)
+            + self.tokens * math.log(max(option.tokens, 1))
+            + self.excerpt * (option.excerpt is not None)
+        )
+        return 1.0 / (1.0 + math.exp(-logit))
+
+
+# Fitted on LoCoMo and BEAM 1-10 by `nexus eval all` (it prints the fit on every
+# conversation given, and scores each with a fit that left it out: docs/evaluation.md).
+PLACED_WORTH = PlacedWorth(bias=-4.584, place=-1.024, tokens=1.079, excerpt=-1.561)
+# The room the last memory may be cut to: less says too little to be worth its tokens.
+FILL_TOKENS = 40
+
+
+def _cut_to(fused: FusedEpisode, terms: tuple[str, ...], tally: Tally) -> FusedEpisode | None:
+    """The memory as the passage that fills what `tally` has left, or None when that is
+    less than `FILL_TOKENS`."""
+    room = tally.left - tally.cost(replace(fused, tokens=0))
+    if room < FILL_TOKENS:
+        return None
+    chars = int(room * CHARS_PER_TOKEN)
+    while chars >= FILL_TOKENS * 2:
+        start, end = excerpt_span(fused.episode.content, terms, chars)
+        cut = replace(fused, excerpt=(start, end))
+        cut = replace(cut, tokens=line_tokens(cut, count_tokens(cut.content)))
+        if tally.fits(cut):
+            return cut
+        chars = chars * 4 // 5
+    return None
+
+
+def shortest_options(fused: Sequence[FusedEpisode], message: str) -> list[FusedEpisode]:
+    """Each memory as packing first weighs it: whole, or a long one as its excerpt."""
+    words = stems_of(message)
+    return [_shortest(f, words) for f in fused]
 
 
 def _shortest(fused: FusedEpisode, terms: tuple[str, ...]) -> FusedEpisode:
@@ -168,8 +194,8 @@ def _shortest(fused: FusedEpisode, terms: tuple[str, ...]) -> FusedEpisode:
     if len(fused.episode.content) <= EXCERPT_OVER_CHARS:
         return whole(fused)
     start, end = excerpt_span(fused.episode.content, terms)
-    text = fused.episode.content[start:end]
-    return replace(fused, excerpt=(start, end), tokens=line_tokens(fused.episode, text))
+    cut = replace(fused, excerpt=(start, end))
+    return replace(cut, tokens=line_tokens(cut, count_tokens(cut.content)))
 
 
 def stems_of(message: str) -> tuple[str, ...]:
@@ -178,26 +204,27 @@ def stems_of(message: str) -> tuple[str, ...]:
     return tuple(sorted({term[:5].lower() for term in query_terms(message) if term}))
 
 
-def excerpt_span(text: str, terms: tuple[str, ...]) -> tuple[int, int]:
-    """The span of about `EXCERPT_TOKENS` tokens of `text` that holds the most of the
-    message's words (a word's first five letters, as a crude stem), centred on them; the
-    opening when none is there (what the episode's vector was made from). Found on the
-    characters (`EXCERPT_CHARS`), so a long text is never tokenized whole on a turn."""
-    if len(text) <= EXCERPT_CHARS:
+def excerpt_span(text: str, terms: tuple[str, ...], chars: int = EXCERPT_CHARS) -> tuple[int, int]:
+    """The span of about `chars` characters of `text` (`EXCERPT_TOKENS` tokens by default)
+    that holds the most of the message's words (a word's first five letters, as a crude
+    stem), centred on them; the opening when none is there (what the episode's vector was
+    made from). Found on the characters, so a long text is never tokenized whole on a
+    turn."""
+    if len(text) <= chars:
         return 0, len(text)
     hits = _hits(text, terms)
     if not hits:
-        return 0, _word_end(text, EXCERPT_CHARS)
+        return 0, _word_end(text, chars)
     best, most = 0, 0
     for first in range(len(hits)):  # the most hits within one window's length
-        count = bisect.bisect_right(hits, hits[first] + EXCERPT_CHARS) - first
+        count = bisect.bisect_right(hits, hits[first] + chars) - first
         if count > most:
             best, most = first, count
     inside = hits[best : best + most]
     middle = (inside[0] + inside[-1]) // 2
-    start = min(max(0, middle - EXCERPT_CHARS // 2), len(text) - EXCERPT_CHARS)
+    start = min(max(0, middle - chars // 2), len(text) - chars)
     start = _word_start(text, start)
-    return start, _word_end(text, start + EXCERPT_CHARS)
+    return start, _word_end(text, start + chars)
 
 
 def _hits(text: str, stems: tuple[str, ...]) -> list[int]:
@@ -230,18 +257,7 @@ def _word_end(text: str, at: int) -> int:
     return at if space == -1 or at - space > 30 else space
 
 
-PACKERS: dict[str, Packer] = {packer.name: packer for packer in (Dense(), Greedy())}
-
-
-def pack(
-    fused: Sequence[FusedEpisode], message: str, budget: int, limit: int, packer: str
-) -> list[FusedEpisode]:
-    """The turn's memories: at budget 0 the first `limit` whole (the spec's turn, nothing
-    counted); above it, at most `limit` that `packer` chooses (the fusion mode's own,
-    `FusionMode.packer`)."""
-    if budget <= 0:
-        return list(fused[:limit])
-    return PACKERS[packer].pack(fused, message, budget, limit)
+PACKERS: dict[str, Packer] = {packer.name: packer for packer in (Dense(), Placed())}
 
 
 def pack_turn(
@@ -250,32 +266,33 @@ def pack_turn(
     message: str,
     budget: int,
     limit: int,
-    packer: str,
+    packer: Packer,
 ) -> tuple[list[FusedEpisode], list[FusedEpisode]]:
     """A turn's two lists, (standing, memories), from fusion's list and the standing
     candidates (pinned first, then the most relevant). At budget 0 the memories are the
-    spec's, and the standing ones all come beside, those among the memories too (the
-    prompt gives each once, as a standing one). With a budget, the standing ones come
-    first, whole, each while it fits (a recognised one within `STANDING_SHARE` of it), and
-    the memories are packed into what is left, without them."""
+    spec's first `limit`, and the standing ones all come beside, those among the memories
+    too (the prompt gives each once, as a standing one). With a budget, the standing ones
+    come first, whole, each while its section fits (a recognised one within
+    `STANDING_SHARE` of it), and the memories are packed into what is left, without them:
+    both sections, as `layout` renders them, cost at most `budget`."""
     if budget <= 0:
-        return [whole(f) for f in standing], pack(fused, message, 0, limit, packer)
-    kept = _standing_within(standing, budget)
-    left = budget - sum(f.tokens for f in kept)
-    if left <= 0:
-        return kept, []
+        return [whole(f) for f in standing], list(fused[:limit])
+    kept, spent = _standing_within(standing, budget)
     taken = {f.episode.id for f in kept}
     rest = [f for f in fused if f.episode.id not in taken]
-    return kept, pack(rest, message, left, limit, packer)
+    return kept, packer.pack(rest, message, Tally(MEMORIES_CAPTION, budget - spent), limit)
 
 
-def _standing_within(standing: Sequence[FusedEpisode], budget: int) -> list[FusedEpisode]:
+def _standing_within(
+    standing: Sequence[FusedEpisode], budget: int
+) -> tuple[list[FusedEpisode], int]:
+    """The standing ones that fit, and what their section costs."""
     kept: list[FusedEpisode] = []
-    spent = 0
+    tally = Tally(STANDING_CAPTION, budget)
     for candidate in standing:
         line = whole(candidate)
         room = budget if candidate.episode.pinned else int(budget * STANDING_SHARE)
-        if spent + line.tokens <= room:
+        if budget - tally.left + tally.cost(line) <= room:
             kept.append(line)
-            spent += line.tokens
-    return kept
+            tally.add(line)
+    return kept, budget - tally.left

@@ -91,10 +91,11 @@ SETTINGS: tuple[Setting, ...] = (
         0,
         32_000,
         0,
-        "Most tokens a turn's memories may cost in the prompt: above 0 they are chosen from a"
-        " deeper list, at fusion learned for the most evidence per token (long ones cut to"
-        " the passage that matters), at rrf whole in fusion's order while they fit (0: the"
-        " first semanticLimit memories whole, the spec's turn)",
+        "Most tokens a turn's memories may cost in the prompt, as its layout gives them: above"
+        " 0 they are chosen from a deeper list for the most evidence per token (long ones cut"
+        " to the passage that matters), by the ranker's probability at fusion learned and by"
+        " a chance fitted to each place at rrf; what a budget gives, a larger one gives too"
+        " (0: the first semanticLimit memories whole, the spec's turn)",
     ),
     Setting(
         "memoryLimit",
@@ -118,13 +119,23 @@ SETTINGS: tuple[Setting, ...] = (
         " (0: none of the recognised ones)",
     ),
     Setting(
+        "standingFloor",
+        float,
+        0,
+        1,
+        0.35,
+        "How near the message in meaning (cosine) a recognised rule or preference must be"
+        " for a turn to carry it; pinned episodes come always. The default is fitted, by"
+        " conversation, for the default embedder (docs/evaluation.md); 0: no floor",
+    ),
+    Setting(
         "memoryOrder",
         str,
         0,
         0,
         "rank",
         "The order a turn's memories are given in: best first, or by when they were said"
-        " (for questions about the order of events; each memory carries its date)",
+        " (for questions about the order of events; every group of memories is dated)",
         choices=("rank", "time"),
     ),
     Setting(
@@ -170,6 +181,7 @@ class RuntimeSettings:
     context_budget: int
     memory_limit: int
     standing_limit: int
+    standing_floor: float
     memory_order: str
     time_aware: str
     fusion: str

@@ -38,10 +38,17 @@ _VECTORS_LOCK = threading.Lock()  # turns run in many threads; an OrderedDict is
 
 
 def standing_candidates(
-    found: Sequence[Episode], embedder: Embedder, vector: Vector | None, limit: int
+    found: Sequence[Episode],
+    embedder: Embedder,
+    vector: Vector | None,
+    limit: int,
+    floor: float = 0.0,
 ) -> list[FusedEpisode]:
     """The pinned episodes of `found`, then its `limit` recognised ones nearest `vector`
-    (the newest without one), each scored by its cosine to the message (pinned: 1)."""
+    (the newest without one), each scored by its cosine to the message (pinned: 1); with
+    a vector, a recognised one nearer than `floor` only (the `standingFloor` setting: on
+    human chats, sayings that read as rules, "I always ...", are rarely what a question
+    is about)."""
     pinned = [FusedEpisode(e, 1.0, None, None) for e in found if e.pinned]
     others = [e for e in found if not e.pinned]
     if limit <= 0 or not others:
@@ -50,7 +57,8 @@ def standing_candidates(
         return pinned + [FusedEpisode(e, 0.0, None, None) for e in others[:limit]]
     similarity = np.stack(_vectors(others, embedder)) @ np.asarray(vector, dtype=np.float32)
     nearest = np.argsort(-similarity, kind="stable")[:limit]
-    return pinned + [FusedEpisode(others[i], float(similarity[i]), None, None) for i in nearest]
+    near = [i for i in nearest if floor <= 0 or similarity[i] >= floor]
+    return pinned + [FusedEpisode(others[i], float(similarity[i]), None, None) for i in near]
 
 
 def warm_vectors(memory: MemoryClient, embedder: Embedder, keep_on: Callable[[], bool]) -> None:

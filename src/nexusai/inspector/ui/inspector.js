@@ -338,7 +338,9 @@ async function ask(event) {
   const standing = data.standing || [];
   $("standing-title").hidden = standing.length === 0;
   $("standing").replaceChildren(...standing.map(standingItem));
-  state.asked.standingTokens = standing.reduce((sum, m) => sum + m.tokens, 0);
+  state.asked.tokens = data.tokens;
+  $("prompt").textContent = data.prompt;
+  $("prompt-box").hidden = !data.prompt;
   $("recent").replaceChildren(...data.recent.map((e) => episodeItem(e)));
   $("entities").replaceChildren(...data.entities.map((e) => element("li", { title: e.type }, `${e.name} · ${e.type}`)));
   for (const warning of data.warnings) showMessage(warning, "warning");
@@ -365,9 +367,8 @@ function renderMemories() {
   $("memories-note").textContent =
     `${fused.length} of ${legs.semantic.length} semantic + ${legs.keyword.length} keyword candidates` +
     ` · terms: ${legs.terms.join(", ") || "none (keyword leg sits out)"}`;
-  const used = memories.reduce((sum, m) => sum + (m.tokens || 0), state.asked.standingTokens);
   $("fusion-note").textContent = packed
-    ? `the server's choice (fusion ${asked.fusion}), packed into ${asked.contextBudget} tokens: ${used} used`
+    ? `the server's choice (fusion ${asked.fusion}), packed into ${asked.contextBudget} tokens: ${state.asked.tokens} used`
     : learned || (semanticWeight === asked.semanticWeight && keywordWeight === asked.keywordWeight)
       ? `the server's order (fusion ${asked.fusion})`
       : `re-fused here at ${semanticWeight.toFixed(2)} / ${keywordWeight.toFixed(2)}`;

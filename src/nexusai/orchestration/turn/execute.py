@@ -101,7 +101,11 @@ def _assembled(turn: TurnPlan, embedder: Embedder, gathered: Gathered) -> Contex
     legs = Legs(found.get("semantic", []), found.get("keyword", []))
     with stopwatch(timings, "standing"):
         standing = standing_candidates(
-            found.get("standing", []), embedder, vector, settings.standing_limit
+            found.get("standing", []),
+            embedder,
+            vector,
+            settings.standing_limit,
+            settings.standing_floor,
         )
     with stopwatch(timings, "fuse"):
         fused = turn.mode.fuse(turn.message, legs, settings, turn.fused, turn.request.explain)

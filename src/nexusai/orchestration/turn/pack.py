@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.packing import pack_turn
+from nexusai.orchestration.packing import PACKERS, pack_turn
 from nexusai.orchestration.turn.plan import TurnPlan
 
 Packed = tuple[list[FusedEpisode], list[FusedEpisode], list[str]]
@@ -20,7 +20,8 @@ def pack(turn: TurnPlan, fused: list[FusedEpisode], standing: Sequence[FusedEpis
     settings = turn.settings
     budget = settings.context_budget
     limit = settings.memory_limit if budget > 0 else settings.semantic_limit
-    kept, memories = pack_turn(fused, standing, turn.message, budget, limit, turn.mode.packer)
+    packer = PACKERS[turn.mode.packer]
+    kept, memories = pack_turn(fused, standing, turn.message, budget, limit, packer)
     if settings.memory_order == "time":
         memories = sorted(memories, key=lambda f: (f.episode.occurred_at, f.episode.id))
     return kept, memories, _left_out(budget, fused, standing, kept, memories)

@@ -166,6 +166,13 @@ def test_context_takes_a_budget_a_filter_and_a_time_and_marks_excerpts(
         flat = re.sub(r"[\s│]+", "", budgeted.output)  # the table folds long text
         assert "[excerpt:characters" in flat
         assert "…" in flat
+        prompt = runner.invoke(cli, [*asked, "--budget", "200", "--prompt"])
+        served = httpx.post(
+            f"{url}/context",
+            json={"sessionId": sid, "message": asked[-1], "settings": {"contextBudget": 200}},
+        ).json()
+        assert prompt.output == served["prompt"] + "\n"  # the block, as the LLM gets it
+        assert "5 March 2026\nuser: Miso likes tuna" in prompt.output
         filtered = runner.invoke(cli, [*asked, "--after", "2026-03-01", "--speaker", "user"])
         assert "Miso likes tuna" in filtered.output
         assert "weather" not in filtered.output

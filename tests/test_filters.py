@@ -122,10 +122,11 @@ def test_the_standing_list_keeps_to_the_filter(client: TestClient) -> None:
     _store(client, project, "03", MARCH)
     _store(client, project, "05", MAY)
     asker = _asker(client, project)
-    turn = _turn(client, asker, "How should we travel?", settings=SMALL)
+    every = {**SMALL, "standingFloor": 0}  # every rule, near the message or not
+    turn = _turn(client, asker, "How should we travel?", settings=every)
     assert "Always answer me in short bullet points." in _said(turn, "standing")
     narrowed = _turn(
-        client, asker, "How should we travel?", settings=SMALL, filter={"after": "2026-05-01"}
+        client, asker, "How should we travel?", settings=every, filter={"after": "2026-05-01"}
     )
     # A standing episode that is among the memories is not given twice.
     carried = _said(narrowed, "standing") + _said(narrowed, "memories")

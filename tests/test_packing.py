@@ -22,6 +22,7 @@ from nexusai.orchestration.packing import (
     excerpt_span,
     pack_turn,
     stems_of,
+    whole,
 )
 from nexusai.tokens import count_tokens
 
@@ -120,12 +121,14 @@ def test_memories_are_grouped_by_conversation_and_dated_once_a_group() -> None:
         (2, "Melanie", "Pottery sounds fun!", 8, 1),
         (3, "Caroline", "The class made a vase", 20, 2),
         (4, "Caroline", "Before that I signed up", 8, 1),
+        (5, "Caroline", "and paid for ten weeks", 8, 1),
     ]
     given = [
         FusedEpisode(Episode(i, s, who, text, f"2023-05-{day:02d}T10:00:0{i}Z", "", {}), 0, 1, None)
         for i, who, text, day, s in said
     ]
-    assert render(MEMORIES_CAPTION, [given[2], given[1], given[0], given[3]]) == "\n".join(
+    block = render(MEMORIES_CAPTION, [given[2], given[1], given[4], given[0], given[3]])
+    assert block == "\n".join(
         [
             MEMORIES_CAPTION,
             "20 May 2023",
@@ -134,8 +137,11 @@ def test_memories_are_grouped_by_conversation_and_dated_once_a_group() -> None:
             "Caroline: I joined a pottery class",
             "Melanie: Pottery sounds fun!",
             "Caroline: Before that I signed up",
+            "and paid for ten weeks",  # the same speaker again: not named
         ]
     )
+    counted = [whole(f) for f in given]  # what it costs is what packing counted
+    assert section_tokens(MEMORIES_CAPTION, counted) == count_tokens(block)
 
 
 def test_an_excerpt_holds_the_words_asked_about_and_opens_when_none() -> None:
@@ -167,7 +173,8 @@ def test_the_api_reports_tokens_and_excerpts_whose_offsets_point_at_the_text(
     packed = memories(client, sid, "What is Miso allergic to?", **asked)
     assert packed["budget"] == 200
     assert sum(m["tokens"] for m in packed["memories"]) < packed["tokens"] <= 200
-    assert count_tokens(packed["prompt"]) == packed["tokens"]  # captions and dates counted
+    sections = packed["prompt"].split("\n\nKnown entities:")[0]
+    assert count_tokens(sections) == packed["tokens"]  # captions and dates counted
     cut = [m for m in packed["memories"] if "excerpt" in m]
     assert cut, packed
     whole = client.get(f"/episodes/{cut[0]['id']}").json()["content"]

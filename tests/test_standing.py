@@ -25,6 +25,7 @@ from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.settings import DEFAULTS
 from nexusai.orchestration.turn import TurnRequest, run_turn
+from nexusai.tokens import count_tokens
 from tests.conftest import SwitchableEmbedder
 
 RULE = "Always include version numbers when I ask about software dependencies or libraries."
@@ -213,8 +214,11 @@ def test_a_recognised_rule_is_listed_under_standing(
     client, project = project_client
     _, [rule, *_] = _session(client, project, RULE, *FILLER)
     asking, _ = _session(client, project, "hello")
-    # Two memories, both nearer the message than the rule, which shares none of its words.
-    turn = _turn(client, asking, "Add a chart of monthly expenses", semanticLimit=2)
+    # Two memories, both nearer the message than the rule, which shares none of its words
+    # (and is far from it in meaning: no floor, to show it still comes).
+    turn = _turn(
+        client, asking, "Add a chart of monthly expenses", semanticLimit=2, standingFloor=0
+    )
     assert rule not in _ids(turn["memories"])
     assert _ids(turn["standing"]) == [rule]
     standing: dict[str, Any] = turn["standing"][0]  # type: ignore[index]
@@ -222,6 +226,19 @@ def test_a_recognised_rule_is_listed_under_standing(
     assert standing["tokens"] > 0
     assert 0 < standing["similarity"] < 1
     assert "standing" not in _turn(client, asking, "dashboard", semanticLimit=2, standingLimit=0)
+
+
+def test_a_recognised_rule_far_from_the_message_stays_out(
+    project_client: tuple[TestClient, int],
+) -> None:
+    """The `standingFloor`: a rule is carried when the message is near it in meaning."""
+    client, project = project_client
+    _, [rule, *_] = _session(client, project, RULE, *FILLER)
+    asking, _ = _session(client, project, "hello")
+    assert "standing" not in _turn(client, asking, "Add a chart of monthly expenses")
+    near = _turn(client, asking, "Pin the software dependencies and their libraries")
+    assert _ids(near["standing"]) == [rule]
+    assert near["standing"][0]["similarity"] >= 0.35  # type: ignore[index]
 
 
 def test_a_rule_the_search_also_found_stays_under_standing_and_is_said_once(
@@ -256,13 +273,14 @@ def test_a_budget_too_small_says_what_it_left_out(
     _session(client, project, RULE, *FILLER)
     asking, _ = _session(client, project, "hello")
     for fusion in ("rrf", "learned"):
-        turn = _turn(client, asking, "dashboard chart", contextBudget=8, fusion=fusion)
+        asked = {"contextBudget": 8, "fusion": fusion, "standingFloor": 0}
+        turn = _turn(client, asking, "dashboard chart", **asked)
         assert turn["memories"] == []
         assert "standing" not in turn  # the rule is over a quarter of 8 tokens
         said = " ".join(turn["warnings"])  # type: ignore[arg-type]
         assert "did not fit" in said
         assert "left room for no memory" in said
-    roomy = _turn(client, asking, "dashboard chart", contextBudget=1000)
+    roomy = _turn(client, asking, "dashboard chart", contextBudget=1000, standingFloor=0)
     assert roomy["warnings"] == []
 
 
@@ -302,7 +320,9 @@ def test_a_turn_with_standing_ones_never_exceeds_its_budget(
     for budget in (20, 80, 400, 2000):
         turn = _turn(client, sid, "which libraries for the dashboard?", contextBudget=budget)
         given = [*turn["memories"], *turn.get("standing", [])]  # type: ignore[misc]
-        assert turn["tokens"] == sum(m["tokens"] for m in given) <= budget
+        lines = sum(m["tokens"] for m in given)
+        sections = str(turn["prompt"]).split("\n\nKnown entities:")[0]
+        assert lines <= turn["tokens"] == count_tokens(sections) <= budget
         recognised = [m for m in turn.get("standing", []) if not m["pinned"]]  # type: ignore[attr-defined]
         assert sum(m["tokens"] for m in recognised) <= budget // 4
 
@@ -326,7 +346,7 @@ def test_the_chat_prompt_carries_the_standing_ones(
 ) -> None:
     sid = memory.store.create_session().id
     memory.add_episodes(sid, [NewEpisode("user", t) for t in (RULE, *FILLER)])
-    settings = replace(DEFAULTS, recent_limit=0, semantic_limit=2)
+    settings = replace(DEFAULTS, recent_limit=0, semantic_limit=2, standing_floor=0.0)
     context = run_turn(memory, embedder, settings, TurnRequest(sid, "a chart of monthly expenses"))
     assert [m.episode.content for m in context.standing] == [RULE]
     system = build_prompt(context)[0]["content"]

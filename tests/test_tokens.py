@@ -12,8 +12,9 @@ from nexusai.evaluation.datasets import load_beam, load_locomo
 from nexusai.tokens import count_tokens, tokens_of
 
 
-def test_words_marks_and_cjk_characters_are_tokens() -> None:
+def test_words_marks_cjk_characters_and_line_breaks_are_tokens() -> None:
     assert count_tokens("I adopted a puppy called Biscuit, last week!") == 10
+    assert count_tokens("one\ntwo") == count_tokens("one\n\n\ntwo") == 3  # a run is one
     assert count_tokens("漢字かなabc def") == 6
     assert count_tokens("") == 0
     text = "It's 3pm: café?"
@@ -41,5 +42,7 @@ def test_the_count_is_close_to_openais_on_both_development_sets(dev_data: Path) 
         theirs = [len(o200k.encode(t)) for t in texts]
         ratio = sum(ours) / sum(theirs)
         error = sum(abs(a - b) / max(b, 1) for a, b in zip(ours, theirs, strict=True)) / len(texts)
-        assert 1.0 <= ratio <= 1.1, (evalset.name, ratio)  # a little over: budgets hold there
+        # A little over, so budgets hold there: most over on assistant chats, whose line
+        # breaks o200k often joins to the mark before them.
+        assert 1.0 <= ratio <= 1.15, (evalset.name, ratio)
         assert error <= 0.1, (evalset.name, error)

@@ -17,7 +17,13 @@ from nexusai.llm import LLMError, Message, OpenAIChat
 from nexusai.models import Episode, NewEpisode
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.layout import MEMORIES_CAPTION, STANDING_CAPTION, render, section_tokens
+from nexusai.orchestration.layout import (
+    MEMORIES_CAPTION,
+    SECTION_BREAK,
+    STANDING_CAPTION,
+    render,
+    section_tokens,
+)
 from nexusai.orchestration.memory_client import MemoryClient
 
 USER, ASSISTANT = "user", "assistant"
@@ -69,10 +75,11 @@ def memory_block(context: Context) -> str:
 
 
 def memory_tokens(context: Context) -> int:
-    """What the block's standing and memory sections cost: what `contextBudget` holds."""
-    return section_tokens(STANDING_CAPTION, context.standing) + section_tokens(
-        MEMORIES_CAPTION, _searched(context)
-    )
+    """What the block's standing and memory sections cost, and the break between them:
+    what `contextBudget` holds."""
+    standing = section_tokens(STANDING_CAPTION, context.standing)
+    memories = section_tokens(MEMORIES_CAPTION, _searched(context))
+    return standing + memories + (SECTION_BREAK if standing and memories else 0)
 
 
 def build_prompt(context: Context) -> list[Message]:

@@ -26,7 +26,13 @@ from dataclasses import dataclass, replace
 from nexusai.keywords import query_terms
 from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.layout import MEMORIES_CAPTION, STANDING_CAPTION, Tally, line_tokens
+from nexusai.orchestration.layout import (
+    MEMORIES_CAPTION,
+    SECTION_BREAK,
+    STANDING_CAPTION,
+    Tally,
+    line_tokens,
+)
 from nexusai.orchestration.learned import probability
 from nexusai.tokens import count_tokens
 
@@ -63,7 +69,7 @@ def content_tokens(episode: Episode) -> int:
     with _COUNTED_LOCK:
         found = _COUNTED.get(key)
     if found is None:
-        found = count_tokens(episode.content)
+        found = count_tokens(episode.content.strip())  # as a line gives it
         with _COUNTED_LOCK:
             _COUNTED[key] = found
             if len(_COUNTED) > _COUNTED_MAX:
@@ -175,7 +181,7 @@ def _cut_to(fused: FusedEpisode, terms: tuple[str, ...], tally: Tally) -> FusedE
     while chars >= FILL_TOKENS * 2:
         start, end = excerpt_span(fused.episode.content, terms, chars)
         cut = replace(fused, excerpt=(start, end))
-        cut = replace(cut, tokens=line_tokens(cut, count_tokens(cut.content)))
+        cut = replace(cut, tokens=line_tokens(cut, count_tokens(cut.content.strip())))
         if tally.fits(cut):
             return cut
         chars = chars * 4 // 5
@@ -195,7 +201,7 @@ def _shortest(fused: FusedEpisode, terms: tuple[str, ...]) -> FusedEpisode:
         return whole(fused)
     start, end = excerpt_span(fused.episode.content, terms)
     cut = replace(fused, excerpt=(start, end))
-    return replace(cut, tokens=line_tokens(cut, count_tokens(cut.content)))
+    return replace(cut, tokens=line_tokens(cut, count_tokens(cut.content.strip())))
 
 
 def stems_of(message: str) -> tuple[str, ...]:
@@ -280,7 +286,8 @@ def pack_turn(
     kept, spent = _standing_within(standing, budget)
     taken = {f.episode.id for f in kept}
     rest = [f for f in fused if f.episode.id not in taken]
-    return kept, packer.pack(rest, message, Tally(MEMORIES_CAPTION, budget - spent), limit)
+    left = budget - spent - (SECTION_BREAK if kept else 0)
+    return kept, packer.pack(rest, message, Tally(MEMORIES_CAPTION, left), limit)
 
 
 def _standing_within(

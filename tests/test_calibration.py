@@ -1,0 +1,69 @@
+"""RRF's worth by place: fitted to labelled fused lists, cross-validated by conversation,
+and a fall in recall as the budget grows flagged."""
+
+from __future__ import annotations
+
+import pytest
+
+from nexusai.errors import InvalidInput
+from nexusai.evaluation.budgets import Entry, Packed, falls, within_budget
+from nexusai.evaluation.calibration import cross_validated, fit
+from nexusai.models import Episode
+from nexusai.orchestration.fusion import FusedEpisode
+
+
+def entry(fold: tuple[str, str], first: int, evidence_at: int) -> Entry:
+    """A fused list of 12 short memories whose evidence sits at `evidence_at`."""
+    fused = [
+        FusedEpisode(
+            Episode(
+                first + i,
+                1,
+                "user",
+                f"note {i} about the trip " * (1 + i % 3),
+                "2026-03-01",
+                "",
+                {},
+            ),
+            0.0,
+            i + 1,
+            None,
+        )
+        for i in range(12)
+    ]
+    return Entry(fold, "the trip", fused, (), [first + evidence_at])
+
+
+def entries() -> list[Entry]:
+    found = []
+    for c in range(4):
+        for q in range(10):
+            fold = ("chats" if c % 2 else "talks", f"c{c}")
+            found.append(entry(fold, 1000 * c + 20 * q, (q % 3) if q < 9 else 7))
+    return found
+
+
+def test_the_fit_finds_evidence_nearer_the_top_more_likely() -> None:
+    fitted = fit(entries())
+    assert fitted.place < 0
+    first, tenth = entries()[0].fused[0], entries()[0].fused[9]
+    assert fitted.chance(0, first) > fitted.chance(9, tenth)
+
+
+def test_each_conversation_gets_a_fit_that_left_it_out() -> None:
+    folds = cross_validated(entries())
+    assert set(folds) == {("talks", "c0"), ("chats", "c1"), ("talks", "c2"), ("chats", "c3")}
+    alone = [e for e in entries() if e.fold == ("talks", "c0")]
+    with pytest.raises(InvalidInput, match="two conversations"):
+        cross_validated(alone)
+
+
+def test_recall_by_budget_is_scored_and_a_fall_is_flagged() -> None:
+    packed = Packed("placed")
+    for found in entries():
+        packed.add(found.fold, found.message, found.fused, found.standing, found.evidence)
+    row = within_budget("placed", packed.given(), [e.evidence for e in entries()], ["x"] * 40)
+    recall = row["placed"]["recall"]
+    assert list(recall.values()) == sorted(recall.values())  # never falls: nested packing
+    assert row["placed"]["falls"] == []
+    assert falls({"250": 0.5, "500": 0.4, "1000": 0.6, "2000": 0.6}) == [500]

@@ -7,13 +7,13 @@ import pytest
 
 from nexusai.errors import InvalidInput
 from nexusai.evaluation.budgets import Entry, Packed, falls, within_budget
-from nexusai.evaluation.calibration import cross_validated, fit
+from nexusai.evaluation.calibration import cross_validated, fit, standing_floor
 from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode
 
 
-def entry(fold: tuple[str, str], first: int, evidence_at: int) -> Entry:
-    """A fused list of 12 short memories whose evidence sits at `evidence_at`."""
+def entry(fold: tuple[str, str], first: int, evidence_at: int, many: int = 12) -> Entry:
+    """A fused list of `many` short memories whose evidence sits at `evidence_at`."""
     fused = [
         FusedEpisode(
             Episode(
@@ -25,11 +25,11 @@ def entry(fold: tuple[str, str], first: int, evidence_at: int) -> Entry:
                 "",
                 {},
             ),
-            0.0,
+            -0.01 * i,  # falling, as a ranker's scores do
             i + 1,
             None,
         )
-        for i in range(12)
+        for i in range(many)
     ]
     return Entry(fold, "the trip", fused, (), [first + evidence_at])
 
@@ -67,3 +67,21 @@ def test_recall_by_budget_is_scored_and_a_fall_is_flagged() -> None:
     assert list(recall.values()) == sorted(recall.values())  # never falls: nested packing
     assert row["placed"]["falls"] == []
     assert falls({"250": 0.5, "500": 0.4, "1000": 0.6, "2000": 0.6}) == [500]
+
+
+def test_the_standing_floor_is_chosen_by_conversation() -> None:
+    """A far rule that takes room from the evidence: every floor that drops it wins."""
+    rule = Episode(999_999, 1, "user", "Always be brief " * 15, "2026-03-01", "", {})
+    packed = Packed("dense")
+    for c in range(4):
+        for q in range(10):
+            fold = ("chats" if c % 2 else "talks", f"c{c}")
+            found = entry(fold, 1000 * c + 50 * q, 25 + 3 * (q % 3), many=40)  # at 250's edge
+            far = FusedEpisode(rule, 0.15, None, None)  # cosine 0.15: under a floor of 0.2
+            packed.add(found.fold, found.message, found.fused, (far,), found.evidence)
+    floors = standing_floor(packed)
+    assert set(floors["chosen"].values()) == {0.2}  # the lowest floor that drops it
+    assert floors["onAll"] == 0.2
+    at = floors["byFloor"]
+    assert at["0.2"]["talks"]["250"] > at["0.0"]["talks"]["250"]
+    assert floors["crossValidated"]["talks"] == at["0.2"]["talks"]

@@ -347,7 +347,9 @@ class MemoryOut(EpisodeOut):
         " (every third) that go to RRF (1, 1)'s best not yet placed",
     )
     tokens: int | None = Field(
-        default=None, description="With a contextBudget: what its line costs in the prompt"
+        default=None,
+        description="With a contextBudget: what its line costs in the prompt, its speaker"
+        " named (`tokens` of the context is the whole block's)",
     )
     excerpt: ExcerptOut | None = Field(
         default=None,
@@ -363,7 +365,7 @@ class StandingOut(MarkedEpisodeOut):
     similarity: float | None = Field(
         default=None, description="A recognised one's: its cosine to the message (pinned: null)"
     )
-    tokens: int = Field(description="What its line costs in the prompt")
+    tokens: int = Field(description="What its line costs in the prompt, its speaker named")
 
 
 class LegsOut(CamelModel):

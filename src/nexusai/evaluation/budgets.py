@@ -19,7 +19,7 @@ from nexusai.orchestration.layout import (
     section_tokens,
 )
 from nexusai.orchestration.packing import PACKERS, Packer, pack_turn
-from nexusai.orchestration.settings import MAX_MEMORIES
+from nexusai.orchestration.settings import DEFAULTS, MAX_MEMORIES
 
 BUDGETS = (250, 500, 1000, 2000, 4000)
 
@@ -64,15 +64,22 @@ class Packed:
     ) -> None:
         self.entries.append(Entry(fold, message, fused, standing, evidence))
 
-    def given(self, packer_for: Callable[[Fold], Packer] | None = None) -> dict[int, list[Given]]:
+    def given(
+        self,
+        packer_for: Callable[[Fold], Packer] | None = None,
+        floor: float = DEFAULTS.standing_floor,
+        budgets: Sequence[int] = BUDGETS,
+    ) -> dict[int, list[Given]]:
         """{budget: what each question's turn gave}, each packed by `packer_for(its fold)`
-        (the shipped packer when None)."""
-        out: dict[int, list[Given]] = {b: [] for b in BUDGETS}
+        (the shipped packer when None), its standing candidates kept to `floor`
+        (`standingFloor`)."""
+        out: dict[int, list[Given]] = {b: [] for b in budgets}
         for entry in self.entries:
             packer = packer_for(entry.fold) if packer_for else PACKERS[self.packer]
+            standing = [f for f in entry.standing if kept_at(f, floor)]
             for budget, given in out.items():
                 kept, memories = pack_turn(
-                    entry.fused, entry.standing, entry.message, budget, MAX_MEMORIES, packer
+                    entry.fused, standing, entry.message, budget, MAX_MEMORIES, packer
                 )
                 packed = [*kept, *memories]
                 ids = frozenset(f.episode.id for f in packed)
@@ -82,6 +89,12 @@ class Packed:
                 cost += SECTION_BREAK if kept and memories else 0
                 given.append(Given(ids, cut, cost))
         return out
+
+
+def kept_at(candidate: FusedEpisode, floor: float) -> bool:
+    """Whether a turn at `standingFloor` `floor` carries this standing candidate, as
+    `orchestration.standing` decides."""
+    return candidate.episode.pinned or floor <= 0 or candidate.score >= floor
 
 
 def within_budget(

@@ -205,8 +205,11 @@ SLICES = {
 
 
 # A turn that asks neither leg: its standing candidates, as a turn at the defaults carries
-# them, and nothing else.
-STANDING_ONLY = replace(DEFAULTS, semantic_weight=0.0, keyword_weight=0.0, entity_limit=0)
+# them but with no floor (packing applies `standingFloor`, so that floors can be compared),
+# and nothing else.
+STANDING_ONLY = replace(
+    DEFAULTS, semantic_weight=0.0, keyword_weight=0.0, entity_limit=0, standing_floor=0.0
+)
 
 
 def asked_as_a_turn(
@@ -226,7 +229,7 @@ def asked_as_a_turn(
 
 
 def with_standing(chat: Imported, embedder: Embedder, question: Asked) -> Asked:
-    """The question with the standing candidates its turn would carry."""
+    """The question with the standing candidates its turn would carry at any floor."""
     found = asked_as_a_turn(chat, embedder, question.text, STANDING_ONLY).standing_candidates
     return replace(question, standing=tuple(found))
 

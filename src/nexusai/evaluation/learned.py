@@ -277,6 +277,7 @@ class LearnedEval:
         self.depth = depth
         self.base = base
         self.pools: list[Pool] = []
+        self.packed = Packed(Learned.packer)  # every set's budgeted turns, once scored
 
     def collect(self, chat: Imported, dataset: str, conversation: str) -> None:
         found = pools_of(chat, dataset, conversation, self.embedder, self.depth, self.base)
@@ -299,6 +300,7 @@ class LearnedEval:
                 packed.add(
                     fold, question.text, deep[start + i], question.standing, question.evidence
                 )
+            self.packed.entries += packed.entries
             start += len(asked)
             run = Run(None, lists, latency, packed)
             row = summary(run, asked, ks, result["categories"])

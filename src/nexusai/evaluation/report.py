@@ -17,10 +17,12 @@ from rich.table import Table
 from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
 from nexusai.evaluation.budgets import BUDGETS
+from nexusai.evaluation.calibration import standing_floor
 from nexusai.evaluation.datasets import EvalSet
 from nexusai.evaluation.harness import Imported, budget_rows, evaluate, plot
 from nexusai.evaluation.learned import LearnedEval
 from nexusai.orchestration.modes import RRF, Learned
+from nexusai.orchestration.packing import PlacedWorth
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings, read_settings_file
 
 RECOMMENDED = (1.0, 1.0)  # the one weight pair that holds on both kinds of chat
@@ -100,33 +102,16 @@ def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
     marks = {"recommended": recommended, "configured": configured}
     collect = learned.collect if learned else None
     results = [_with_progress(console, s, embedder, options, extra, collect) for s in sets]
+    floors = None
     if learned:
         _cross_validate(console, learned, results, options.ks)
+        floors = standing_floor(learned.packed)
     placed = budget_rows(results)
     per_set = []
     for result in results:
         del result["asked"], result["categories"], result["packed"]  # what rows were scored on
         per_set.append({**result, **marks})
-        console.print(table(per_set[-1], options.ks))
-        console.print(
-            f"{result['questions']} questions; {result['droppedEvidenceRefs']} evidence refs "
-            "resolved to no message and were dropped"
-        )
-        if any("withinBudget" in row for row in result["results"]):
-            console.print(budget_table(per_set[-1]))
-            console.print(category_table(per_set[-1]))
-        marked = result["standing"]
-        recall = ", ".join(f"{c} {r:.2f}" for c, r in marked["probeRecall"].items())
-        console.print(
-            f"Standing messages: {marked['marked']} of {marked['messages']} marked"
-            f" ({marked['markedAreProbeEvidence']} are a probe's evidence)"
-            + (f"; recall on the probes' rules and preferences: {recall}" if recall else "")
-        )
-        bound = " / ".join(f"{result['legChoiceBound'][str(k)]:.3f}" for k in options.ks)
-        console.print(
-            f"Each question answered by its better single leg: R@k {bound} (no per-question"
-            " choice of leg can do better)"
-        )
+        _print_set(console, per_set[-1], options.ks)
     combined = {
         "embedder": embedder.name,
         **marks,
@@ -134,12 +119,7 @@ def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
         "results": [row for result in per_set for row in result["results"]],
         "worst": worst_case(per_set, options.ks),
     }
-    if placed is not None:
-        combined["placedWorth"] = asdict(placed)
-        console.print(
-            "RRF's worth by place, fitted on every conversation given (packing.PLACED_WORTH;"
-            f" each conversation above was packed by the fit that left it out): {placed}"
-        )
+    _print_fitted(console, combined, floors, placed)
     if len(per_set) > 1:
         console.print(worst_table(combined, options.ks))
     if options.json_out:
@@ -147,6 +127,48 @@ def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
     if options.plot_out and per_set:
         plot(per_set[0], options.plot_out)
     return combined
+
+
+def _print_set(console: Console, result: dict[str, Any], ks: Sequence[int]) -> None:
+    """One set's tables and figures."""
+    console.print(table(result, ks))
+    console.print(
+        f"{result['questions']} questions; {result['droppedEvidenceRefs']} evidence refs "
+        "resolved to no message and were dropped"
+    )
+    if any("withinBudget" in row for row in result["results"]):
+        console.print(budget_table(result))
+        console.print(category_table(result))
+    marked = result["standing"]
+    recall = ", ".join(f"{c} {r:.2f}" for c, r in marked["probeRecall"].items())
+    console.print(
+        f"Standing messages: {marked['marked']} of {marked['messages']} marked"
+        f" ({marked['markedAreProbeEvidence']} are a probe's evidence)"
+        + (f"; recall on the probes' rules and preferences: {recall}" if recall else "")
+    )
+    bound = " / ".join(f"{result['legChoiceBound'][str(k)]:.3f}" for k in ks)
+    console.print(
+        f"Each question answered by its better single leg: R@k {bound} (no per-question"
+        " choice of leg can do better)"
+    )
+
+
+def _print_fitted(
+    console: Console,
+    combined: dict[str, Any],
+    floors: dict[str, Any] | None,
+    placed: PlacedWorth | None,
+) -> None:
+    """What packing was fitted to, by conversation, into the JSON and on the screen."""
+    if floors is not None:
+        combined["standingFloor"] = floors
+        console.print(floor_table(floors))
+    if placed is not None:
+        combined["placedWorth"] = asdict(placed)
+        console.print(
+            "RRF's worth by place, fitted on every conversation given (packing.PLACED_WORTH;"
+            f" each conversation above was packed by the fit that left it out): {placed}"
+        )
 
 
 def _with_progress(
@@ -241,6 +263,33 @@ def _key(row: dict[str, Any] | None) -> tuple[str, float, float] | tuple[str] | 
     if row.get("fusion") == Learned.name:
         return (Learned.name,)
     return (RRF.name, row["semanticWeight"], row["keywordWeight"])
+
+
+def floor_table(floors: dict[str, Any]) -> Table:
+    """Recall of the learned turns within each budget at each `standingFloor`, and with the
+    floor each conversation got from all the others."""
+    grid = Table(
+        title="standingFloor: recall within a budget, learned (each dataset, 250 to 2,000)",
+        caption=f"chosen by conversation: {_counted(floors['chosen'])}; on all of them:"
+        f" {floors['onAll']}",
+    )
+    datasets = list(floors["crossValidated"])
+    budgets = list(next(iter(floors["crossValidated"].values())))
+    grid.add_column("floor")
+    for dataset in datasets:
+        grid.add_column(f"{dataset} {'/'.join(budgets)}", justify="right")
+    rows = [*floors["byFloor"].items(), ("by conversation", floors["crossValidated"])]
+    for name, recall in rows:
+        cells = [" ".join(f"{recall[d][b]:.3f}" for b in budgets) for d in datasets]
+        grid.add_row(name, *cells)
+    return grid
+
+
+def _counted(chosen: dict[str, float]) -> str:
+    counts: dict[float, int] = {}
+    for floor in chosen.values():
+        counts[floor] = counts.get(floor, 0) + 1
+    return ", ".join(f"{f} for {n}" for f, n in sorted(counts.items()))
 
 
 def budget_table(result: dict[str, Any]) -> Table:

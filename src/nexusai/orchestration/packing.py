@@ -166,7 +166,7 @@ class PlacedWorth:
 
 # Fitted on LoCoMo and BEAM 1-10 by `nexus eval all` (it prints the fit on every
 # conversation given, and scores each with a fit that left it out: docs/evaluation.md).
-PLACED_WORTH = PlacedWorth(bias=-4.584, place=-1.024, tokens=1.079, excerpt=-1.561)
+PLACED_WORTH = PlacedWorth(bias=-4.644, place=-1.024, tokens=1.087, excerpt=-1.631)
 # The room the last memory may be cut to: less says too little to be worth its tokens.
 FILL_TOKENS = 40
 

@@ -401,7 +401,6 @@ class ContextOut(CamelModel):
         " date headers are counted here too)",
     )
     prompt: str = Field(
-        default="",
         description="The standing memories, memories and entities as the chat prompt gives"
         " them to the LLM: grouped by conversation, a date over each group, a speaker on"
         " each line (docs/retrieval.md). Put it in your own system message as it is",

@@ -110,7 +110,7 @@ def _without_added(turn: dict[str, Any]) -> dict[str, Any]:
     """The answer as the golden file has it; the block (`prompt`) must give each memory."""
     prompt = turn["prompt"]
     for memory in turn["memories"]:
-        assert f"{memory['content']}" in prompt
+        assert memory["content"] in prompt
     return {k: v for k, v in turn.items() if k not in ADDED}
 
 

@@ -12,12 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.layout import (
-    MEMORIES_CAPTION,
-    SECTION_BREAK,
-    STANDING_CAPTION,
-    section_tokens,
-)
+from nexusai.orchestration.layout import block_tokens
 from nexusai.orchestration.packing import PACKERS, Packer, pack_turn
 from nexusai.orchestration.settings import DEFAULTS, MAX_MEMORIES
 
@@ -84,10 +79,7 @@ class Packed:
                 packed = [*kept, *memories]
                 ids = frozenset(f.episode.id for f in packed)
                 cut = frozenset(f.episode.id for f in packed if f.excerpt is not None)
-                cost = section_tokens(STANDING_CAPTION, kept)
-                cost += section_tokens(MEMORIES_CAPTION, memories)
-                cost += SECTION_BREAK if kept and memories else 0
-                given.append(Given(ids, cut, cost))
+                given.append(Given(ids, cut, block_tokens(kept, memories)))
         return out
 
 

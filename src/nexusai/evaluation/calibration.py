@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from nexusai.errors import InvalidInput
 from nexusai.evaluation.budgets import Entry, Fold, Packed
-from nexusai.orchestration.packing import Placed, PlacedWorth, shortest_options
+from nexusai.orchestration.packing import Placed, PlacedWorth, shortest_options, stems_of
 
 L2 = 1.0  # a light pull to 0: four weights, thousands of rows
 STEPS = 30  # Newton's method: converged in well under this
@@ -28,7 +28,7 @@ STEPS = 30  # Newton's method: converged in well under this
 
 def features(entry: Entry) -> npt.NDArray[np.float64]:
     """A row per memory of the fused list: 1, log(place + 1), log(tokens), excerpt."""
-    options = shortest_options(entry.fused, entry.message)
+    options = shortest_options(entry.fused, stems_of(entry.message))
     return np.array(
         [
             [1.0, math.log(place + 1), math.log(max(f.tokens, 1)), float(f.excerpt is not None)]

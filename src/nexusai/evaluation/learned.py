@@ -140,10 +140,6 @@ def pool(
     )
 
 
-def _given(question: Asked) -> tuple[Sequence[FusedEpisode], Sequence[int]]:
-    return question.standing, question.evidence
-
-
 def _bare(episode: Episode) -> Episode:
     return replace(episode, search_text="", context_text="", metadata={})
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -286,10 +287,7 @@ def floor_table(floors: dict[str, Any]) -> Table:
 
 
 def _counted(chosen: dict[str, float]) -> str:
-    counts: dict[float, int] = {}
-    for floor in chosen.values():
-        counts[floor] = counts.get(floor, 0) + 1
-    return ", ".join(f"{f} for {n}" for f, n in sorted(counts.items()))
+    return ", ".join(f"{f} for {n}" for f, n in sorted(Counter(chosen.values()).items()))
 
 
 def budget_table(result: dict[str, Any]) -> Table:

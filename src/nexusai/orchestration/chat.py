@@ -19,10 +19,9 @@ from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.layout import (
     MEMORIES_CAPTION,
-    SECTION_BREAK,
     STANDING_CAPTION,
+    block_tokens,
     render,
-    section_tokens,
 )
 from nexusai.orchestration.memory_client import MemoryClient
 
@@ -75,11 +74,8 @@ def memory_block(context: Context) -> str:
 
 
 def memory_tokens(context: Context) -> int:
-    """What the block's standing and memory sections cost, and the break between them:
-    what `contextBudget` holds."""
-    standing = section_tokens(STANDING_CAPTION, context.standing)
-    memories = section_tokens(MEMORIES_CAPTION, _searched(context))
-    return standing + memories + (SECTION_BREAK if standing and memories else 0)
+    """What the block's standing and memory sections cost: what `contextBudget` holds."""
+    return block_tokens(context.standing, _searched(context))
 
 
 def build_prompt(context: Context) -> list[Message]:

@@ -158,3 +158,11 @@ def section_tokens(caption: str, memories: Sequence[FusedEpisode]) -> int:
     for fused in memories:
         tally.add(fused)
     return -tally.left
+
+
+def block_tokens(standing: Sequence[FusedEpisode], memories: Sequence[FusedEpisode]) -> int:
+    """What the standing section, the memories' section and the break between them cost:
+    what `contextBudget` holds."""
+    kept = section_tokens(STANDING_CAPTION, standing)
+    searched = section_tokens(MEMORIES_CAPTION, memories)
+    return kept + searched + (SECTION_BREAK if kept and searched else 0)

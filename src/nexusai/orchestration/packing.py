@@ -98,7 +98,7 @@ class Packer(ABC):
         """What of `fused` (best first) goes into the section `tally` counts: at most
         `limit` memories, in fusion's order."""
         words = stems_of(message)
-        options = shortest_options(fused, message)
+        options = shortest_options(fused, words)
         worth = self.worth(options)
         order = sorted(range(len(options)), key=lambda i: -worth[i] / options[i].tokens)
         taken: dict[int, FusedEpisode] = {}
@@ -179,19 +179,17 @@ def _cut_to(fused: FusedEpisode, terms: tuple[str, ...], tally: Tally) -> FusedE
         return None
     chars = int(room * CHARS_PER_TOKEN)
     while chars >= FILL_TOKENS * 2:
-        start, end = excerpt_span(fused.episode.content, terms, chars)
-        cut = replace(fused, excerpt=(start, end))
-        cut = replace(cut, tokens=line_tokens(cut, count_tokens(cut.content.strip())))
+        cut = _excerpt(fused, *excerpt_span(fused.episode.content, terms, chars))
         if tally.fits(cut):
             return cut
         chars = chars * 4 // 5
     return None
 
 
-def shortest_options(fused: Sequence[FusedEpisode], message: str) -> list[FusedEpisode]:
-    """Each memory as packing first weighs it: whole, or a long one as its excerpt."""
-    words = stems_of(message)
-    return [_shortest(f, words) for f in fused]
+def shortest_options(fused: Sequence[FusedEpisode], terms: tuple[str, ...]) -> list[FusedEpisode]:
+    """Each memory as packing first weighs it: whole, or a long one as its excerpt around
+    the message's `terms` (`stems_of`)."""
+    return [_shortest(f, terms) for f in fused]
 
 
 def _shortest(fused: FusedEpisode, terms: tuple[str, ...]) -> FusedEpisode:
@@ -199,7 +197,11 @@ def _shortest(fused: FusedEpisode, terms: tuple[str, ...]) -> FusedEpisode:
     excerpt is grown back)."""
     if len(fused.episode.content) <= EXCERPT_OVER_CHARS:
         return whole(fused)
-    start, end = excerpt_span(fused.episode.content, terms)
+    return _excerpt(fused, *excerpt_span(fused.episode.content, terms))
+
+
+def _excerpt(fused: FusedEpisode, start: int, end: int) -> FusedEpisode:
+    """The memory as the passage from `start` to `end`, its line's cost counted."""
     cut = replace(fused, excerpt=(start, end))
     return replace(cut, tokens=line_tokens(cut, count_tokens(cut.content.strip())))
 

@@ -3,6 +3,8 @@ and a fall in recall as the budget grows flagged."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from nexusai.errors import InvalidInput
@@ -67,6 +69,25 @@ def test_recall_by_budget_is_scored_and_a_fall_is_flagged() -> None:
     assert list(recall.values()) == sorted(recall.values())  # never falls: nested packing
     assert row["placed"]["falls"] == []
     assert falls({"250": 0.5, "500": 0.4, "1000": 0.6, "2000": 0.6}) == [500]
+
+
+def test_recall_is_split_by_the_source_that_brought_the_evidence() -> None:
+    """Evidence given by a standing rule, by one leg and by both legs, and evidence only in
+    the pool: each source's part adds up to the recall, and the ceiling counts the pool."""
+    packed = Packed("dense")
+    found = entry(("talks", "c0"), 0, 0, many=60)
+    legs = [replace(f, keyword_rank=1) if i == 1 else f for i, f in enumerate(found.fused)]
+    rule = FusedEpisode(
+        Episode(5_000, 1, "user", "Always be brief", "2026-03-01", "", {}), 0.9, None, None
+    )
+    evidence = [0, 1, 59, 5_000]  # 59: deep in the pool, past what 250 tokens hold
+    packed.add(found.fold, "the trip", legs, (rule,), evidence)
+    row = within_budget("dense", packed.given(budgets=(250,)), [evidence], ["x"])["dense"]
+    parts = row["foundBy"]["byCategory"]["x"]["250"]
+    assert parts == {"semantic": 0.25, "keyword": 0.0, "both": 0.25, "standing": 0.25}
+    assert sum(parts.values()) == row["recall"]["250"] == row["byCategory"]["x"]["250"]
+    assert row["foundBy"]["overall"] == row["foundBy"]["byCategory"]["x"]
+    assert row["ceiling"] == {"overall": 1.0, "byCategory": {"x": 1.0}}
 
 
 def test_the_standing_floor_is_chosen_by_conversation() -> None:

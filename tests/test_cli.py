@@ -303,6 +303,11 @@ def test_eval_jsonl_and_the_worst_case_across_sets(tmp_path: Path) -> None:
     learned = [r for r in report["results"] if r["fusion"] == "learned"]
     assert [r["dataset"] for r in learned] == ["mine", "again"]  # each scored by the other
     assert learned[0]["recall"]["5"] == 1.0  # 4 candidates: any order finds both at 5
+    budgeted = learned[0]["withinBudget"]["dense"]  # split by the source that found it
+    assert budgeted["ceiling"] == {"overall": 1.0, "byCategory": {"all": 1.0}}
+    found = budgeted["foundBy"]["overall"]["1000"]
+    assert sum(found.values()) == pytest.approx(budgeted["recall"]["1000"]) == 1.0
+    assert "ceiling" in result.output
     assert report["recommended"] == {"fusion": "learned", "semanticWeight": 1, "keywordWeight": 1}
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"conversation": "c", "question": "q"}')

@@ -5,7 +5,9 @@ keyword copy, the standing list or the entity search."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -17,8 +19,8 @@ from nexusai.cli import cli
 from nexusai.config import Config
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.importing import import_stream
-from nexusai.memory.service import Memory
-from nexusai.models import EpisodeFilter
+from nexusai.memory.service import FORGET_CHUNK, Memory
+from nexusai.models import EpisodeFilter, NewEpisode
 from tests.conftest import SwitchableEmbedder
 from tests.live_server import live_server
 
@@ -330,3 +332,39 @@ def test_a_write_already_expired_says_so_and_is_counted_nowhere(
     with path.open("rb") as stream:
         summary = import_stream(memory, stream, "jsonl", "home")
     assert (summary.episodes, summary.skipped) == (1, 2)
+
+
+@pytest.mark.slow
+def test_a_forget_of_many_chunks_leaves_nothing_and_lets_writes_through(
+    served: tuple[TestClient, Memory], embedder: SwitchableEmbedder
+) -> None:
+    """A forget bigger than many chunks deletes every episode it matches, from every index,
+    and a write that comes while it runs is stored before it ends, not after."""
+    client, memory = served
+    project = client.post("/projects", json={"name": "log"}).json()["id"]
+    many = 12 * FORGET_CHUNK + 7
+    said = [f"Heron sighting number {i} at the north canal lock" for i in range(many)]
+    gone: list[int] = []
+    for start in range(0, many, 200):
+        batch = [
+            {"speaker": "user", "content": text, "metadata": {"tag": "birds"}}
+            for text in said[start : start + 200]
+        ]
+        gone += _session(client, project, *batch)[1]
+    kept_sid, kept = _session(client, project, {"speaker": "user", "content": "Heron soup recipe"})
+    rule = EpisodeFilter(metadata=(("tag", ("birds",)),))
+    with ThreadPoolExecutor(1) as pool:
+        forgetting = pool.submit(memory.forget, None, rule)
+        while len(memory.store.matching_ids(None, rule)) == many and not forgetting.done():
+            time.sleep(0.001)  # until its first chunk is deleted
+        written = memory.add_episodes(kept_sid, [NewEpisode("user", "A heron at the weir")])
+        left_when_written = len(memory.store.matching_ids(None, rule))
+        assert sorted(forgetting.result()) == sorted(gone)
+    assert 0 < left_when_written < many  # stored while the forget was still deleting
+    assert memory.store.matching_ids(None, rule) == []
+    found = client.get("/episodes/search", params={"q": "heron canal lock", "limit": 50}).json()
+    assert set(_ids(found)) <= {*kept, written[0].id}
+    hits = client.post(
+        "/vectors/search", json={"vector": embedder.embed_one(said[0]), "limit": 50}
+    ).json()
+    assert not {h["id"] for h in hits} & set(gone)

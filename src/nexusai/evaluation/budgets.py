@@ -21,13 +21,26 @@ BUDGETS = (250, 500, 1000, 2000, 4000)
 Fold = tuple[str, str]  # (dataset, conversation): what cross-validation holds out together
 
 
+SOURCES = ("semantic", "keyword", "both", "standing")  # what brought a given memory in
+
+
 @dataclass(frozen=True)
 class Given:
-    """What a packed turn gave of one question: the ids, and which came as excerpts."""
+    """What a packed turn gave of one question: the ids, which came as excerpts, which
+    source brought each in (`found_by`), and every id packing chose from (its ceiling)."""
 
     ids: frozenset[int]
     cut: frozenset[int]
     tokens: int
+    sources: dict[int, str] = field(default_factory=dict)
+    pool: frozenset[int] = frozenset()
+
+
+def found_by(fused: FusedEpisode) -> str:
+    """Which of a turn's sources found a memory fusion gave: both legs, or one of them."""
+    if fused.semantic_rank is not None and fused.keyword_rank is not None:
+        return "both"
+    return "semantic" if fused.semantic_rank is not None else "keyword"
 
 
 @dataclass(frozen=True)
@@ -72,6 +85,7 @@ class Packed:
         for entry in self.entries:
             packer = packer_for(entry.fold) if packer_for else PACKERS[self.packer]
             standing = [f for f in entry.standing if kept_at(f, floor)]
+            pool = frozenset(f.episode.id for f in [*entry.fused, *standing])
             for budget, given in out.items():
                 kept, memories = pack_turn(
                     entry.fused, standing, entry.message, budget, MAX_MEMORIES, packer
@@ -79,7 +93,9 @@ class Packed:
                 packed = [*kept, *memories]
                 ids = frozenset(f.episode.id for f in packed)
                 cut = frozenset(f.episode.id for f in packed if f.excerpt is not None)
-                given.append(Given(ids, cut, block_tokens(kept, memories)))
+                sources = {f.episode.id: found_by(f) for f in memories}
+                sources.update({f.episode.id: "standing" for f in kept})
+                given.append(Given(ids, cut, block_tokens(kept, memories), sources, pool))
         return out
 
 
@@ -97,7 +113,9 @@ def within_budget(
 ) -> dict[str, Any]:
     """{packer: {"recall": {budget: r}, "byCategory": {c: {budget: r}}, "cutEvidence":
     {budget: share of the evidence given that came cut}, "tokens": {budget: mean},
-    "falls": [budgets whose recall is below the one before]}}."""
+    "falls": [budgets whose recall is below the one before], "foundBy": {"overall":
+    {budget: {source: the part of recall it brought}}, "byCategory": {c: ...}}, "ceiling":
+    {"overall": recall of everything packing chose from, "byCategory": {c: ...}}}}."""
     names = list(dict.fromkeys(categories))
     row: dict[str, Any] = {"recall": {}, "byCategory": {c: {} for c in names}}
     row["cutEvidence"], row["tokens"] = {}, {}
@@ -113,7 +131,42 @@ def within_budget(
         )
         row["tokens"][str(budget)] = _mean([float(g.tokens) for g in each])
     row["falls"] = falls(row["recall"])
+    row["foundBy"], row["ceiling"] = _by_source(given, evidence, categories)
     return {packer: row}
+
+
+def _by_source(
+    given: dict[int, list[Given]], evidence: Sequence[Sequence[int]], categories: Sequence[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Recall split by the source that brought each piece of evidence in, and the pool's
+    ceiling, overall and per category: where the next gain must come from."""
+    groups: dict[str, list[int]] = {}
+    for i, category in enumerate(categories):
+        groups.setdefault(category, []).append(i)
+    first = next(iter(given.values()), [])
+
+    def split(members: Sequence[int]) -> dict[str, dict[str, float]]:
+        return {
+            str(budget): {
+                s: _mean([_share(each[i], evidence[i], s) for i in members]) for s in SOURCES
+            }
+            for budget, each in given.items()
+        }
+
+    def ceiling(members: Sequence[int]) -> float:
+        return _mean([_recall_of(first[i].pool, evidence[i]) for i in members]) if first else 0.0
+
+    every = range(len(evidence))
+    found_by = {"overall": split(every), "byCategory": {c: split(m) for c, m in groups.items()}}
+    ceilings = {"overall": ceiling(every), "byCategory": {c: ceiling(m) for c, m in groups.items()}}
+    return found_by, ceilings
+
+
+def _share(given: Given, evidence: Sequence[int], source: str) -> float:
+    """The part of this question's recall that `source` brought."""
+    wanted = set(evidence)
+    brought = {i for i in given.ids & wanted if given.sources.get(i) == source}
+    return len(brought) / len(wanted) if wanted else 0.0
 
 
 def falls(recall: dict[str, float]) -> list[int]:
@@ -125,8 +178,12 @@ def falls(recall: dict[str, float]) -> list[int]:
 
 
 def _recall(given: Given, evidence: Sequence[int]) -> float:
+    return _recall_of(given.ids, evidence)
+
+
+def _recall_of(ids: frozenset[int], evidence: Sequence[int]) -> float:
     wanted = set(evidence)
-    return len(given.ids & wanted) / len(wanted) if wanted else 0.0
+    return len(ids & wanted) / len(wanted) if wanted else 0.0
 
 
 def _mean(values: Sequence[float]) -> float:

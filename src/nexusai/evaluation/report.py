@@ -17,7 +17,7 @@ from rich.table import Table
 
 from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
-from nexusai.evaluation.budgets import BUDGETS
+from nexusai.evaluation.budgets import BUDGETS, SOURCES
 from nexusai.evaluation.calibration import standing_floor
 from nexusai.evaluation.datasets import EvalSet
 from nexusai.evaluation.harness import Imported, budget_rows, evaluate, plot
@@ -140,6 +140,7 @@ def _print_set(console: Console, result: dict[str, Any], ks: Sequence[int]) -> N
     if any("withinBudget" in row for row in result["results"]):
         console.print(budget_table(result))
         console.print(category_table(result))
+        console.print(source_table(result))
     marked = result["standing"]
     recall = ", ".join(f"{c} {r:.2f}" for c, r in marked["probeRecall"].items())
     console.print(
@@ -325,4 +326,31 @@ def category_table(result: dict[str, Any], budget: int = 1000) -> Table:
             for row, packer in columns
         ]
         grid.add_row(name, *cells)
+    return grid
+
+
+def source_table(result: dict[str, Any], budget: int = 1000) -> Table | str:
+    """For the recommended turn (the learned row, else the first with a budget): recall
+    within `budget` per category, split by the source that brought the evidence in, and
+    the ceiling (the evidence anywhere packing chose from)."""
+    rows = [r for r in result["results"] if "withinBudget" in r]
+    row = next((r for r in rows if r.get("fusion") == Learned.name), rows[0] if rows else None)
+    if row is None:
+        return ""
+    scores = next(iter(row["withinBudget"].values()))
+    grid = Table(
+        title=f"{result['dataset']}: where the evidence given within {budget:,} tokens came"
+        f" from ({' '.join(_names(row)).strip()})",
+        caption="Each source's part of the recall (they add up to it); ceiling: the evidence"
+        " anywhere in what packing chose from, at any budget",
+    )
+    for column in ["category", "recall", *SOURCES, "ceiling"]:
+        grid.add_column(column, justify="right")
+    found, ceiling = scores["foundBy"], scores["ceiling"]
+    named = [*found["byCategory"].items(), ("overall", found["overall"])]
+    ceilings = {**ceiling["byCategory"], "overall": ceiling["overall"]}
+    for name, by_budget in named:
+        parts = by_budget[str(budget)]
+        cells = [f"{parts[source]:.3f}" for source in SOURCES]
+        grid.add_row(name, f"{sum(parts.values()):.3f}", *cells, f"{ceilings[name]:.3f}")
     return grid

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +36,11 @@ log = logging.getLogger("nexusai.memory")
 
 Progress = Callable[[int], None]
 COLLECTIONS = ("episodes", "entities")
+# A forget deletes this many episodes a transaction, and lets the writes waiting for the
+# store go between two: one chunk is tens of milliseconds, so no write waits behind a
+# forget of any size (one transaction of 2,000 held every write for 6 s).
+FORGET_CHUNK = 50
+FORGET_PAUSE = 0.002  # seconds between chunks: long enough for a waiting thread to wake
 
 
 class EmbedderMismatch(ConfigError):
@@ -272,23 +278,33 @@ class Memory:
 
     def forget(self, session_ids: Sequence[int] | None, rule: EpisodeFilter) -> list[int]:
         """Deletes the episodes of these sessions (all when None) that `rule` keeps, from
-        the store, its keyword index and entity links, and the vectors; returns their ids."""
-        gone = self.store.delete_episodes(self.store.matching_ids(session_ids, rule))
-        self._delete_vectors(gone, "filter")
+        the store, its keyword index and entity links, and the vectors; returns their ids.
+        In chunks (`_delete_chunk`): a forget cut short (a crash) has deleted whole chunks,
+        and asking it again deletes the rest."""
+        matching = self.store.matching_ids(session_ids, rule)
+        gone: list[int] = []
+        for start in range(0, len(matching), FORGET_CHUNK):
+            gone += self._delete_chunk(matching[start : start + FORGET_CHUNK], "filter")
         self.sync_pending(max_batches=1)  # the turns after them are read with others now
         return gone
 
     def forget_expired(self) -> int:
         """Deletes the episodes past their `expires_at` (reads stopped returning them at
-        that moment) from every index; how many."""
+        that moment) from every index, in chunks as `forget`; how many."""
         gone = 0
-        while found := self.store.expired_ids():
-            deleted = self.store.delete_episodes(found)
-            self._delete_vectors(deleted, "expired")
-            gone += len(deleted)
-            if len(found) < 1000:
+        while found := self.store.expired_ids(FORGET_CHUNK):
+            gone += len(self._delete_chunk(found, "expired"))
+            if len(found) < FORGET_CHUNK:
                 break
         return gone
+
+    def _delete_chunk(self, ids: Sequence[int], how: str) -> list[int]:
+        """One transaction of a forget, then a pause in which a waiting write takes the
+        store."""
+        deleted = self.store.delete_episodes(ids)
+        self._delete_vectors(deleted, how)
+        time.sleep(FORGET_PAUSE)
+        return deleted
 
     def _delete_vectors(self, ids: list[int], how: str) -> None:
         FORGOTTEN.labels(how=how).inc(len(ids))

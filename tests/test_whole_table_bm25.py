@@ -108,6 +108,31 @@ def test_it_keeps_step_with_every_write(
     assert same_answers(store, bm25, queries) > 60
 
 
+def test_deletes_and_edits_are_applied_to_it_in_place(
+    conversation: tuple[SqliteStore, list[str]], copy_of: WholeTableBM25
+) -> None:
+    """A forget's chunks of deletes, and the edits they make (the turn after a deleted one
+    is indexed with its new neighbour), are applied to the copy: it answers at once, as
+    FTS5 does, never read again. So are the last rows deleted and rows added after them."""
+    store, queries = conversation
+    same_answers(store, copy_of, queries)
+
+    def at_once() -> None:
+        for query in queries:
+            for limit in (5, 40):
+                found = copy_of.search(query_terms(query), limit)
+                assert found == by_fts5(store, query, limit), query
+
+    for start in range(10, 200, 50):
+        store.delete_episodes(list(range(start, start + 50, 2)))
+        at_once()
+    last = fts.index_state(store.connection()).last_id
+    store.delete_episodes([last, last - 1])
+    at_once()
+    store.add_episodes(store.create_session().id, [NewEpisode("Caroline", q) for q in queries[:5]])
+    at_once()  # a copy read anew would have left each of these to FTS5 (None) meanwhile
+
+
 def test_a_small_store_is_left_to_fts5(conversation: tuple[SqliteStore, list[str]]) -> None:
     store, queries = conversation
     bm25 = store._bm25  # the store's own, at the default threshold
@@ -268,7 +293,8 @@ def test_saved_at_close_it_answers_the_next_start_as_fts5_does(
     conversation: tuple[SqliteStore, list[str]], tmp_path: Path, grouped: int
 ) -> None:
     """The copy a close wrote is the next start's: every first ask answered from it,
-    exactly as FTS5 answers, with rows added meanwhile; an edit since means reading anew."""
+    exactly as FTS5 answers, with rows added, edited and deleted meanwhile; a copy older
+    than the log of changes is read anew."""
     store, queries = conversation
     saved = tmp_path / "copy.npz"
 
@@ -297,12 +323,22 @@ def test_saved_at_close_it_answers_the_next_start_as_fts5_does(
     finally:
         grown.close()
     store.update_episode(3, content="Caroline painted a lake at the support group")
+    store.delete_episode(9)
     edited = opened()
-    try:
-        assert edited.search(query_terms(queries[0]), 10) is None  # read anew, behind
-        assert answered(edited, queries[0], 10) == by_fts5(store, queries[0], 10)
+    try:  # the edits since, applied to it from the log of changes
+        for query in queries[:40]:
+            assert edited.search(query_terms(query), 10) == by_fts5(store, query, 10), query
     finally:
         edited.close()
+    store.update_episode(4, content="Melanie ran a charity race for mental health")
+    with store.atomic() as conn:  # as if the log had been cut past this edit
+        conn.execute("DELETE FROM keyword_changes")
+    behind = opened()
+    try:
+        assert behind.search(query_terms(queries[0]), 10) is None  # read anew, behind
+        assert answered(behind, queries[0], 10) == by_fts5(store, queries[0], 10)
+    finally:
+        behind.close()
 
 
 def test_an_unreadable_saved_copy_is_read_anew(

@@ -23,7 +23,7 @@ import threading
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import astuple, dataclass, field
+from dataclasses import astuple, dataclass, field, replace
 from pathlib import Path
 from typing import cast
 
@@ -150,8 +150,17 @@ class _Postings:
         """Every id, in a few arrays."""
         return [ids for _, ids in self.groups] + [self.ids]
 
+    def without(self, dropped: npt.NDArray[np.bool_]) -> _Postings:
+        """Without the rows `dropped` marks (by id)."""
+        groups = tuple((pair, ids[~dropped[ids]]) for pair, ids in self.groups)
+        kept = ~dropped[self.ids]
+        return _Postings(
+            tuple((p, ids) for p, ids in groups if len(ids)), self.ids[kept], self.codes[kept]
+        )
+
     def extended(self, more: _Postings) -> _Postings:
-        """With `more`'s postings, every id of which is past these."""
+        """With `more`'s postings, none of which these hold (a row's postings are added in
+        any order: each row holds a stem once, so the sum a row gets is the same)."""
         groups = dict(self.groups)
         for pair, ids in more.groups:
             groups[pair] = np.concatenate([groups[pair], ids]) if pair in groups else ids
@@ -380,8 +389,8 @@ class WholeTableBM25:
             return None
         if state == copy.state:
             return copy
-        same = state.edits == copy.state.edits
-        grown = _grown(conn, copy, state, self._grouped) if same else None
+        edited = _edited(conn, copy, state.edits, self._grouped)
+        grown = _grown(conn, edited, state, self._grouped) if edited is not None else None
         self._copy = grown
         if grown is None:
             self._start(self._build)
@@ -525,16 +534,49 @@ def _batches(stems: Sequence[tuple[str, int]], entries: int) -> Iterator[Sequenc
         yield stems[start:]
 
 
+def _edited(conn: sqlite3.Connection, copy: _Copy, edits: int, grouped: int) -> _Copy | None:
+    """The copy with the rows edited or deleted since applied (`fts.changed_ids`): each
+    such row's postings dropped, and those of its text now read again, as the rows added
+    are (`_grown` then checks the totals against FTS5's). None when the log no longer
+    reaches back to the copy's state: it is read anew."""
+    if edits == copy.state.edits:
+        return copy
+    changed = fts.changed_ids(conn, copy.state.edits, edits)
+    if changed is None:
+        return None
+    old = [i for i in changed if i <= copy.state.last_id]
+    now = fts.sizes_of(conn, old)
+    sizes = copy.sizes.copy()
+    before = float(sizes[old].sum())
+    sizes[old] = [now.get(i, 0) for i in old]
+    dropped = np.zeros(len(sizes), dtype=np.bool_)
+    dropped[old] = True
+    postings = {stem: kept.without(dropped) for stem, kept in copy.postings.items()}
+    read = fts.postings_of(conn, list(now)) if now and postings else {}
+    for stem, found in read.items():
+        if stem in postings:
+            more = copy.pairs.numbered(_postings(found, sizes, copy.state.last_id, grouped))
+            postings[stem] = postings[stem].extended(more)
+    rows = copy.state.rows - len(old) + len(now)
+    tokens = copy.state.tokens - int(before) + sum(now.values())
+    state = replace(copy.state, rows=rows, tokens=tokens, edits=edits)
+    return _Copy(state, sizes, copy.pairs, postings, sum(len(p) for p in postings.values()))
+
+
 def _grown(
     conn: sqlite3.Connection, copy: _Copy, state: fts.IndexState, grouped: int
 ) -> _Copy | None:
-    """The copy with the rows added since (None unless rows were only added)."""
+    """The copy with the rows added since (None unless rows were only added, or the totals
+    differ from FTS5's)."""
     added = fts.row_sizes(conn, copy.state.last_id)
     tokens = sum(size for _, size in added)
     if (state.rows, state.tokens) != (copy.state.rows + len(added), copy.state.tokens + tokens):
         return None  # a row came in under an old id, or the index changed otherwise
     sizes = _sizes(added, state.last_id)
-    sizes[: len(copy.sizes)] = copy.sizes  # every added id is past the copy's last
+    # Every added id is past the copy's last; the last rows may have been deleted (their
+    # sizes are 0, and the next row may take an id past the new last).
+    kept = min(len(copy.sizes), len(sizes))
+    sizes[:kept] = copy.sizes[:kept]
     grown = _Copy(state, sizes, copy.pairs, dict(copy.postings), copy.entries)
     if copy.postings:
         for stem, new in fts.new_postings(conn, copy.state.last_id).items():

@@ -376,6 +376,30 @@ EDITS_DDL = """
             UPDATE keyword_edits SET edits = edits + 1 WHERE id = 1;
         END;
 """
+# Which row each edit or delete of an indexed row touched, by its number in
+# `keyword_edits`: the whole-table BM25 copy applies them in place instead of reading the
+# whole index again. Only the latest CHANGES_KEPT are kept; a copy further behind is read anew.
+CHANGES_KEPT = 200_000
+CHANGES_DDL = f"""
+        CREATE TABLE keyword_changes (edit INTEGER PRIMARY KEY, episode_id INTEGER NOT NULL);
+        DROP TRIGGER keyword_edits_update;
+        DROP TRIGGER keyword_edits_delete;
+        CREATE TRIGGER keyword_edits_update AFTER UPDATE OF search_text, context_text,
+            search_cjk ON episodes BEGIN
+            UPDATE keyword_edits SET edits = edits + 1 WHERE id = 1;
+            INSERT INTO keyword_changes (edit, episode_id)
+                SELECT edits, NEW.id FROM keyword_edits WHERE id = 1;
+            DELETE FROM keyword_changes
+                WHERE edit <= (SELECT edits FROM keyword_edits WHERE id = 1) - {CHANGES_KEPT};
+        END;
+        CREATE TRIGGER keyword_edits_delete AFTER DELETE ON episodes BEGIN
+            UPDATE keyword_edits SET edits = edits + 1 WHERE id = 1;
+            INSERT INTO keyword_changes (edit, episode_id)
+                SELECT edits, OLD.id FROM keyword_edits WHERE id = 1;
+            DELETE FROM keyword_changes
+                WHERE edit <= (SELECT edits FROM keyword_edits WHERE id = 1) - {CHANGES_KEPT};
+        END;
+"""
 # bm25()'s weight of each column, in the table's order (the scope column weighs nothing).
 _COLUMN_WEIGHTS = {
     "search_text": TURN_WEIGHT,
@@ -421,6 +445,27 @@ def row_sizes(conn: sqlite3.Connection, after_id: int) -> list[tuple[int, int]]:
     return [(int(row_id), sum(_varints(size))) for row_id, size in rows]
 
 
+def sizes_of(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, int]:
+    """`row_sizes` of these rows, those still indexed."""
+    rows = conn.execute(
+        "SELECT id, sz FROM episodes_fts_docsize WHERE id IN (SELECT value FROM json_each(?))",
+        [json.dumps(list(ids))],
+    )
+    return {int(row_id): sum(_varints(size)) for row_id, size in rows}
+
+
+def changed_ids(conn: sqlite3.Connection, since: int, until: int) -> list[int] | None:
+    """The rows edited or deleted by edits `since` (excluded) to `until`, each once; None
+    when the log no longer holds them all (`CHANGES_KEPT`)."""
+    rows = conn.execute(
+        "SELECT edit, episode_id FROM keyword_changes WHERE edit > ? AND edit <= ?",
+        [since, until],
+    ).fetchall()
+    if len(rows) != until - since:
+        return None
+    return sorted({int(episode_id) for _, episode_id in rows})
+
+
 def stems(conn: sqlite3.Connection, terms: Sequence[str]) -> list[list[str]]:
     """The tokens FTS5 makes of each query term (porter-stemmed), as the index holds them."""
     for ddl in _COUNTING:
@@ -461,13 +506,24 @@ def new_postings(conn: sqlite3.Connection, after_id: int) -> dict[str, list[tupl
     """`postings` of every stem in the rows past `after_id`, tokenized by a table of the
     connection's own with the index's tokenizer (reading the index's entries of a common
     stem for a few new rows would read all of them)."""
+    return _postings_where(conn, "id > ?", after_id)
+
+
+def postings_of(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[str, list[tuple[int, float]]]:
+    """`postings` of every stem in these rows (those still there), as `new_postings`."""
+    return _postings_where(conn, "id IN (SELECT value FROM json_each(?))", json.dumps(list(ids)))
+
+
+def _postings_where(
+    conn: sqlite3.Connection, where: str, param: object
+) -> dict[str, list[tuple[int, float]]]:
     for ddl in _NEW_ROWS:
         conn.execute(ddl)
     conn.execute("DELETE FROM temp.nexus_new_rows")
     conn.execute(
         "INSERT INTO temp.nexus_new_rows(rowid, search_text, context_text, search_cjk, fts_scope)"
-        " SELECT id, search_text, context_text, search_cjk, fts_scope FROM episodes WHERE id > ?",
-        [after_id],
+        f" SELECT id, search_text, context_text, search_cjk, fts_scope FROM episodes WHERE {where}",
+        [param],
     )
     found: dict[str, list[tuple[int, float]]] = {}
     rows = conn.execute(

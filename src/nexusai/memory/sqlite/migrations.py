@@ -526,3 +526,10 @@ def apply_migrations(
         )
         applied.append(step.__name__)
     return applied
+
+
+@migration
+def m020_keyword_changes(conn: sqlite3.Connection) -> None:
+    """Which row each edit or delete of an indexed row touched: the whole-table BM25 copy
+    applies a forget's deletes in place instead of reading the whole index again."""
+    run_script(conn, fts.CHANGES_DDL)

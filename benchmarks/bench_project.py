@@ -16,8 +16,9 @@ Sizes: NEXUS_PROJECT_SIZES (default 20000,100000); kinds of text: NEXUS_PROJECT_
 Session i is dated i hours after the first and each episode carries one of 100 metadata
 tags (`build_store(labelled=True)`), for the filtered rows: a time window over a tenth of
 the sessions, and one tag (a hundredth of the episodes). Last, ten tags (a tenth of the
-store) are forgotten by filter while turns are asked beside it: how long the forget takes,
-and the p99 of those turns against the same turns asked before it.
+store) are forgotten by filter while turns are asked beside it and a message is written
+every 0.1 s: how long the forget takes, and the p99 of those turns and writes against the
+same asked before it.
 """
 
 from __future__ import annotations
@@ -155,7 +156,8 @@ def run(quick: bool = False) -> None:
     report.notes.append("Targets at 100,000 (both legs): /context p95 at most 20 ms on realistic")
     report.notes.append("text and 30 ms on common words; the keyword step's p95 at most 8 ms;")
     report.notes.append("filtered (10% window, 1% metadata) at most 20 ms; a forget of 10% under")
-    report.notes.append("30 s, holding concurrent turns' p99 up by at most 100 ms.")
+    report.notes.append("30 s, holding concurrent turns' and writes' p99 up by at most 100 ms, no")
+    report.notes.append("write waiting more than 1 s.")
     report.print()
 
 
@@ -228,26 +230,56 @@ def _measure(data_dir: Path, queries: list[str]) -> tuple[dict[str, list[str]], 
 
 def _forget_under_load(http: httpx.Client, queries: list[str]) -> str:
     """A tenth of the store forgotten by filter while turns are asked one after another
-    beside it; those turns' p99 against the same turns asked just before."""
+    beside it, and a write every WRITE_EVERY seconds on another connection: the turns' and
+    the writes' p99 (and the longest write) against the same asked just before."""
     http.patch("/settings", json=ROWS["(1, 1)"]).raise_for_status()
     rng = random.Random(4)
-    before = [timed_context(http, rng.randint(1, SESSIONS), q)[0] for q in queries]
-    rule = {"metadata.tag": FORGOTTEN_TAGS}
-    with ThreadPoolExecutor(1) as pool:
-        started = time.perf_counter()
-        forgetting = pool.submit(lambda: http.delete("/episodes", params=rule, timeout=600))
-        during: list[float] = []
-        while not forgetting.done():
-            during.append(timed_context(http, rng.randint(1, SESSIONS), rng.choice(queries))[0])
-        answer: Any = forgetting.result()
-        seconds = time.perf_counter() - started
+    with httpx.Client(base_url=str(http.base_url), timeout=60) as writer:
+        writes_before = [_timed_write(writer, n) for n in range(WRITES_BEFORE)]
+        before = [timed_context(http, rng.randint(1, SESSIONS), q)[0] for q in queries]
+        rule = {"metadata.tag": FORGOTTEN_TAGS}
+        with ThreadPoolExecutor(2) as pool:
+            started = time.perf_counter()
+            forgetting = pool.submit(lambda: http.delete("/episodes", params=rule, timeout=600))
+            writing = pool.submit(_writes_until, writer, forgetting)
+            during: list[float] = []
+            while not forgetting.done():
+                session = rng.randint(1, SESSIONS)
+                during.append(timed_context(http, session, rng.choice(queries))[0])
+            answer: Any = forgetting.result()
+            seconds = time.perf_counter() - started
+            writes = writing.result()
     answer.raise_for_status()
     beside, alone = percentile(during, 99), percentile(before, 99)
+    wrote, wrote_alone = percentile(writes, 99), percentile(writes_before, 99)
     return (
         f"forgot {answer.json()['episodes']:,} episodes by filter in {seconds:.1f} s;"
         f" {len(during)} turns beside it: p99 {beside:.1f} ms against {alone:.1f} before"
-        f" (+{beside - alone:.1f} ms)"
+        f" (+{beside - alone:.1f} ms); {len(writes)} writes beside it: p99 {wrote:.1f} ms"
+        f" against {wrote_alone:.1f} before (+{wrote - wrote_alone:.1f} ms), the longest"
+        f" {max(writes, default=0.0):.1f} ms"
     )
+
+
+WRITE_EVERY = 0.1  # seconds between two writes beside a forget
+WRITES_BEFORE = 50
+
+
+def _writes_until(writer: httpx.Client, done: Any) -> list[float]:
+    """One write every WRITE_EVERY seconds until `done` is: each one's wall time (ms)."""
+    spent: list[float] = []
+    while not done.done():
+        spent.append(_timed_write(writer, len(spent)))
+        time.sleep(WRITE_EVERY)
+    return spent
+
+
+def _timed_write(writer: httpx.Client, n: int) -> float:
+    """One message stored in session 1 (a user's turn), its wall time (ms)."""
+    body = {"episodes": [{"speaker": "user", "content": f"A note written beside a forget, {n}"}]}
+    started = time.perf_counter()
+    writer.post("/sessions/1/episodes", json=body).raise_for_status()
+    return (time.perf_counter() - started) * 1000
 
 
 def _settle(http: httpx.Client) -> None:

@@ -9,8 +9,8 @@ is a few vector operations. bm25() is computed as FTS5's `fts5Bm25Function` comp
 operation by operation in the same order, so that every score is the same double.
 
 FTS5 stays the index and the source of every figure; this is a copy that answers only
-when it is in step with it (a row edited or deleted starts it again) and the caller asks
-FTS5 otherwise.
+when it is in step with it (rows added, edited and deleted are applied to it as the
+index's log of changes names them) and the caller asks FTS5 otherwise.
 """
 
 from __future__ import annotations
@@ -488,7 +488,8 @@ class WholeTableBM25:
 
     def _reopened(self, conn: sqlite3.Connection) -> _Copy | None:
         """The copy saved by the last `close`, brought to the index's state (None when
-        there is none, or the index was edited since: then it is read anew)."""
+        there is none, or the log of changes no longer reaches back to it: then it is read
+        anew)."""
         copy = _load(self._saved) if self._saved is not None else None
         if copy is None:
             return None

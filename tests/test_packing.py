@@ -208,6 +208,8 @@ def test_the_budget_is_a_setting_checked_like_the_others(client: TestClient) -> 
 
 
 def test_memories_can_come_in_time_order(client: TestClient) -> None:
+    """`memoryOrder`: "rank" (the default) always, "time" always, "auto" in time order for
+    a question about the order of events."""
     sid = client.post("/sessions", json={}).json()["id"]
     said = [
         {
@@ -222,3 +224,14 @@ def test_memories_can_come_in_time_order(client: TestClient) -> None:
     dated = memories(client, sid, "Miso trip 2", keywordWeight=1, memoryOrder="time")["memories"]
     assert sorted(m["id"] for m in dated) == sorted(m["id"] for m in ranked)
     assert [m["occurredAt"][:10] for m in dated] == ["2026-03-01", "2026-03-02", "2026-03-03"]
+    said_at = [m["occurredAt"][:10] for m in ranked]
+    assert said_at != sorted(said_at)
+    auto = {"keywordWeight": 1, "memoryOrder": "auto"}
+    plain = memories(client, sid, "Miso trip 2", **auto)["memories"]
+    assert plain == ranked  # "auto": a plain question gets them best first
+    asked = memories(client, sid, "In what order did the Miso trips happen?", **auto)
+    assert [m["occurredAt"][:10] for m in asked["memories"]] == [
+        "2026-03-01",
+        "2026-03-02",
+        "2026-03-03",
+    ]

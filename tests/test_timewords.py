@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from nexusai.timewords import named_window
+from nexusai.timewords import asks_for_order, named_window
 
 NOW = datetime(2026, 6, 15, 12, tzinfo=UTC)  # a Monday
 
@@ -59,3 +59,21 @@ def test_the_turns_own_time_and_zone_are_the_base() -> None:
     assert window is not None
     assert window.start == datetime(2024, 2, 29, 22, tzinfo=UTC)
     assert window.end == datetime(2024, 3, 1, 22, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("message", "asks"),
+    [
+        ("In what order did I bring up the budget tracker's features?", True),
+        ("Can you list the order in which I mentioned my trips?", True),
+        ("List my job interviews in order", True),
+        ("Give me a timeline of the move", True),
+        ("Which race happened first, the 5k or the marathon?", True),
+        ("Was the wedding before or after the trip?", True),
+        ("I save money in order to travel", False),
+        ("What is my sister's first name?", False),
+        ("When did Caroline go to the support group?", False),
+    ],
+)
+def test_a_question_about_the_order_of_events_is_recognised(message: str, asks: bool) -> None:
+    assert asks_for_order(message) is asks

@@ -106,3 +106,19 @@ def _parser(now: datetime) -> DateDataParser:
 
     settings = {"RELATIVE_BASE": now, "PREFER_DATES_FROM": "past", "RETURN_TIME_AS_PERIOD": True}
     return DateDataParser(languages=["en"], settings=settings)
+
+
+# A question about the order of events: "in what order", "the order in which I brought
+# up", "list them in order" (not "in order to"), "which came first", "a timeline of".
+_ORDER = re.compile(
+    r"\b(?:in\s+(?:what|which)\s+order|the\s+order\s+(?:in\s+which|of)|in\s+order(?!\s+to\b)"
+    r"|chronolog\w*|timeline|sequence\s+of|(?:which|what)\s+(?:\w+\s+)?(?:came|happened)\s+first"
+    r"|before\s+or\s+after)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_order(message: str) -> bool:
+    """Whether the message asks in what order things happened: its memories are then best
+    read in the order they were said (`memoryOrder: "auto"`)."""
+    return _ORDER.search(message) is not None

@@ -189,8 +189,9 @@ export interface Settings {
   standingLimit: number;
   /** How near the message (cosine) a recognised rule or preference must be to be carried; 0: no floor. */
   standingFloor: number;
-  /** "rank" (best first) or "time" (by when each was said). */
-  memoryOrder: "rank" | "time";
+  /** "auto" (time for a question about the order of events, else rank), "rank" (best
+   * first) or "time" (by when each was said). */
+  memoryOrder: "auto" | "rank" | "time";
   /** "filter": a time the message names ("last week", "in March") is the only one searched. */
   timeAware: "off" | "filter";
   /** "rrf" (the spec's weighted RRF) or "learned" (the ranker). */

@@ -134,9 +134,10 @@ SETTINGS: tuple[Setting, ...] = (
         0,
         0,
         "rank",
-        "The order a turn's memories are given in: best first, or by when they were said"
-        " (for questions about the order of events; every group of memories is dated)",
-        choices=("rank", "time"),
+        "The order a turn's memories are given in: best first (rank), by when they were"
+        " said (time; every group of memories is dated), or by the message (auto: time"
+        " when it asks in what order things happened, else rank)",
+        choices=("auto", "rank", "time"),
     ),
     Setting(
         "timeAware",

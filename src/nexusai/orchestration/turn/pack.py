@@ -16,13 +16,13 @@ Packed = tuple[list[FusedEpisode], list[FusedEpisode], list[str]]
 def pack(turn: TurnPlan, fused: list[FusedEpisode], standing: Sequence[FusedEpisode]) -> Packed:
     """(standing ones kept, memories, warnings): packing by the mode's packer into the
     budget (at most `memoryLimit` memories; without a budget, the spec's first
-    `semanticLimit`), the memories then in `memoryOrder`."""
+    `semanticLimit`), the memories then in the plan's order (`memoryOrder`)."""
     settings = turn.settings
     budget = settings.context_budget
     limit = settings.memory_limit if budget > 0 else settings.semantic_limit
     packer = PACKERS[turn.mode.packer]
     kept, memories = pack_turn(fused, standing, turn.message, budget, limit, packer)
-    if settings.memory_order == "time":
+    if turn.order == "time":
         memories = sorted(memories, key=lambda f: (f.episode.occurred_at, f.episode.id))
     return kept, memories, _left_out(budget, fused, standing, kept, memories)
 

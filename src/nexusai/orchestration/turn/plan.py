@@ -13,7 +13,7 @@ from nexusai.orchestration.modes import FusionMode, Learned
 from nexusai.orchestration.retrieval import LegQuery, wants_keyword, within_named_time
 from nexusai.orchestration.settings import RuntimeSettings
 from nexusai.orchestration.turn.request import TurnRequest
-from nexusai.timewords import TimeWindow
+from nexusai.timewords import TimeWindow, asks_for_order
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class TurnPlan:
     keyword: bool  # whether the keyword leg is asked
     embed: bool  # whether the message is embedded here (not given, and something reads it)
     fused: int  # how many memories fusion gives packing
+    order: str  # the memories' order: "rank" or "time" (`memoryOrder`, "auto" resolved)
 
     @property
     def message(self) -> str:
@@ -103,4 +104,13 @@ def plan(settings: RuntimeSettings, request: TurnRequest, mode: FusionMode) -> T
         wants_keyword(settings, both),
         wanted and request.vector is None,
         asks.limit,
+        _order(settings.memory_order, request.message),
     )
+
+
+def _order(setting: str, message: str) -> str:
+    """`memoryOrder` for this message: "auto" gives time order to a question about the
+    order of events, rank order to any other."""
+    if setting != "auto":
+        return setting
+    return "time" if asks_for_order(message) else "rank"

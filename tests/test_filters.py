@@ -202,7 +202,8 @@ def test_an_older_sqlite_store_gets_its_labels_and_own_expiry(tmp_path: Path) ->
     conn.execute("COMMIT")
     conn.close()
     with SqliteStore(path) as store:
-        assert store.migrations_applied == [
+        # Later migrations may follow; these four are the ones an m015 store lacks.
+        assert store.migrations_applied[:4] == [
             "m016_retention",
             "m017_labels",
             "m018_standing_order",

@@ -19,7 +19,8 @@ from nexusai.cli import cli
 from nexusai.config import Config
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.importing import import_stream
-from nexusai.memory.service import FORGET_CHUNK, Memory
+from nexusai.memory.service import CATCH_UP, FORGET_CHUNK, Memory
+from nexusai.memory.vector_state import VectorState
 from nexusai.models import EpisodeFilter, NewEpisode
 from tests.conftest import SwitchableEmbedder
 from tests.live_server import live_server
@@ -368,3 +369,34 @@ def test_a_forget_of_many_chunks_leaves_nothing_and_lets_writes_through(
         "/vectors/search", json={"vector": embedder.embed_one(said[0]), "limit": 50}
     ).json()
     assert not {h["id"] for h in hits} & set(gone)
+
+
+def test_the_turns_after_forgotten_ones_are_indexed_behind_the_forget(
+    config: Config, embedder: SwitchableEmbedder
+) -> None:
+    """A kept turn that followed a forgotten one is read with a new neighbour: the forget
+    leaves its vector to the background (a forget of thousands would otherwise embed as
+    many), which makes it soon after, for every such turn."""
+    memory = Memory.open(config, embedder)
+    memory.start()  # its repair of vectors left from before ends at once: there are none
+    try:
+        sid = memory.store.create_session(None).id
+        pairs = 3 * CATCH_UP + 5
+        for i in range(pairs):
+            memory.add_episodes(
+                sid,
+                [
+                    NewEpisode("user", f"Heron {i}", metadata={"tag": "birds"}),
+                    NewEpisode("assistant", f"Noted the heron at lock {i}."),
+                ],
+            )
+        assert memory.count_pending_vectors() == 0
+        memory.forget(None, EpisodeFilter(metadata=(("tag", ("birds",)),)))
+        kept = [e.id for e in memory.store.list_episodes(sid)]
+        assert len(kept) == pairs
+        deadline = time.monotonic() + 60
+        while memory.count_pending_vectors() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert set(memory.vector_states(kept).values()) == {VectorState.INDEXED}
+    finally:
+        memory.close()

@@ -166,7 +166,7 @@ def test_the_widened_patterns_mark_an_existing_stores_episodes(
     conn.execute("COMMIT")
     conn.close()
     with SqliteStore(path) as store:
-        assert store.migrations_applied == ["m019_standing_widened"]
+        assert store.migrations_applied[:1] == ["m019_standing_widened"]
         assert [e.standing for e in store.list_episodes(1)] == ["instruction", None, "instruction"]
     with pg_pool.connection() as pg:
         pg_apply_migrations(pg, PG_MIGRATIONS[:9])

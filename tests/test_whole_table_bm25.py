@@ -14,7 +14,7 @@ import pytest
 
 from nexusai.keywords import query_terms
 from nexusai.memory.sqlite import fts
-from nexusai.memory.sqlite.bm25 import GROUPED, WholeTableBM25
+from nexusai.memory.sqlite.bm25 import GROUPED, PENDING_CHANGES, WholeTableBM25
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import EpisodeFilter, NewEpisode
 
@@ -131,6 +131,13 @@ def test_deletes_and_edits_are_applied_to_it_in_place(
     at_once()
     store.add_episodes(store.create_session().id, [NewEpisode("Caroline", q) for q in queries[:5]])
     at_once()  # a copy read anew would have left each of these to FTS5 (None) meanwhile
+    left = [row[0] for row in store.connection().execute("SELECT id FROM episodes ORDER BY id")]
+    for n in range(PENDING_CHANGES + 6):  # stems no turn asks fall behind, then are dropped
+        store.update_episode(left[n], content=f"Caroline went hiking, day {n}")
+        assert copy_of.search(query_terms(queries[0]), 5) == by_fts5(store, queries[0], 5)
+    assert copy_of._copy is not None
+    assert len(copy_of._copy.changes) <= PENDING_CHANGES
+    assert same_answers(store, copy_of, queries) > 60  # the dropped ones read again
 
 
 def test_a_small_store_is_left_to_fts5(conversation: tuple[SqliteStore, list[str]]) -> None:

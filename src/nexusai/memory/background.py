@@ -4,9 +4,12 @@ vector indexes' upkeep, and entity extraction (`Memory.extract_behind`)."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
+import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -23,10 +26,11 @@ class Memory(Protocol):
     module need not import it."""
 
     stopping: threading.Event
+    vectors_due: threading.Event
 
     def tend_vectors(self) -> None: ...
 
-    def sync_pending(self) -> int: ...
+    def sync_pending(self, max_batches: int | None = None, limit: int | None = None) -> int: ...
 
     def count_pending_vectors(self) -> int: ...
 
@@ -73,3 +77,36 @@ def repair_vectors(memory: Memory) -> None:
             log.info("indexed %d episodes that were waiting for vectors", indexed)
         if memory.count_pending_vectors() == 0 or memory.stopping.wait(REPAIR_RETRY_SECONDS):
             break
+
+
+BEHIND_BATCH = 32  # episodes a batch behind the requests: a turn's query waits for less
+# The share of the time it embeds: the embedder's threads are the process's (a nice
+# thread does not make them nice), so it rests as long as a batch took after each, and
+# the turns and writes beside it keep a core.
+BEHIND_SHARE = 0.5
+
+
+def index_behind(memory: Memory) -> None:
+    """Vectors for the episodes writes left waiting (the turns after a forget's deletes,
+    each indexed with its new neighbour), in small batches, resting between them,
+    whenever a write says some wait, until none do."""
+    yield_the_cpu()
+    while not memory.stopping.is_set():
+        memory.vectors_due.wait()
+        memory.vectors_due.clear()
+        try:
+            while not memory.stopping.is_set():
+                started = time.monotonic()
+                if memory.sync_pending(max_batches=1, limit=BEHIND_BATCH) < BEHIND_BATCH:
+                    break
+                rest = (time.monotonic() - started) * (1 / BEHIND_SHARE - 1)
+                memory.stopping.wait(rest)
+        except Exception as exc:  # they stay pending: the next write or start tries again
+            log.warning("indexing the episodes waiting for vectors failed: %s", first_line(exc))
+
+
+def yield_the_cpu() -> None:
+    """Work behind the writes should take the cores the writes leave: this thread runs at
+    nice 10 (Linux sets niceness per thread), so the embedder's threads come first."""
+    with contextlib.suppress(AttributeError, OSError):  # not Linux or not allowed: as it is
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)

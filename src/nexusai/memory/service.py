@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -41,6 +40,10 @@ COLLECTIONS = ("episodes", "entities")
 # forget of any size (one transaction of 2,000 held every write for 6 s).
 FORGET_CHUNK = 50
 FORGET_PAUSE = 0.002  # seconds between chunks: long enough for a waiting thread to wake
+# Vectors a write makes for episodes it did not write (the turn after one it inserted
+# before, edited or deleted, indexed with its new neighbour); more wait for `index_behind`,
+# so a write after a forget of thousands does not embed their successors itself.
+CATCH_UP = 8
 
 
 class EmbedderMismatch(ConfigError):
@@ -92,6 +95,7 @@ class Memory:
         self.batch_size = batch_size
         self.stopping = threading.Event()
         self.extraction_due = threading.Event()  # set when writes left entities to extract
+        self.vectors_due = threading.Event()  # set when writes left more vectors than they made
         self.entities = EntityMemory(
             store, embedder, entity_vectors, extractor, self.stopping, batch_size
         )
@@ -186,7 +190,12 @@ class Memory:
         """The background work of a serving memory (`background`): episodes stored before
         a crash or an embedder outage get their vectors, the indexes are tended, entities
         are extracted behind the writes. None of it holds up the start."""
-        loops = (background.repair_vectors, background.tend, Memory.extract_behind)
+        loops = (
+            background.repair_vectors,
+            background.tend,
+            background.index_behind,
+            Memory.extract_behind,
+        )
         self._threads = [threading.Thread(target=loop, args=(self,), daemon=True) for loop in loops]
         for thread in self._threads:
             thread.start()
@@ -195,6 +204,7 @@ class Memory:
         """Ends the background work and waits for it."""
         self.stopping.set()
         self.extraction_due.set()  # wakes `extract_behind` to see it is time to stop
+        self.vectors_due.set()
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join()
@@ -221,7 +231,7 @@ class Memory:
     def _derive(self, stored: list[Episode]) -> list[Episode]:
         """The vectors and entities of episodes just stored."""
         if self.index(stored):
-            self.sync_pending(max_batches=1)
+            self.sync_pending(max_batches=1, limit=CATCH_UP)
         self.entities.extract(stored)
         return stored
 
@@ -248,7 +258,7 @@ class Memory:
         """Until the memory closes: extracts whenever writes leave episodes waiting, and
         every `retry_seconds` besides, so that a failed extraction (an LLM extractor that is
         down) is tried again. The service runs this in a thread of its own."""
-        _yield_the_cpu()
+        background.yield_the_cpu()
         while not self.stopping.is_set():
             try:
                 done = self.extract_pending()
@@ -262,13 +272,13 @@ class Memory:
 
     def update_episode(self, episode_id: int, **changes: Any) -> Episode:
         episode = self.store.update_episode(episode_id, **changes)
-        self.sync_pending(max_batches=1)
+        self.sync_pending(max_batches=1, limit=CATCH_UP)
         return episode
 
     def delete_episode(self, episode_id: int) -> None:
         self.store.delete_episode(episode_id)
         self._delete_vectors([episode_id], "episode")
-        self.sync_pending(max_batches=1)  # the turn after it is now read with another
+        self.sync_pending(max_batches=1, limit=CATCH_UP)  # the turn after it: a new neighbour
 
     def delete_session(self, session_id: int) -> None:
         self._delete_vectors(self.store.delete_session(session_id), "session")
@@ -285,7 +295,7 @@ class Memory:
         gone: list[int] = []
         for start in range(0, len(matching), FORGET_CHUNK):
             gone += self._delete_chunk(matching[start : start + FORGET_CHUNK], "filter")
-        self.sync_pending(max_batches=1)  # the turns after them are read with others now
+        self.vectors_due.set()  # the turns after them, read with new neighbours, behind
         return gone
 
     def forget_expired(self) -> int:
@@ -342,11 +352,19 @@ class Memory:
         with self.store.atomic() as conn:
             vector_state.mark_indexed(conn, batch)
 
-    def sync_pending(self, max_batches: int | None = None, progress: Progress | None = None) -> int:
-        """Indexes pending episodes, oldest first; returns how many were indexed."""
+    def sync_pending(
+        self,
+        max_batches: int | None = None,
+        progress: Progress | None = None,
+        limit: int | None = None,
+    ) -> int:
+        """Indexes pending episodes, oldest first, `limit` a batch (the embedder's batch
+        size by default); returns how many were indexed. Where `max_batches` leaves some
+        waiting, `index_behind` is woken for them."""
         done = batches = 0
-        while (max_batches is None or batches < max_batches) and not self.stopping.is_set():
-            with self.store.claim_pending_vectors(self.batch_size) as ids:
+        batch = limit or self.batch_size
+        while not self.stopping.is_set():
+            with self.store.claim_pending_vectors(batch) as ids:
                 if not ids or not self.index(self.store.get_episodes(ids)):
                     break
             done += len(ids)
@@ -354,6 +372,10 @@ class Memory:
             self._rebuilding = max(self._rebuilding - len(ids), 0)
             if progress:
                 progress(len(ids))
+            if batches == max_batches:
+                if len(ids) == batch:  # a full batch: more may wait
+                    self.vectors_due.set()
+                break
         return done
 
     def reindex(self, progress: Progress | None = None) -> int:
@@ -471,10 +493,3 @@ def open_store(config: Config) -> EpisodeStore:
             ) from None
         return PgStore(config.database_url, **limits)
     return SqliteStore(config.db_path, **limits)
-
-
-def _yield_the_cpu() -> None:
-    """Work behind the writes should take the cores the writes leave: this thread runs at
-    nice 10 (Linux sets niceness per thread), so the embedder's threads come first."""
-    with contextlib.suppress(AttributeError, OSError):  # not Linux or not allowed: as it is
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)

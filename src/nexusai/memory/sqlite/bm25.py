@@ -150,12 +150,14 @@ class _Postings:
         """Every id, in a few arrays."""
         return [ids for _, ids in self.groups] + [self.ids]
 
-    def without(self, dropped: npt.NDArray[np.bool_]) -> _Postings:
-        """Without the rows `dropped` marks (by id)."""
-        groups = tuple((pair, ids[~dropped[ids]]) for pair, ids in self.groups)
-        kept = ~dropped[self.ids]
+    def without(self, rows: npt.NDArray[np.int64]) -> _Postings:
+        """Without these rows (sorted ids)."""
+        groups = ((pair, ids[~_among(ids, rows)]) for pair, ids in self.groups)
+        kept = ~_among(self.ids, rows)
         return _Postings(
-            tuple((p, ids) for p, ids in groups if len(ids)), self.ids[kept], self.codes[kept]
+            tuple((pair, ids) for pair, ids in groups if len(ids)),
+            self.ids[kept],
+            self.codes[kept],
         )
 
     def extended(self, more: _Postings) -> _Postings:
@@ -212,35 +214,98 @@ class _Lacking:
     asked: list[str]
 
 
+@dataclass(frozen=True)
+class _Change:
+    """Rows edited or deleted at one step of the index: a stem's postings drop them and
+    take their new ones (`fresh`, as read then), the next time the stem is used."""
+
+    rows: npt.NDArray[np.int64]  # sorted
+    fresh: dict[str, list[tuple[int, float]]]
+    grouped: int
+
+    def applied(self, stem: str, postings: _Postings, copy: _Copy) -> _Postings:
+        kept = postings.without(self.rows)
+        found = self.fresh.get(stem)
+        if found:
+            read = _postings(found, copy.sizes, copy.state.last_id, self.grouped)
+            kept = kept.extended(copy.pairs.numbered(read))
+        return kept
+
+
+# Changes kept for the stems not used since: past this many, those stems are dropped from
+# the copy (read again when asked) and the changes all of them had are let go.
+PENDING_CHANGES = 64
+
+
 @dataclass
 class _Copy:
     """The index as bm25() sees it at one state: each row's length by id, and the postings
-    of the stems asked so far."""
+    of the stems asked so far. Edits and deletes reach a stem's postings when it is next
+    used (`changes`): a forget's chunk costs a turn the few stems it asks, not all."""
 
     state: fts.IndexState
     sizes: Floats
     pairs: _Pairs = field(default_factory=_Pairs)  # shared by the copies grown from this one
     postings: dict[str, _Postings] = field(default_factory=dict)  # oldest use first
     entries: int = 0
+    changes: list[_Change] = field(default_factory=list)  # not yet applied to every stem
+    first: int = 0  # the number of `changes[0]`
+    behind: dict[str, int] = field(default_factory=dict)  # a stem's first change not applied
 
     def used(self, stems: Sequence[str]) -> list[_Postings]:
-        """The stems' postings, moved to the end of the order: the last to be dropped."""
+        """The stems' postings, up to date, moved to the end of the order: the last to be
+        dropped."""
         found = []
         for stem in stems:
-            found.append(self.postings.pop(stem))
-            self.postings[stem] = found[-1]
+            found.append(self._brought_up(stem))
+            self.postings[stem] = self.postings.pop(stem)
         return found
+
+    def _brought_up(self, stem: str) -> _Postings:
+        postings = self.postings[stem]
+        start = self.behind.pop(stem, None)
+        if start is None:
+            return postings
+        for change in self.changes[start - self.first :]:
+            postings = change.applied(stem, postings, self)
+        self.entries += len(postings) - len(self.postings[stem])
+        self.postings[stem] = postings
+        return postings
+
+    def changed(self, change: _Change) -> None:
+        """`change` is owed to every stem; the stems owed many are dropped."""
+        number = self.first + len(self.changes)
+        for stem in self.postings:
+            self.behind.setdefault(stem, number)
+        self.changes.append(change)
+        if len(self.changes) > PENDING_CHANGES:
+            cut = self.first + len(self.changes) - PENDING_CHANGES // 2
+            for stem in [s for s, start in self.behind.items() if start < cut]:
+                self.entries -= len(self.postings.pop(stem))
+                del self.behind[stem]
+        owed = min(self.behind.values(), default=self.first + len(self.changes))
+        self.changes = self.changes[owed - self.first :]
+        self.first = owed
+
+    def settled(self) -> _Copy:
+        """Every change applied to every stem (what is saved)."""
+        for stem in list(self.behind):
+            self._brought_up(stem)
+        self.changes, self.first = [], self.first + len(self.changes)
+        return self
 
     def keep(self, read: dict[str, _Read], cap: int) -> None:
         """Adds postings just read, dropping the stems used longest ago past `cap` entries."""
         for stem, postings in read.items():
             if stem in self.postings:  # read again by a turn that came meanwhile
                 self.entries -= len(self.postings.pop(stem))
+                self.behind.pop(stem, None)
             self.postings[stem] = self.pairs.numbered(postings)
             self.entries += len(self.postings[stem])
         while self.entries > cap and len(self.postings) > len(read):
             oldest = next(iter(self.postings))
             self.entries -= len(self.postings.pop(oldest))
+            self.behind.pop(oldest, None)
 
 
 class WholeTableBM25:
@@ -442,7 +507,7 @@ class WholeTableBM25:
                 conn.interrupt()  # a long read ends now, with an error `_run` expects
             worker.join()
         if copy is not None and self._saved is not None:
-            _save(copy, self._saved)
+            _save(copy.settled(), self._saved)
 
     def _start(self, work: Callable[[], None]) -> None:
         """One piece of work behind the turns at a time; others wait for a later turn."""
@@ -536,10 +601,10 @@ def _batches(stems: Sequence[tuple[str, int]], entries: int) -> Iterator[Sequenc
 
 
 def _edited(conn: sqlite3.Connection, copy: _Copy, edits: int, grouped: int) -> _Copy | None:
-    """The copy with the rows edited or deleted since applied (`fts.changed_ids`): each
-    such row's postings dropped, and those of its text now read again, as the rows added
-    are (`_grown` then checks the totals against FTS5's). None when the log no longer
-    reaches back to the copy's state: it is read anew."""
+    """The copy with the rows edited or deleted since (`fts.changed_ids`): their lengths
+    and the totals now, their postings owed to each stem until it is next used (`_Copy`);
+    `_grown` then checks the totals against FTS5's. None when the log no longer reaches
+    back to the copy's state: it is read anew."""
     if edits == copy.state.edits:
         return copy
     changed = fts.changed_ids(conn, copy.state.edits, edits)
@@ -548,20 +613,32 @@ def _edited(conn: sqlite3.Connection, copy: _Copy, edits: int, grouped: int) -> 
     old = [i for i in changed if i <= copy.state.last_id]
     now = fts.sizes_of(conn, old)
     sizes = copy.sizes.copy()
-    before = float(sizes[old].sum())
+    before = int(sizes[old].sum())
     sizes[old] = [now.get(i, 0) for i in old]
-    dropped = np.zeros(len(sizes), dtype=np.bool_)
-    dropped[old] = True
-    postings = {stem: kept.without(dropped) for stem, kept in copy.postings.items()}
-    read = fts.postings_of(conn, list(now)) if now and postings else {}
-    for stem, found in read.items():
-        if stem in postings:
-            more = copy.pairs.numbered(_postings(found, sizes, copy.state.last_id, grouped))
-            postings[stem] = postings[stem].extended(more)
+    read = fts.postings_of(conn, list(now)) if now and copy.postings else {}
+    fresh = {stem: found for stem, found in read.items() if stem in copy.postings}
     rows = copy.state.rows - len(old) + len(now)
-    tokens = copy.state.tokens - int(before) + sum(now.values())
+    tokens = copy.state.tokens - before + sum(now.values())
     state = replace(copy.state, rows=rows, tokens=tokens, edits=edits)
-    return _Copy(state, sizes, copy.pairs, postings, sum(len(p) for p in postings.values()))
+    edited = replace(
+        copy,
+        state=state,
+        sizes=sizes,
+        postings=dict(copy.postings),
+        changes=list(copy.changes),
+        behind=dict(copy.behind),
+    )
+    edited.changed(_Change(np.array(old, dtype=np.int64), fresh, grouped))
+    return edited
+
+
+def _among(ids: Ids, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Which of `ids` are among `rows` (sorted; a forget's chunk is a few dozen)."""
+    if not len(rows):
+        return np.zeros(len(ids), dtype=np.bool_)
+    at = np.minimum(np.searchsorted(rows, ids), len(rows) - 1)
+    found: npt.NDArray[np.bool_] = rows[at] == ids
+    return found
 
 
 def _grown(
@@ -578,7 +655,14 @@ def _grown(
     # sizes are 0, and the next row may take an id past the new last).
     kept = min(len(copy.sizes), len(sizes))
     sizes[:kept] = copy.sizes[:kept]
-    grown = _Copy(state, sizes, copy.pairs, dict(copy.postings), copy.entries)
+    grown = replace(
+        copy,
+        state=state,
+        sizes=sizes,
+        postings=dict(copy.postings),
+        changes=list(copy.changes),
+        behind=dict(copy.behind),
+    )
     if copy.postings:
         for stem, new in fts.new_postings(conn, copy.state.last_id).items():
             if stem in grown.postings:

@@ -380,25 +380,21 @@ EDITS_DDL = """
 # `keyword_edits`: the whole-table BM25 copy applies them in place instead of reading the
 # whole index again. Only the latest CHANGES_KEPT are kept; a copy further behind is read anew.
 CHANGES_KEPT = 200_000
+_LOGGED = f"""
+            UPDATE keyword_edits SET edits = edits + 1 WHERE id = 1;
+            INSERT INTO keyword_changes (edit, episode_id)
+                SELECT edits, {{row}}.id FROM keyword_edits WHERE id = 1;
+            DELETE FROM keyword_changes
+                WHERE edit <= (SELECT edits FROM keyword_edits WHERE id = 1) - {CHANGES_KEPT};
+"""
 CHANGES_DDL = f"""
         CREATE TABLE keyword_changes (edit INTEGER PRIMARY KEY, episode_id INTEGER NOT NULL);
         DROP TRIGGER keyword_edits_update;
         DROP TRIGGER keyword_edits_delete;
         CREATE TRIGGER keyword_edits_update AFTER UPDATE OF search_text, context_text,
-            search_cjk ON episodes BEGIN
-            UPDATE keyword_edits SET edits = edits + 1 WHERE id = 1;
-            INSERT INTO keyword_changes (edit, episode_id)
-                SELECT edits, NEW.id FROM keyword_edits WHERE id = 1;
-            DELETE FROM keyword_changes
-                WHERE edit <= (SELECT edits FROM keyword_edits WHERE id = 1) - {CHANGES_KEPT};
-        END;
+            search_cjk ON episodes BEGIN {_LOGGED.format(row="NEW")} END;
         CREATE TRIGGER keyword_edits_delete AFTER DELETE ON episodes BEGIN
-            UPDATE keyword_edits SET edits = edits + 1 WHERE id = 1;
-            INSERT INTO keyword_changes (edit, episode_id)
-                SELECT edits, OLD.id FROM keyword_edits WHERE id = 1;
-            DELETE FROM keyword_changes
-                WHERE edit <= (SELECT edits FROM keyword_edits WHERE id = 1) - {CHANGES_KEPT};
-        END;
+            {_LOGGED.format(row="OLD")} END;
 """
 # bm25()'s weight of each column, in the table's order (the scope column weighs nothing).
 _COLUMN_WEIGHTS = {

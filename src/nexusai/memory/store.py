@@ -136,9 +136,12 @@ class EpisodeStore(ABC):
         store gets the same ones)."""
 
     @abstractmethod
-    def claim_pending_vectors(self, limit: int) -> AbstractContextManager[list[int]]:
-        """Up to `limit` episodes waiting for a vector, oldest first, which no one else
-        indexes until the block ends (reads and writes inside it join its transaction)."""
+    def claim_pending_vectors(
+        self, limit: int, sessions: Sequence[int] | None = None
+    ) -> AbstractContextManager[list[int]]:
+        """Up to `limit` episodes waiting for a vector, oldest first, of `sessions` (all
+        when None), which no one else indexes until the block ends (reads and writes
+        inside it join its transaction)."""
 
     @abstractmethod
     def keyword_index_ok(self) -> bool: ...

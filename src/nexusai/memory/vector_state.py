@@ -26,11 +26,21 @@ class EntityState(StrEnum):
     DONE = "done"
 
 
-def pending_vectors(conn: Connection, limit: int, claim: str = "") -> list[int]:
-    """Episodes whose vectors are not (yet) in the index, oldest first; `claim` is a
-    locking clause for engines that have one (`FOR UPDATE SKIP LOCKED`)."""
-    sql = f"SELECT id FROM episodes WHERE vector_state = ? ORDER BY id LIMIT ? {claim}"
-    return _ids(conn.execute(sql, (VectorState.PENDING.value, limit)))
+def pending_vectors(
+    conn: Connection, limit: int, claim: str = "", sessions: Sequence[int] | None = None
+) -> list[int]:
+    """Episodes whose vectors are not (yet) in the index, oldest first, of `sessions` (all
+    when None); `claim` is a locking clause for engines that have one (`FOR UPDATE SKIP
+    LOCKED`)."""
+    if sessions is None:
+        sql = f"SELECT id FROM episodes WHERE vector_state = ? ORDER BY id LIMIT ? {claim}"
+        return _ids(conn.execute(sql, (VectorState.PENDING.value, limit)))
+    sql = (
+        "SELECT id FROM episodes WHERE vector_state = ? AND session_id IN"
+        f" (SELECT value FROM json_each(?)) ORDER BY id LIMIT ? {claim}"
+    )
+    chosen = json.dumps([int(s) for s in sessions])
+    return _ids(conn.execute(sql, (VectorState.PENDING.value, chosen, limit)))
 
 
 def count_pending_vectors(conn: Connection) -> int:

@@ -151,9 +151,11 @@ class SqliteStore(EpisodeStore):
         return _read_or_make(self.path.parent / name)
 
     @contextmanager
-    def claim_pending_vectors(self, limit: int) -> Iterator[list[int]]:
+    def claim_pending_vectors(
+        self, limit: int, sessions: Sequence[int] | None = None
+    ) -> Iterator[list[int]]:
         # One process indexes a SQLite store: there is no one to claim from.
-        yield vector_state.pending_vectors(self.connection(), limit)
+        yield vector_state.pending_vectors(self.connection(), limit, sessions=sessions)
 
     def keyword_index_ok(self) -> bool:
         return fts.integrity_check(self.connection())

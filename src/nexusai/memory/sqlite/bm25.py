@@ -620,7 +620,15 @@ def _edited(conn: sqlite3.Connection, copy: _Copy, edits: int, grouped: int) -> 
     rows = copy.state.rows - len(old) + len(now)
     tokens = copy.state.tokens - before + sum(now.values())
     state = replace(copy.state, rows=rows, tokens=tokens, edits=edits)
-    edited = replace(
+    edited = _moved(copy, state, sizes)
+    edited.changed(_Change(np.array(old, dtype=np.int64), fresh, grouped))
+    return edited
+
+
+def _moved(copy: _Copy, state: fts.IndexState, sizes: Floats) -> _Copy:
+    """A copy at a new state sharing the postings: a turn may be scoring with the old one
+    outside the lock, so that one is never changed."""
+    return replace(
         copy,
         state=state,
         sizes=sizes,
@@ -628,8 +636,6 @@ def _edited(conn: sqlite3.Connection, copy: _Copy, edits: int, grouped: int) -> 
         changes=list(copy.changes),
         behind=dict(copy.behind),
     )
-    edited.changed(_Change(np.array(old, dtype=np.int64), fresh, grouped))
-    return edited
 
 
 def _among(ids: Ids, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
@@ -655,14 +661,7 @@ def _grown(
     # sizes are 0, and the next row may take an id past the new last).
     kept = min(len(copy.sizes), len(sizes))
     sizes[:kept] = copy.sizes[:kept]
-    grown = replace(
-        copy,
-        state=state,
-        sizes=sizes,
-        postings=dict(copy.postings),
-        changes=list(copy.changes),
-        behind=dict(copy.behind),
-    )
+    grown = _moved(copy, state, sizes)
     if copy.postings:
         for stem, new in fts.new_postings(conn, copy.state.last_id).items():
             if stem in grown.postings:

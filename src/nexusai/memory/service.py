@@ -275,16 +275,13 @@ class Memory:
 
     def update_episode(self, episode_id: int, **changes: Any) -> Episode:
         episode = self.store.update_episode(episode_id, **changes)
-        waiting = self.vector_states([episode_id]).get(episode_id) is VectorState.PENDING
-        if not waiting or self.index([episode]):  # found by its new text at once
-            self._catch_up({episode.session_id})
+        self._catch_up({episode.session_id})  # itself, if its text changed, and its neighbours
         return episode
 
     def delete_episode(self, episode_id: int) -> None:
-        sessions = {e.session_id for e in self.store.get_episodes([episode_id], expired=True)}
-        self.store.delete_episode(episode_id)
+        deleted = self.store.delete_episode(episode_id)
         self._delete_vectors([episode_id], "episode")
-        self._catch_up(sessions)  # the turn after it, read with a new neighbour
+        self._catch_up({deleted.session_id})  # the turn after it, read with a new neighbour
 
     def delete_session(self, session_id: int) -> None:
         self._delete_vectors(self.store.delete_session(session_id), "session")
@@ -301,7 +298,6 @@ class Memory:
         gone: list[int] = []
         for start in range(0, len(matching), FORGET_CHUNK):
             gone += self._delete_chunk(matching[start : start + FORGET_CHUNK], "filter")
-        self.vectors_due.set()  # the turns after them, read with new neighbours, behind
         return gone
 
     def forget_expired(self) -> int:
@@ -319,6 +315,7 @@ class Memory:
         store."""
         deleted = self.store.delete_episodes(ids)
         self._delete_vectors(deleted, how)
+        self.vectors_due.set()  # the turns after them, read with new neighbours, behind
         time.sleep(FORGET_PAUSE)
         return deleted
 
@@ -360,12 +357,14 @@ class Memory:
 
     def _catch_up(self, sessions: set[int]) -> None:
         """A few of the vectors waiting besides a write's own (the turn after one it
-        inserted before, edited or deleted): of its own sessions where the memory serves,
-        so that a write never makes a forget's thousands (`index_behind` does); of any
-        session where it does not (an import's, a command's)."""
-        serving = bool(self._threads)
-        chosen = sorted(sessions) if serving else None
-        self.sync_pending(max_batches=1, limit=CATCH_UP, sessions=chosen)
+        inserted before, edited or deleted). Where the memory serves, those of its own
+        sessions, and `index_behind` is woken for any others (a forget's thousands, an
+        outage's), so a write never makes them; elsewhere (an import, a command) any."""
+        if not self._threads:
+            self.sync_pending(max_batches=1, limit=CATCH_UP)
+            return
+        self.sync_pending(max_batches=1, limit=CATCH_UP, sessions=sorted(sessions))
+        self.vectors_due.set()
 
     def sync_pending(
         self,

@@ -616,9 +616,12 @@ class EpisodeStore(ABC):
         )
         return self.get_episodes(_ids(ids))
 
-    def delete_episode(self, episode_id: int) -> None:
+    def delete_episode(self, episode_id: int) -> Episode:
+        """Deletes the episode; returns it as it was."""
         with self.atomic() as conn:
-            self._delete(conn, self.get_episode(episode_id))
+            episode = self.get_episode(episode_id)
+            self._delete(conn, episode)
+        return episode
 
     def _delete(self, conn: Connection, episode: Episode) -> None:
         conn.execute("DELETE FROM episodes WHERE id = ?", (episode.id,))

@@ -16,6 +16,7 @@ BENCHMARKS = {
     "embedders": "benchmarks.bench_embedders",
     "import-long": "benchmarks.bench_import_long",
     "import-short": "benchmarks.bench_import_short",
+    "extracting": "benchmarks.bench_extracting",
     "export": "benchmarks.bench_export",
     "http": "benchmarks.bench_http",
     "soak": "benchmarks.bench_soak",

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 from tests.live_server import free_port, start_server
 
-from benchmarks.bench_import_short import _conversations
+from benchmarks.bench_import_short import conversations_of
 from benchmarks.bench_project import _common_queries
 from benchmarks.common import LATENCY_COLUMNS, Report, time_ms, timed_context
 from nexusai.config import Config
@@ -45,7 +45,7 @@ def run(quick: bool = False) -> None:
 def _store(data_dir: Path, episodes: int) -> None:
     memory = Memory.open(Config.from_env({}, data_dir=data_dir, extractor="none"), LocalEmbedder())
     try:
-        for conversation in _conversations(episodes):
+        for conversation in conversations_of(episodes):
             memory.import_conversation(conversation.sessions, None)
     finally:
         memory.close()

@@ -36,7 +36,7 @@ PER_SESSION = 20
 
 def run(quick: bool = False) -> None:
     count = 2_000 if quick else int(os.environ.get("NEXUS_IMPORT_SHORT", "20000"))
-    conversations = _conversations(count)
+    conversations = conversations_of(count)
     embedder = LocalEmbedder()
     report = Report(
         f"Importing {count:,} short turns, {PER_SESSION} to a session",
@@ -64,38 +64,49 @@ def _cli_import(
 ) -> tuple[float, float]:
     """`nexus import` of the turns as JSONL into an empty data directory, in a process of
     its own with spaCy's extraction: its wall time, and the seconds its "searchable after"
-    line gives (from the first conversation written to the last one searchable). With
-    `interleaved`, the lines are in time order across sessions, as a message log is: each
-    session's n-th turn, for every session, before any session's (n+1)-th."""
+    line gives (from the first conversation written to the last one searchable)."""
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "turns.jsonl"
-        lines = [
-            [
-                {"session": session.key, "speaker": e.episode.speaker, "content": e.episode.content}
-                for e in session.episodes
-            ]
-            for conversation in conversations
-            for session in conversation.sessions
+        write_jsonl(conversations, data, interleaved)
+        return cli_import(data, Path(tmp) / "d", entities)
+
+
+def write_jsonl(conversations: list[SourceConversation], path: Path, interleaved: bool) -> None:
+    """The turns as the JSONL `nexus import` reads. With `interleaved`, the lines are in
+    time order across sessions, as a message log is: each session's n-th turn, for every
+    session, before any session's (n+1)-th."""
+    lines = [
+        [
+            {"session": session.key, "speaker": e.episode.speaker, "content": e.episode.content}
+            for e in session.episodes
         ]
-        ordered = (
-            [line for turn in itertools.zip_longest(*lines) for line in turn if line]
-            if interleaved
-            else [line for session in lines for line in session]
-        )
-        with data.open("w", encoding="utf-8") as out:
-            out.writelines(json.dumps(line) + "\n" for line in ordered)
-        env = {**os.environ, "NEXUS_DATA_DIR": str(Path(tmp) / "d"), "NEXUS_EXTRACTOR": "spacy"}
-        command = [sys.executable, "-m", "nexusai.cli", "import", str(data), "--entities", entities]
-        started = time.perf_counter()
-        done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
-        seconds = time.perf_counter() - started
-        reported = re.search(r"searchable after ([0-9.]+) s", done.stdout)
-        if reported is None:
-            raise RuntimeError(f"nexus import did not say when it was searchable: {done.stdout}")
-        return seconds, float(reported.group(1))
+        for conversation in conversations
+        for session in conversation.sessions
+    ]
+    ordered = (
+        [line for turn in itertools.zip_longest(*lines) for line in turn if line]
+        if interleaved
+        else [line for session in lines for line in session]
+    )
+    with path.open("w", encoding="utf-8") as out:
+        out.writelines(json.dumps(line) + "\n" for line in ordered)
 
 
-def _conversations(count: int) -> list[SourceConversation]:
+def cli_import(jsonl: Path, data_dir: Path, entities: str) -> tuple[float, float]:
+    """`nexus import FILE --entities ENTITIES` into `data_dir`, with spaCy's extraction:
+    its wall time and the seconds of its "searchable after" line."""
+    env = {**os.environ, "NEXUS_DATA_DIR": str(data_dir), "NEXUS_EXTRACTOR": "spacy"}
+    command = [sys.executable, "-m", "nexusai.cli", "import", str(jsonl), "--entities", entities]
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    reported = re.search(r"searchable after ([0-9.]+) s", done.stdout)
+    if reported is None:
+        raise RuntimeError(f"nexus import did not say when it was searchable: {done.stdout}")
+    return seconds, float(reported.group(1))
+
+
+def conversations_of(count: int) -> list[SourceConversation]:
     turns = list(_common(count))
     found = []
     for start in range(0, count, PER_SESSION):

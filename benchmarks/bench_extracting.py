@@ -48,12 +48,14 @@ def run(quick: bool = False) -> None:
             http.patch("/settings", json=RECOMMENDED).raise_for_status()
             extracting, took = _while_extracting(http, sessions)
             quiet = _asked(http, sessions, len(extracting))
+    report.notes.append(_steps(extracting, quiet))
+    extracting_ms, quiet_ms = [ms for ms, _ in extracting], [ms for ms, _ in quiet]
     rows = {
-        f"the first {FIRST} after /ready": extracting[:FIRST],
-        "every turn while extracting": extracting,
-        "the same, extraction done (quiet)": quiet,
+        f"the first {FIRST} after /ready": extracting_ms[:FIRST],
+        "every turn while extracting": extracting_ms,
+        "the same, extraction done (quiet)": quiet_ms,
     }
-    quiet_p95 = percentile(quiet, 95)
+    quiet_p95 = percentile(quiet_ms, 95)
     for what, samples in rows.items():
         p95 = percentile(samples, 95)
         report.add(
@@ -72,24 +74,38 @@ def run(quick: bool = False) -> None:
     report.print()
 
 
-def _while_extracting(http: httpx.Client, sessions: int) -> tuple[list[float], float]:
+Timed = tuple[float, dict[str, float]]  # a turn's wall time and its Server-Timing steps
+
+
+def _while_extracting(http: httpx.Client, sessions: int) -> tuple[list[Timed], float]:
     """Turns one after another until no entity waits: their times, and how long it took."""
     rng, queries = random.Random(3), _common_queries()
     started = time.monotonic()
-    samples: list[float] = []
+    samples: list[Timed] = []
     while time.monotonic() - started < EXTRACTION_LIMIT_SECONDS:
         samples.append(
-            timed_context(http, rng.randint(1, sessions), queries[len(samples) % len(queries)])[0]
+            timed_context(http, rng.randint(1, sessions), queries[len(samples) % len(queries)])
         )
         if len(samples) % 10 == 0 and not http.get("/health").json()["entitiesPending"]:
             return samples, time.monotonic() - started
     raise RuntimeError(f"entities were still being extracted after {EXTRACTION_LIMIT_SECONDS} s")
 
 
-def _asked(http: httpx.Client, sessions: int, count: int) -> list[float]:
+def _asked(http: httpx.Client, sessions: int, count: int) -> list[Timed]:
     """The same turns again, in the same order."""
     rng, queries = random.Random(3), _common_queries()
     return [
-        timed_context(http, rng.randint(1, sessions), queries[n % len(queries)])[0]
+        timed_context(http, rng.randint(1, sessions), queries[n % len(queries)])
         for n in range(count)
     ]
+
+
+def _steps(extracting: list[Timed], quiet: list[Timed]) -> str:
+    """Each Server-Timing step's p95 while extracting and quiet: where the difference is."""
+    names = dict.fromkeys(name for _, steps in quiet for name in steps)
+    cells = []
+    for name in names:
+        during = [steps.get(name, 0.0) for _, steps in extracting]
+        after = [steps.get(name, 0.0) for _, steps in quiet]
+        cells.append(f"{name} {percentile(during, 95):.1f}/{percentile(after, 95):.1f}")
+    return "p95 of each step, while extracting / quiet (ms): " + ", ".join(cells)

@@ -87,6 +87,17 @@ def test_mpnet_vectors_match_sentence_transformers_on_real_turns(dev_data: Path)
         assert min(cosine(a, b) for a, b in zip(ours, reference, strict=True)) > 0.9999
 
 
+def test_the_embedder_behind_the_requests_makes_the_same_vectors(minilm: LocalEmbedder) -> None:
+    """What the background indexes with is one thread of the same model: its vectors are
+    the ones a write makes, so an episode indexed either way is found the same."""
+    behind = minilm.behind()
+    assert behind is not minilm and behind is minilm.behind()
+    assert (behind.name, behind.dimension) == (minilm.name, minilm.dimension)
+    texts = ["I adopted a puppy called Biscuit", "word " * 400, "我们住在北京"]
+    for ours, theirs in zip(behind.embed(texts), minilm.embed(texts), strict=True):
+        assert cosine(ours, theirs) > 0.99999
+
+
 def test_long_text_is_truncated_not_rejected(minilm: LocalEmbedder) -> None:
     [vector] = minilm.embed(["word " * 5000])
     assert len(vector) == 384

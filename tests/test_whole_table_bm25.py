@@ -138,6 +138,12 @@ def test_deletes_and_edits_are_applied_to_it_in_place(
     assert copy_of._copy is not None
     assert len(copy_of._copy.changes) <= PENDING_CHANGES
     assert same_answers(store, copy_of, queries) > 60  # the dropped ones read again
+    # Owed several changes at once: a row edited twice, another edited and then deleted.
+    store.update_episode(left[-1], content="Caroline painted the lake")
+    store.update_episode(left[-1], content="Caroline painted the lake again, at dawn")
+    store.update_episode(left[-2], content="Caroline painted a sunrise by the lake")
+    store.delete_episodes([left[-2]])
+    assert same_answers(store, copy_of, [*queries, "painted lake sunrise dawn"]) > 60
 
 
 def test_a_small_store_is_left_to_fts5(conversation: tuple[SqliteStore, list[str]]) -> None:

@@ -47,6 +47,11 @@ class Embedder(ABC):
     def embed_one(self, text: str) -> Vector:
         return self.embed_batch([text])[0]
 
+    def behind(self) -> Embedder:
+        """The embedder for work behind the requests (episodes a forget left waiting): the
+        same vectors, made so as to leave the requests a core where it can. This one."""
+        return self
+
     def embed_query(self, text: str) -> Vector:
         """A search query's vector. The same as a passage's for symmetric models; models
         trained with an instruction (e5's "query: ") override it."""

@@ -239,7 +239,7 @@ class Encoder:
     ) -> None:
         import onnxruntime
 
-        self._words = words
+        self.graph, self.words = graph, words  # what a twin session on other threads needs
         # A shipped tokenizer.json may pad every input to a fixed length: pad to the longest
         # text of a batch instead, and truncate where the model does.
         pad = tokenizer.padding or {}
@@ -258,7 +258,7 @@ class Encoder:
         encoded = self.tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encoded], dtype=np.float32)
-        embeds = self._words[ids].astype(np.float32)
+        embeds = self.words[ids].astype(np.float32)
         [pooled] = self.session.run(None, {"embeds": embeds, "mask": mask})
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         rows: list[list[float]] = (pooled / np.maximum(norms, 1e-12)).tolist()

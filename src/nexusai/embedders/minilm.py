@@ -123,17 +123,15 @@ def ensure_onnx(cache_dir: Path, model: MiniLMWeights) -> Path:
 
 def minilm_session(cache_dir: Path | None = None, threads: int | None = None) -> Encoder:
     """The shipped model's tokenizer and ONNX session."""
-    from tokenizers import Tokenizer
-
     model = MiniLMWeights()
     path = ensure_onnx(cache_dir or default_cache_dir(), model)
-    return Encoder(
-        path,
-        model.word_table(),
-        Tokenizer.from_file(str(TOKENIZER)),
-        MAX_TOKENS,
-        threads or min(os.cpu_count() or 1, 4),
-    )
+    return _encoder(path, model.word_table(), threads or min(os.cpu_count() or 1, 4))
+
+
+def _encoder(path: Path, words: np.ndarray, threads: int) -> Encoder:
+    from tokenizers import Tokenizer
+
+    return Encoder(path, words, Tokenizer.from_file(str(TOKENIZER)), MAX_TOKENS, threads)
 
 
 MINILM = "local:all-MiniLM-L6-v2"
@@ -149,6 +147,29 @@ class LocalEmbedder(Embedder):
 
     def __init__(self, cache_dir: Path | None = None) -> None:
         self._session = minilm_session(cache_dir)
+        self._behind: OneThread | None = None
+
+    def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
+        return self._session.embed(list(texts))
+
+    def behind(self) -> Embedder:
+        """The same graph and word table on one thread: a forget's thousands of episodes
+        re-embedded on both cores took them from the turns beside it."""
+        if self._behind is None:
+            self._behind = OneThread(self._session)
+        return self._behind
+
+
+class OneThread(Embedder):
+    """A `LocalEmbedder`'s model in a session of one thread (the graph's weights once more,
+    about 40 MB; the word table shared)."""
+
+    name = MINILM
+    dimension = LocalEmbedder.dimension
+    batch_size = LocalEmbedder.batch_size
+
+    def __init__(self, twin: Encoder) -> None:
+        self._session = _encoder(twin.graph, twin.words, threads=1)
 
     def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
         return self._session.embed(list(texts))

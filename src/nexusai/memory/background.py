@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from nexusai.embedders import Embedder
 from nexusai.errors import first_line
 
 log = logging.getLogger("nexusai.memory")
@@ -27,10 +28,17 @@ class Memory(Protocol):
 
     stopping: threading.Event
     vectors_due: threading.Event
+    embedder: Embedder
 
     def tend_vectors(self) -> None: ...
 
-    def sync_pending(self, max_batches: int | None = None, limit: int | None = None) -> int: ...
+    def sync_pending(
+        self,
+        max_batches: int | None = None,
+        *,
+        limit: int | None = None,
+        embedder: Embedder | None = None,
+    ) -> int: ...
 
     def count_pending_vectors(self) -> int: ...
 
@@ -91,13 +99,15 @@ def index_behind(memory: Memory) -> None:
     each indexed with its new neighbour), in small batches, resting between them,
     whenever a write says some wait, until none do."""
     yield_the_cpu()
+    behind = memory.embedder.behind()
     while not memory.stopping.is_set():
         memory.vectors_due.wait()
         memory.vectors_due.clear()
         try:
             while not memory.stopping.is_set():
                 started = time.monotonic()
-                if memory.sync_pending(max_batches=1, limit=BEHIND_BATCH) < BEHIND_BATCH:
+                done = memory.sync_pending(1, limit=BEHIND_BATCH, embedder=behind)
+                if done < BEHIND_BATCH:
                     break
                 rest = (time.monotonic() - started) * (1 / BEHIND_SHARE - 1)
                 memory.stopping.wait(rest)

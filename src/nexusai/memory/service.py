@@ -330,22 +330,23 @@ class Memory:
 
     # -- vectors ------------------------------------------------------------------------
 
-    def index(self, episodes: Sequence[Episode]) -> bool:
-        """Embeds and upserts the episodes, then marks them indexed. False on failure (they
-        stay pending, to be retried)."""
+    def index(self, episodes: Sequence[Episode], embedder: Embedder | None = None) -> bool:
+        """Embeds (with `embedder`, by default the memory's) and upserts the episodes, then
+        marks them indexed. False on failure (they stay pending, to be retried)."""
         if not episodes:
             return True
         try:
             for start in range(0, len(episodes), self.batch_size):
-                self._index_batch(episodes[start : start + self.batch_size])
+                self._index_batch(episodes[start : start + self.batch_size], embedder)
         except Exception as exc:
             log.warning("indexing %d episodes failed, will retry: %s", len(episodes), exc)
             return False
         return True
 
-    def _index_batch(self, batch: Sequence[Episode]) -> None:
-        texts = [embedding_texts(e, self.embedder.window_chars) for e in batch]
-        vectors = iter(self.embedder.embed([t for episode in texts for t in episode]))
+    def _index_batch(self, batch: Sequence[Episode], embedder: Embedder | None) -> None:
+        embedder = embedder or self.embedder
+        texts = [embedding_texts(e, embedder.window_chars) for e in batch]
+        vectors = iter(embedder.embed([t for episode in texts for t in episode]))
         self.vectors.upsert(
             [
                 (e.id, [next(vectors) for _ in episode], e.session_id)
@@ -372,15 +373,17 @@ class Memory:
         progress: Progress | None = None,
         limit: int | None = None,
         sessions: Sequence[int] | None = None,
+        embedder: Embedder | None = None,
     ) -> int:
         """Indexes pending episodes, oldest first, of `sessions` (all when None), `limit`
-        a batch (the embedder's batch size by default); returns how many were indexed.
-        Where `max_batches` leaves some waiting, `index_behind` is woken for them."""
+        a batch (the embedder's batch size by default), with `embedder` (the memory's by
+        default); returns how many were indexed. Where `max_batches` leaves some waiting,
+        `index_behind` is woken for them."""
         done = batches = 0
         batch = limit or self.batch_size
         while not self.stopping.is_set():
             with self.store.claim_pending_vectors(batch, sessions) as ids:
-                if not ids or not self.index(self.store.get_episodes(ids)):
+                if not ids or not self.index(self.store.get_episodes(ids), embedder):
                     break
             done += len(ids)
             batches += 1

@@ -91,7 +91,8 @@ def test_the_embedder_behind_the_requests_makes_the_same_vectors(minilm: LocalEm
     """What the background indexes with is one thread of the same model: its vectors are
     the ones a write makes, so an episode indexed either way is found the same."""
     behind = minilm.behind()
-    assert behind is not minilm and behind is minilm.behind()
+    assert behind is not minilm
+    assert behind is minilm.behind()
     assert (behind.name, behind.dimension) == (minilm.name, minilm.dimension)
     texts = ["I adopted a puppy called Biscuit", "word " * 400, "我们住在北京"]
     for ours, theirs in zip(behind.embed(texts), minilm.embed(texts), strict=True):

@@ -239,7 +239,7 @@ class Encoder:
     ) -> None:
         import onnxruntime
 
-        self.graph, self.words = graph, words  # what a twin session on other threads needs
+        self._graph, self._words, self._max_tokens = graph, words, max_tokens
         # A shipped tokenizer.json may pad every input to a fixed length: pad to the longest
         # text of a batch instead, and truncate where the model does.
         pad = tokenizer.padding or {}
@@ -252,13 +252,18 @@ class Encoder:
             str(graph), session_options(threads), providers=["CPUExecutionProvider"]
         )
 
+    def twin(self, threads: int) -> Encoder:
+        """The same model in a session of its own on `threads` threads: the graph's
+        weights loaded once more, the word table and the tokenizer shared."""
+        return Encoder(self._graph, self._words, self.tokenizer, self._max_tokens, threads)
+
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
         encoded = self.tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encoded], dtype=np.float32)
-        embeds = self.words[ids].astype(np.float32)
+        embeds = self._words[ids].astype(np.float32)
         [pooled] = self.session.run(None, {"embeds": embeds, "mask": mask})
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         rows: list[list[float]] = (pooled / np.maximum(norms, 1e-12)).tolist()

@@ -123,15 +123,17 @@ def ensure_onnx(cache_dir: Path, model: MiniLMWeights) -> Path:
 
 def minilm_session(cache_dir: Path | None = None, threads: int | None = None) -> Encoder:
     """The shipped model's tokenizer and ONNX session."""
-    model = MiniLMWeights()
-    path = ensure_onnx(cache_dir or default_cache_dir(), model)
-    return _encoder(path, model.word_table(), threads or min(os.cpu_count() or 1, 4))
-
-
-def _encoder(path: Path, words: np.ndarray, threads: int) -> Encoder:
     from tokenizers import Tokenizer
 
-    return Encoder(path, words, Tokenizer.from_file(str(TOKENIZER)), MAX_TOKENS, threads)
+    model = MiniLMWeights()
+    path = ensure_onnx(cache_dir or default_cache_dir(), model)
+    return Encoder(
+        path,
+        model.word_table(),
+        Tokenizer.from_file(str(TOKENIZER)),
+        MAX_TOKENS,
+        threads or min(os.cpu_count() or 1, 4),
+    )
 
 
 MINILM = "local:all-MiniLM-L6-v2"
@@ -145,34 +147,20 @@ class LocalEmbedder(Embedder):
     dimension = 384
     batch_size = 32
 
-    def __init__(self, cache_dir: Path | None = None) -> None:
-        self._session = minilm_session(cache_dir)
-        self._behind: OneThread | None = None
+    def __init__(self, cache_dir: Path | None = None, session: Encoder | None = None) -> None:
+        """`session`: the model as loaded already (by default, loaded here)."""
+        self._session = session or minilm_session(cache_dir)
+        self._behind: LocalEmbedder | None = None
 
     def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
         return self._session.embed(list(texts))
 
     def behind(self) -> Embedder:
-        """The same graph and word table on one thread: a forget's thousands of episodes
-        re-embedded on both cores took them from the turns beside it."""
+        """The same model on one thread (about 40 MB more): a forget's thousands of
+        episodes re-embedded on both cores took them from the turns beside it."""
         if self._behind is None:
-            self._behind = OneThread(self._session)
+            self._behind = LocalEmbedder(session=self._session.twin(threads=1))
         return self._behind
-
-
-class OneThread(Embedder):
-    """A `LocalEmbedder`'s model in a session of one thread (the graph's weights once more,
-    about 40 MB; the word table shared)."""
-
-    name = MINILM
-    dimension = LocalEmbedder.dimension
-    batch_size = LocalEmbedder.batch_size
-
-    def __init__(self, twin: Encoder) -> None:
-        self._session = _encoder(twin.graph, twin.words, threads=1)
-
-    def embed_batch(self, texts: Sequence[str]) -> list[Vector]:
-        return self._session.embed(list(texts))
 
 
 def reference_model_dir() -> Any:

@@ -32,15 +32,12 @@ def pending_vectors(
     """Episodes whose vectors are not (yet) in the index, oldest first, of `sessions` (all
     when None); `claim` is a locking clause for engines that have one (`FOR UPDATE SKIP
     LOCKED`)."""
-    if sessions is None:
-        sql = f"SELECT id FROM episodes WHERE vector_state = ? ORDER BY id LIMIT ? {claim}"
-        return _ids(conn.execute(sql, (VectorState.PENDING.value, limit)))
-    sql = (
-        "SELECT id FROM episodes WHERE vector_state = ? AND session_id IN"
-        f" (SELECT value FROM json_each(?)) ORDER BY id LIMIT ? {claim}"
-    )
-    chosen = json.dumps([int(s) for s in sessions])
-    return _ids(conn.execute(sql, (VectorState.PENDING.value, chosen, limit)))
+    where, params = "vector_state = ?", [VectorState.PENDING.value]
+    if sessions is not None:
+        where += " AND session_id IN (SELECT value FROM json_each(?))"
+        params.append(json.dumps([int(s) for s in sessions]))
+    sql = f"SELECT id FROM episodes WHERE {where} ORDER BY id LIMIT ? {claim}"
+    return _ids(conn.execute(sql, (*params, limit)))
 
 
 def count_pending_vectors(conn: Connection) -> int:

@@ -228,9 +228,7 @@ def _applied(stem: str, postings: _Postings, changes: Sequence[_Change], copy: _
     """The stem's postings with every change it is owed: the rows any of them touched
     dropped in one pass over the postings, not one a change (a common stem owed dozens of
     a forget's chunks took a turn tens of milliseconds), then each such row's postings as
-    the last change that read it found them."""
-    if not changes:
-        return postings
+    the last change that read it found them (a stem is owed at least one)."""
     latest: dict[int, float] = {}
     for change in changes:
         for row in change.rows.tolist():

@@ -203,3 +203,35 @@ def test_rrfs_places_follow_fuse_ranked_exactly() -> None:
         assert [pool.episodes[i].id for i in _rrf_order(pool, _ties(pool))] == [
             f.episode.id for f in fused
         ]
+
+
+def test_session_features_read_the_pool_by_session_and_neighbours() -> None:
+    """Session 1 holds ids 10, 11 and 14 of the pool, session 2 holds 12: a candidate's
+    session share, the best RRF of the rest of its session, and the best RRF of its
+    session's candidates at most two ids away (never another session's)."""
+    from nexusai.models import Episode
+    from nexusai.ranking.features import candidates
+
+    def said(i: int, session: int) -> Episode:
+        return Episode(i, session, "user", f"turn {i}", "2024-01-01T00:00:00Z", "", {})
+
+    semantic = [said(10, 1), said(12, 2), said(14, 1)]
+    keyword = [said(11, 1), said(10, 1)]
+    pool = candidates("turn", semantic, keyword)
+    column = {name: pool.matrix[:, FEATURES.index(name)] for name in FEATURES}
+    at = {e.id: i for i, e in enumerate(pool.episodes)}
+    rrf = {i: column["rrf"][at[i]] for i in at}
+    assert rrf[10] > rrf[11] > rrf[14]
+    assert rrf[12] > rrf[14]
+
+    def feature(name: str, i: int) -> float:
+        return float(column[name][at[i]])
+
+    assert [feature("session_share", i) for i in (10, 11, 12, 14)] == [0.75, 0.75, 0.25, 0.75]
+    assert feature("session_best_rrf", 10) == pytest.approx(rrf[11])  # its session's next
+    assert feature("session_best_rrf", 11) == pytest.approx(rrf[10])
+    assert feature("session_best_rrf", 12) == 0.0  # alone in its session
+    assert feature("adjacent_best_rrf", 10) == pytest.approx(rrf[11])
+    assert feature("adjacent_best_rrf", 11) == pytest.approx(rrf[10])
+    assert feature("adjacent_best_rrf", 14) == 0.0  # 12 is beside it, in another session
+    assert feature("adjacent_best_rrf", 12) == 0.0

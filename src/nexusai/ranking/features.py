@@ -40,6 +40,10 @@ MEANINGS: dict[str, str] = {
     "candidate_length": "the log of its length in characters",
     "candidate_asks": "1 when it is a question",
     "age_in_pool": "0 for the newest candidate, 1 for the oldest",
+    "session_share": "the share of the candidates that come from its session",
+    "session_best_rrf": "the best RRF score among the other candidates of its session",
+    "adjacent_best_rrf": "the best RRF score among the candidates stored beside it in its"
+    " session (up to two messages either side)",
 }
 FEATURES: tuple[str, ...] = tuple(MEANINGS)
 RRF_K = RETRIEVAL.RRF_K  # the spec's k, written once in config
@@ -86,6 +90,7 @@ def candidates(query: str, semantic: Sequence[Episode], keyword: Sequence[Episod
         **_speaker_columns(pool, query),
         **_text_columns(pool, query),
     }
+    columns.update(_session_columns(pool, columns["rrf"]))
     matrix = np.column_stack([columns[name] for name in FEATURES]) if pool else _EMPTY
     return Candidates(pool, sem_ranks, kw_ranks, matrix)
 
@@ -175,6 +180,36 @@ def _text_columns(pool: list[Episode], query: str) -> Columns:
         "candidate_asks": np.array([_asks(e.content) for e in pool], dtype=np.float64),
         "age_in_pool": np.array([age[e.occurred_at] for e in pool], dtype=np.float64),
     }
+
+
+def _session_columns(pool: list[Episode], rrf: Matrix) -> Columns:
+    """How much of the pool its session holds, and how strong the rest of its session and
+    the messages stored beside it are: evidence spread over a stretch of a conversation
+    (a question and its answer, an account told over several messages). Read from the pool
+    alone, so a turn reads nothing more for them."""
+    scores = rrf.tolist()  # a list is indexed many times faster than an array
+    sessions: dict[int, list[int]] = {}
+    for index, episode in enumerate(pool):
+        sessions.setdefault(episode.session_id, []).append(index)
+    where = {(e.session_id, e.id): i for i, e in enumerate(pool)}
+    share, best, adjacent = [0.0] * len(pool), [0.0] * len(pool), [0.0] * len(pool)
+    for members in sessions.values():
+        top = sorted(members, key=lambda j: -scores[j])[:2]
+        for i in members:
+            share[i] = len(members) / len(pool)
+            others = [j for j in top if j != i]
+            best[i] = scores[others[0]] if others else 0.0
+            session, at = pool[i].session_id, pool[i].id
+            near = [where.get((session, at + step)) for step in _BESIDE]
+            adjacent[i] = max((scores[j] for j in near if j is not None), default=0.0)
+    return {
+        "session_share": np.array(share),
+        "session_best_rrf": np.array(best),
+        "adjacent_best_rrf": np.array(adjacent),
+    }
+
+
+_BESIDE = (-2, -1, 1, 2)  # ids of a session's messages stored just before and after
 
 
 def _asks(content: str) -> bool:

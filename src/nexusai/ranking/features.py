@@ -191,25 +191,25 @@ def _session_columns(pool: list[Episode], rrf: Matrix) -> Columns:
     sessions: dict[int, list[int]] = {}
     for index, episode in enumerate(pool):
         sessions.setdefault(episode.session_id, []).append(index)
-    where = {(e.session_id, e.id): i for i, e in enumerate(pool)}
-    share, best, adjacent = [0.0] * len(pool), [0.0] * len(pool), [0.0] * len(pool)
+    share, best = np.zeros(len(pool)), np.zeros(len(pool))
     for members in sessions.values():
-        top = sorted(members, key=lambda j: -scores[j])[:2]
-        for i in members:
-            share[i] = len(members) / len(pool)
-            others = [j for j in top if j != i]
-            best[i] = scores[others[0]] if others else 0.0
-            session, at = pool[i].session_id, pool[i].id
-            near = [where.get((session, at + step)) for step in _BESIDE]
-            adjacent[i] = max((scores[j] for j in near if j is not None), default=0.0)
-    return {
-        "session_share": np.array(share),
-        "session_best_rrf": np.array(best),
-        "adjacent_best_rrf": np.array(adjacent),
-    }
+        first, *rest = sorted(members, key=lambda j: -scores[j])
+        share[members] = len(members) / len(pool)
+        best[members] = scores[first]
+        best[first] = scores[rest[0]] if rest else 0.0  # the best of the others
+    return {"session_share": share, "session_best_rrf": best, **_beside(pool, scores)}
 
 
 _BESIDE = (-2, -1, 1, 2)  # ids of a session's messages stored just before and after
+
+
+def _beside(pool: list[Episode], scores: list[float]) -> Columns:
+    """The best RRF score among the candidates of its session stored beside it (by id: no
+    other session's message, however close its id)."""
+    where = {(e.session_id, e.id): i for i, e in enumerate(pool)}
+    near = ([where.get((e.session_id, e.id + step)) for step in _BESIDE] for e in pool)
+    best = [max((scores[j] for j in found if j is not None), default=0.0) for found in near]
+    return {"adjacent_best_rrf": np.array(best)}
 
 
 def _asks(content: str) -> bool:

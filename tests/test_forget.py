@@ -400,3 +400,34 @@ def test_the_turns_after_forgotten_ones_are_indexed_behind_the_forget(
         assert set(memory.vector_states(kept).values()) == {VectorState.INDEXED}
     finally:
         memory.close()
+
+
+def test_the_vectors_a_forget_leaves_wait_until_no_forget_runs(
+    config: Config, embedder: SwitchableEmbedder
+) -> None:
+    """While any forget runs, the turns after forgotten ones keep their old vectors (found
+    as before), so the forget's chunks and the turns beside it keep the cores; their new
+    vectors are made once none runs."""
+    memory = Memory.open(config, embedder)
+    memory.start()
+    try:
+        sid = memory.store.create_session(None).id
+        pairs = CATCH_UP + 3
+        for i in range(pairs):
+            memory.add_episodes(
+                sid,
+                [
+                    NewEpisode("user", f"Heron {i}", metadata={"tag": "birds"}),
+                    NewEpisode("assistant", f"Noted the heron at lock {i}."),
+                ],
+            )
+        with memory.forgetting.under_way():  # another forget, still running
+            memory.forget(None, EpisodeFilter(metadata=(("tag", ("birds",)),)))
+            time.sleep(1.0)  # the background would have made them well within this
+            assert memory.count_pending_vectors() == pairs
+        deadline = time.monotonic() + 60
+        while memory.count_pending_vectors() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert memory.count_pending_vectors() == 0
+    finally:
+        memory.close()

@@ -99,6 +99,7 @@ class Memory:
         self.stopping = threading.Event()
         self.extraction_due = threading.Event()  # set when writes left entities to extract
         self.vectors_due = threading.Event()  # set when writes left more vectors than they made
+        self.forgetting = background.Forgetting()
         self.entities = EntityMemory(
             store, embedder, entity_vectors, extractor, self.stopping, batch_size
         )
@@ -296,18 +297,20 @@ class Memory:
         and asking it again deletes the rest."""
         matching = self.store.matching_ids(session_ids, rule)
         gone: list[int] = []
-        for start in range(0, len(matching), FORGET_CHUNK):
-            gone += self._delete_chunk(matching[start : start + FORGET_CHUNK], "filter")
+        with self.forgetting.under_way():
+            for start in range(0, len(matching), FORGET_CHUNK):
+                gone += self._delete_chunk(matching[start : start + FORGET_CHUNK], "filter")
         return gone
 
     def forget_expired(self) -> int:
         """Deletes the episodes past their `expires_at` (reads stopped returning them at
         that moment) from every index, in chunks as `forget`; how many."""
         gone = 0
-        while found := self.store.expired_ids(FORGET_CHUNK):
-            gone += len(self._delete_chunk(found, "expired"))
-            if len(found) < FORGET_CHUNK:
-                break
+        with self.forgetting.under_way():
+            while found := self.store.expired_ids(FORGET_CHUNK):
+                gone += len(self._delete_chunk(found, "expired"))
+                if len(found) < FORGET_CHUNK:
+                    break
         return gone
 
     def _delete_chunk(self, ids: Sequence[int], how: str) -> list[int]:

@@ -380,23 +380,13 @@ def test_the_turns_after_forgotten_ones_are_indexed_behind_the_forget(
     memory = Memory.open(config, embedder)
     memory.start()  # its repair of vectors left from before ends at once: there are none
     try:
-        sid = memory.store.create_session(None).id
         pairs = 3 * CATCH_UP + 5
-        for i in range(pairs):
-            memory.add_episodes(
-                sid,
-                [
-                    NewEpisode("user", f"Heron {i}", metadata={"tag": "birds"}),
-                    NewEpisode("assistant", f"Noted the heron at lock {i}."),
-                ],
-            )
+        sid = _heron_pairs(memory, pairs)
         assert memory.count_pending_vectors() == 0
-        memory.forget(None, EpisodeFilter(metadata=(("tag", ("birds",)),)))
+        memory.forget(None, BIRDS)
         kept = [e.id for e in memory.store.list_episodes(sid)]
         assert len(kept) == pairs
-        deadline = time.monotonic() + 60
-        while memory.count_pending_vectors() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _until_none_pending(memory)
         assert set(memory.vector_states(kept).values()) == {VectorState.INDEXED}
     finally:
         memory.close()
@@ -411,23 +401,37 @@ def test_the_vectors_a_forget_leaves_wait_until_no_forget_runs(
     memory = Memory.open(config, embedder)
     memory.start()
     try:
-        sid = memory.store.create_session(None).id
         pairs = CATCH_UP + 3
-        for i in range(pairs):
-            memory.add_episodes(
-                sid,
-                [
-                    NewEpisode("user", f"Heron {i}", metadata={"tag": "birds"}),
-                    NewEpisode("assistant", f"Noted the heron at lock {i}."),
-                ],
-            )
+        _heron_pairs(memory, pairs)
         with memory.forgetting.under_way():  # another forget, still running
-            memory.forget(None, EpisodeFilter(metadata=(("tag", ("birds",)),)))
+            memory.forget(None, BIRDS)
             time.sleep(1.0)  # the background would have made them well within this
             assert memory.count_pending_vectors() == pairs
-        deadline = time.monotonic() + 60
-        while memory.count_pending_vectors() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _until_none_pending(memory)
         assert memory.count_pending_vectors() == 0
     finally:
         memory.close()
+
+
+BIRDS = EpisodeFilter(metadata=(("tag", ("birds",)),))
+
+
+def _heron_pairs(memory: Memory, pairs: int) -> int:
+    """A session of `pairs` user turns tagged `birds`, each answered by the assistant."""
+    sid = memory.store.create_session(None).id
+    for i in range(pairs):
+        memory.add_episodes(
+            sid,
+            [
+                NewEpisode("user", f"Heron {i}", metadata={"tag": "birds"}),
+                NewEpisode("assistant", f"Noted the heron at lock {i}."),
+            ],
+        )
+    return sid
+
+
+def _until_none_pending(memory: Memory) -> None:
+    """Waits (a minute at most) for the background to make every vector left waiting."""
+    deadline = time.monotonic() + 60
+    while memory.count_pending_vectors() and time.monotonic() < deadline:
+        time.sleep(0.05)

@@ -445,27 +445,20 @@ def sizes_of(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, int]:
 
 def _sizes_where(conn: sqlite3.Connection, where: str, param: object) -> list[tuple[int, int]]:
     """(id, tokens in all its columns) of the indexed rows `where` keeps, by id."""
-    rows = conn.execute(
-        "SELECT group_concat(id || ' ' || hex(sz), ' ') FROM ("
-        f" SELECT id, sz FROM episodes_fts_docsize WHERE {where} ORDER BY id)",
-        [param],
-    )
-    parts = _fields(rows.fetchone()[0])
-    found = zip(map(int, parts[0::2]), parts[1::2], strict=True)
+    select = f"SELECT id, hex(sz) AS size FROM episodes_fts_docsize WHERE {where} ORDER BY id"
+    ids, sizes = _joined(conn, ("id", "size"), select, [param])
+    found = zip(map(int, ids), sizes, strict=True)
     return sorted((row_id, sum(_varints(bytes.fromhex(size)))) for row_id, size in found)
 
 
 def changed_ids(conn: sqlite3.Connection, since: int, until: int) -> list[int] | None:
     """The rows edited or deleted by edits `since` (excluded) to `until`, each once; None
     when the log no longer holds them all (`CHANGES_KEPT`)."""
-    logged, ids = conn.execute(
-        "SELECT count(*), group_concat(episode_id, ' ') FROM keyword_changes"
-        " WHERE edit > ? AND edit <= ?",
-        [since, until],
-    ).fetchone()
-    if logged != until - since:
+    select = "SELECT episode_id FROM keyword_changes WHERE edit > ? AND edit <= ?"
+    (ids,) = _joined(conn, ("episode_id",), select, [since, until])
+    if len(ids) != until - since:  # one logged row an edit
         return None
-    return sorted({int(episode_id) for episode_id in _fields(ids)})
+    return sorted({int(episode_id) for episode_id in ids})
 
 
 def stems(conn: sqlite3.Connection, terms: Sequence[str]) -> list[list[str]]:
@@ -488,16 +481,14 @@ def postings(conn: sqlite3.Connection, stem: str) -> list[tuple[int, float]]:
     """Each row that holds `stem` in a searched column, with its weighted count of it (what
     bm25() sums per phrase), by id."""
     conn.execute(_INSTANCES)
-    rows = conn.execute(
-        f"SELECT group_concat(doc || ' ' || weight, ' ') FROM ("
-        f" SELECT doc, {_WEIGHT} AS weight FROM temp.nexus_index_instances"
-        f" WHERE term = ? AND {_SEARCHED} GROUP BY doc ORDER BY doc)",
+    docs, weights = _joined(
+        conn,
+        ("doc", "weight"),
+        f"SELECT doc, {_WEIGHT} AS weight FROM temp.nexus_index_instances"
+        f" WHERE term = ? AND {_SEARCHED} GROUP BY doc ORDER BY doc",
         [stem],
     )
-    parts = _fields(rows.fetchone()[0])
-    # Sorted again: SQLite does not promise group_concat the subquery's order (a sorted
-    # list is checked in one pass).
-    return sorted(zip(map(int, parts[0::2]), map(float, parts[1::2]), strict=True))
+    return sorted(zip(map(int, docs), map(float, weights), strict=True))
 
 
 _NEW_ROWS = (
@@ -531,29 +522,37 @@ def _postings_where(
         f" SELECT id, search_text, context_text, search_cjk, fts_scope FROM episodes WHERE {where}",
         [param],
     )
-    rows = conn.execute(
-        f"SELECT group_concat(term || ' ' || doc || ' ' || weight, ' ') FROM ("
-        f" SELECT term, doc, {_WEIGHT} AS weight FROM temp.nexus_new_instances"
-        f" WHERE {_SEARCHED} GROUP BY term, doc ORDER BY term, doc)"
+    stems, docs, weights = _joined(
+        conn,
+        ("term", "doc", "weight"),
+        f"SELECT term, doc, {_WEIGHT} AS weight FROM temp.nexus_new_instances"
+        f" WHERE {_SEARCHED} GROUP BY term, doc ORDER BY term, doc",
+        [],
     )
-    parts = _fields(rows.fetchone()[0])
     conn.execute("DELETE FROM temp.nexus_new_rows")
     found: dict[str, list[tuple[int, float]]] = {}
-    for stem, doc, weight in zip(parts[0::3], parts[1::3], parts[2::3], strict=True):
+    for stem, doc, weight in zip(stems, docs, weights, strict=True):
         found.setdefault(stem, []).append((int(doc), float(weight)))
     for held in found.values():
-        held.sort()  # by row, as `postings` (see there)
+        held.sort()  # by row (see `_joined`)
     return found
 
 
-# Postings are read as one text (`group_concat`), not a row each: each row fetched takes
-# the GIL back, and beside a busy thread each wait is up to a switch interval (5 ms). Read
-# a row each, 50 rows' postings took 23 s beside a thread counting in Python, against 55 ms
-# as one text, and a turn's keyword step reached 200 ms at p99 beside a forget.
-def _fields(text: str | None) -> list[str]:
-    """A `group_concat` of values joined by spaces, split (a token never holds a space:
-    unicode61 separates at every one)."""
-    return text.split(" ") if text else []
+# What the keyword copy reads of the index comes back as one text (`group_concat`), not a
+# row each: each row fetched takes the GIL back, and beside a busy thread each wait is up
+# to a switch interval (5 ms). Read a row each, 50 rows' postings took 23 s beside a thread
+# counting in Python, against 55 ms as one text, and a turn's keyword step reached 200 ms
+# at p99 beside a forget. SQLite does not promise group_concat the subquery's order, so
+# callers sort what they read (a sorted list is checked in one pass).
+def _joined(
+    conn: sqlite3.Connection, columns: Sequence[str], select: str, params: Sequence[object]
+) -> list[list[str]]:
+    """Each of `columns` (named by `select`) of its rows, as text, read as one text. Their
+    values hold no space: numbers, hex, and tokens (unicode61 separates at every space)."""
+    joined = " || ' ' || ".join(columns)
+    row = conn.execute(f"SELECT group_concat({joined}, ' ') FROM ({select})", params).fetchone()
+    parts = row[0].split(" ") if row[0] else []
+    return [parts[n :: len(columns)] for n in range(len(columns))]
 
 
 def _varints(blob: bytes) -> list[int]:

@@ -198,6 +198,46 @@ def test_edits_deletes_and_late_inserts_refresh_the_next_turns_context(store: Ep
     assert store.keyword_index_ok()
 
 
+def test_deleting_many_at_once_leaves_the_contexts_one_at_a_time_would(
+    store: EpisodeStore,
+) -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    # Tied times (ordered by id), a repeated message (deleting one of two leaves the next
+    # turn's context as it was), and a long one (its context is cut at a word).
+    said = [
+        ("u", "first", 0),
+        ("a", "ok", 1),
+        ("a", "ok", 1),
+        ("u", "tied with the one before", 2),
+        ("a", "tied with the one before too", 2),
+        ("u", "long words " * 60, 3),
+        ("a", "middle", 4),
+        ("u", "next to last", 5),
+        ("a", "last", 6),
+    ]
+    episodes = [
+        NewEpisode(speaker, text, start + timedelta(minutes=m)) for speaker, text, m in said
+    ]
+    at_once = [e.id for e in store.add_episodes(store.create_session().id, episodes)]
+    one_by_one = [e.id for e in store.add_episodes(store.create_session().id, episodes)]
+    _indexed(store, *at_once, *one_by_one)
+    gone = [0, 2, 4, 5, 8]  # the first, a repeat, a run of two from a tie, the last
+    deleted = store.delete_episodes([at_once[i] for i in gone] + [999_999])
+    for i in gone:
+        store.delete_episode(one_by_one[i])
+
+    assert deleted == [at_once[i] for i in gone]
+    pending = _pending(store)
+    kept = [i for i in range(len(said)) if i not in gone]
+    for i in kept:
+        twin, first = store.get_episode(one_by_one[i]), store.get_episode(at_once[i])
+        assert first.context_text == twin.context_text
+        assert (at_once[i] in pending) == (one_by_one[i] in pending)
+    assert {at_once[i] for i in kept} & pending == {at_once[i] for i in (1, 6)}
+    assert store.keyword_index_ok()
+    assert store.delete_episodes([]) == []
+
+
 def test_m006_trims_old_contexts_and_rebuilds_every_vector(tmp_path: Path) -> None:
     path = tmp_path / "n.db"
     long_turn = "word " * 200

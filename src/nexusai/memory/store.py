@@ -28,10 +28,10 @@ from nexusai.errors import (
     NotFound,
     TooLarge,
 )
-from nexusai.memory import vector_state
+from nexusai.memory import neighbours, vector_state
 from nexusai.memory.dbapi import Connection, inserted_id
 from nexusai.memory.standing import standing_kind
-from nexusai.memory.texts import compose_context_text, compose_search_text
+from nexusai.memory.texts import compose_search_text
 from nexusai.memory.vector_state import VectorState
 from nexusai.models import (
     Episode,
@@ -442,7 +442,7 @@ class EpisodeStore(ABC):
         return rows
 
     def _insert(self, conn: Connection, session_id: int, row: _Row) -> int:
-        previous = _context_before(conn, session_id, row.occurred_at, None)
+        previous = neighbours.context_before(conn, session_id, row.occurred_at, None)
         text = _search_text(row)  # once: both the text and its CJK bigrams are stored
         kept_for = _retention(conn, session_id)
         cursor = conn.execute(
@@ -468,7 +468,7 @@ class EpisodeStore(ABC):
             ),
         )
         episode_id = inserted_id(cursor)
-        _refresh_context_after(conn, session_id, row.occurred_at, episode_id)
+        neighbours.refresh_context_after(conn, session_id, row.occurred_at, episode_id)
         return episode_id
 
     def _row(self, episode: NewEpisode) -> _Row:
@@ -587,13 +587,13 @@ class EpisodeStore(ABC):
             row = replace(row, occurred_at=current.occurred_at)
         episode_id = current.id
         _rewrite(conn, episode_id, row)
-        context = _context_before(conn, current.session_id, row.occurred_at, episode_id)
+        context = neighbours.context_before(conn, current.session_id, row.occurred_at, episode_id)
         conn.execute("UPDATE episodes SET context_text = ? WHERE id = ?", (context, episode_id))
         if (_search_text(row), context) != (current.search_text, current.context_text):
             vector_state.set_vectors(conn, [episode_id], VectorState.PENDING)
         # The turns after its old place and after its new one are read with another now.
-        _refresh_context_after(conn, current.session_id, current.occurred_at, episode_id)
-        _refresh_context_after(conn, current.session_id, row.occurred_at, episode_id)
+        neighbours.refresh_context_after(conn, current.session_id, current.occurred_at, episode_id)
+        neighbours.refresh_context_after(conn, current.session_id, row.occurred_at, episode_id)
 
     def standing_episodes(
         self, session_ids: Sequence[int] | None, limit: int, rule: EpisodeFilter | None = None
@@ -625,7 +625,7 @@ class EpisodeStore(ABC):
 
     def _delete(self, conn: Connection, episode: Episode) -> None:
         conn.execute("DELETE FROM episodes WHERE id = ?", (episode.id,))
-        _refresh_context_after(conn, episode.session_id, episode.occurred_at, episode.id)
+        neighbours.refresh_context_after(conn, episode.session_id, episode.occurred_at, episode.id)
 
     def matching_ids(self, session_ids: Sequence[int] | None, rule: EpisodeFilter) -> list[int]:
         """The episodes within the sessions given (all when None) that `rule` keeps, oldest
@@ -663,14 +663,28 @@ class EpisodeStore(ABC):
         joined = self._rows(sql, params)[0][0]
         return [int(i) for i in joined.split(",")] if joined else []
 
+    # The engine's aggregate of rows as one JSON array of arrays (`{}`: the columns).
+    ROWS_AS_JSON = "json_group_array(json_array({}))"
+
     def delete_episodes(self, ids: Sequence[int]) -> list[int]:
         """Deletes these episodes (and, by cascade, their index entries, entity links and
-        import keys) in one transaction; returns those that were there."""
+        import keys) in one transaction of a few statements (`neighbours`); returns those
+        that were there."""
+        listed = json.dumps([int(i) for i in ids])
         with self.atomic() as conn:
-            found = self.get_episodes(ids, expired=True)
-            for episode in found:
-                self._delete(conn, episode)
-        return [episode.id for episode in found]
+            sql = (
+                f"SELECT {self.ID_LIST} FROM episodes WHERE id IN (SELECT value FROM json_each(?))"
+            )
+            joined = conn.execute(sql, (listed,)).fetchone()[0]
+            found = {int(i) for i in joined.split(",")} if joined else set()
+            if not found:
+                return []
+            after = neighbours.turns_after(conn, ids, self.ID_LIST)
+            conn.execute(
+                "DELETE FROM episodes WHERE id IN (SELECT value FROM json_each(?))", (listed,)
+            )
+            neighbours.refresh_after_deleting(conn, after, self.ROWS_AS_JSON)
+        return [i for i in ids if i in found]
 
     def expired_ids(self, limit: int = 1000) -> list[int]:
         """Episodes past their `expires_at`, soonest first: what the upkeep deletes."""
@@ -882,43 +896,6 @@ def _rewrite(conn: Connection, episode_id: int, row: _Row) -> None:
             episode_id,
         ),
     )
-
-
-def _context_before(
-    conn: Connection, session_id: int, occurred_at: str, episode_id: int | None
-) -> str:
-    """The context text for a turn at this place in its session: the end of the turn just
-    before it (by time, then id), or "" for a session's first turn."""
-    if episode_id is None:
-        sql = "SELECT speaker, content FROM episodes WHERE session_id = ? AND occurred_at <= ?"
-        params: tuple[object, ...] = (session_id, occurred_at)
-    else:
-        sql = (
-            "SELECT speaker, content FROM episodes WHERE session_id = ?"
-            " AND (occurred_at < ? OR (occurred_at = ? AND id < ?))"
-        )
-        params = (session_id, occurred_at, occurred_at, episode_id)
-    row = conn.execute(sql + " ORDER BY occurred_at DESC, id DESC LIMIT 1", params).fetchone()
-    return compose_context_text(row[0], row[1]) if row else ""
-
-
-def _refresh_context_after(
-    conn: Connection, session_id: int, occurred_at: str, episode_id: int
-) -> None:
-    """A turn inserted before, edited under, or deleted from under another changes what that
-    one is indexed with; it gets its new context and a new vector."""
-    row = conn.execute(
-        "SELECT id, occurred_at, context_text FROM episodes WHERE session_id = ?"
-        " AND (occurred_at > ? OR (occurred_at = ? AND id > ?))"
-        " ORDER BY occurred_at, id LIMIT 1",
-        (session_id, occurred_at, occurred_at, episode_id),
-    ).fetchone()
-    if row is None:
-        return
-    context = _context_before(conn, session_id, row[1], row[0])
-    if context != row[2]:
-        conn.execute("UPDATE episodes SET context_text = ? WHERE id = ?", (context, row[0]))
-        vector_state.set_vectors(conn, [row[0]], VectorState.PENDING)
 
 
 def _texts(episode: NewEpisode) -> list[tuple[str, Any]]:

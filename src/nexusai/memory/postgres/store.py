@@ -61,6 +61,7 @@ class PgStore(EpisodeStore):
     """The PostgreSQL store, over a pool it owns (the pgvector index may share it)."""
 
     ID_LIST = "string_agg(id::text, ',')"
+    ROWS_AS_JSON = "json_agg(json_build_array({}))::text"
 
     def __init__(
         self,

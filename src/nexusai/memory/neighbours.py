@@ -1,0 +1,108 @@
+"""Neighbour context: each turn is indexed with the end of the turn before it in its session
+(`texts.compose_context_text`), so a turn inserted before, edited under or deleted from
+under another changes what that one is indexed with, and it gets a new vector.
+
+Deleting many at once (`refresh_after_deleting`) reads and writes in a handful of
+statements whatever their number. Each row a statement hands back takes the GIL again,
+and beside a thread busy in Python each such wait lasts up to a switch interval (5 ms): a
+forget's chunk of 50 deleted a row at a time (each neighbour read and written anew) took
+10 ms quiet and 2.1 s beside a busy thread, holding every write behind it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from nexusai.memory import vector_state
+from nexusai.memory.dbapi import Connection
+from nexusai.memory.texts import compose_context_text
+from nexusai.memory.vector_state import VectorState
+
+_IDS = "(SELECT value FROM json_each(?))"
+# The first turn after each of the listed ones in its session, among those not listed.
+_NEXT_UNLISTED = (
+    "SELECT {ids} FROM episodes WHERE id IN ("
+    " SELECT (SELECT n.id FROM episodes n WHERE n.session_id = d.session_id"
+    "  AND (n.occurred_at > d.occurred_at OR (n.occurred_at = d.occurred_at AND n.id > d.id))"
+    f"  AND n.id NOT IN {_IDS} ORDER BY n.occurred_at, n.id LIMIT 1)"
+    f" FROM episodes d WHERE d.id IN {_IDS})"
+)
+# Each listed turn's indexed context and the turn now just before it (none for a first).
+_WITH_PREVIOUS = (
+    "SELECT {rows} FROM episodes n LEFT JOIN episodes p ON p.id = ("
+    " SELECT q.id FROM episodes q WHERE q.session_id = n.session_id"
+    "  AND (q.occurred_at < n.occurred_at OR (q.occurred_at = n.occurred_at AND q.id < n.id))"
+    "  ORDER BY q.occurred_at DESC, q.id DESC LIMIT 1)"
+    f" WHERE n.id IN {_IDS}"
+)
+
+
+def context_before(
+    conn: Connection, session_id: int, occurred_at: str, episode_id: int | None
+) -> str:
+    """The context text for a turn at this place in its session: the end of the turn just
+    before it (by time, then id), or "" for a session's first turn."""
+    if episode_id is None:
+        sql = "SELECT speaker, content FROM episodes WHERE session_id = ? AND occurred_at <= ?"
+        params: tuple[object, ...] = (session_id, occurred_at)
+    else:
+        sql = (
+            "SELECT speaker, content FROM episodes WHERE session_id = ?"
+            " AND (occurred_at < ? OR (occurred_at = ? AND id < ?))"
+        )
+        params = (session_id, occurred_at, occurred_at, episode_id)
+    row = conn.execute(sql + " ORDER BY occurred_at DESC, id DESC LIMIT 1", params).fetchone()
+    return compose_context_text(row[0], row[1]) if row else ""
+
+
+def refresh_context_after(
+    conn: Connection, session_id: int, occurred_at: str, episode_id: int
+) -> None:
+    """The turn after this place in its session gets its new context and a new vector."""
+    row = conn.execute(
+        "SELECT id, occurred_at, context_text FROM episodes WHERE session_id = ?"
+        " AND (occurred_at > ? OR (occurred_at = ? AND id > ?))"
+        " ORDER BY occurred_at, id LIMIT 1",
+        (session_id, occurred_at, occurred_at, episode_id),
+    ).fetchone()
+    if row is None:
+        return
+    context = context_before(conn, session_id, row[1], row[0])
+    if context != row[2]:
+        conn.execute("UPDATE episodes SET context_text = ? WHERE id = ?", (context, row[0]))
+        vector_state.set_vectors(conn, [row[0]], VectorState.PENDING)
+
+
+def turns_after(conn: Connection, listed: Sequence[int], id_list: str) -> list[int]:
+    """The turns just after the listed ones that are not listed themselves (read before
+    those are deleted): whose context deleting them changes. `id_list` is the engine's
+    aggregate of ids as one comma-separated text."""
+    ids = json.dumps([int(i) for i in listed])
+    joined = conn.execute(_NEXT_UNLISTED.format(ids=id_list), (ids, ids)).fetchone()[0]
+    return [int(i) for i in joined.split(",")] if joined else []
+
+
+def refresh_after_deleting(conn: Connection, turns: Sequence[int], rows_as_json: str) -> None:
+    """`turns` (from `turns_after`, once the listed ones are deleted) get their new
+    context and a new vector where it changed. `rows_as_json` is the engine's aggregate of
+    rows as one JSON array of arrays, with a `{}` for the columns."""
+    if not turns:
+        return
+    columns = "n.id, n.context_text, p.speaker, p.content"
+    sql = _WITH_PREVIOUS.format(rows=rows_as_json.format(columns))
+    found = conn.execute(sql, (json.dumps([int(i) for i in turns]),)).fetchone()[0]
+    changed: dict[int, str] = {}
+    for turn, indexed, speaker, content in json.loads(found or "[]"):
+        context = "" if speaker is None else compose_context_text(speaker, content)
+        if context != indexed:
+            changed[int(turn)] = context
+    if not changed:
+        return
+    cases = " ".join("WHEN ? THEN ?" for _ in changed)
+    ids = json.dumps(list(changed))
+    conn.execute(
+        f"UPDATE episodes SET context_text = CASE id {cases} END WHERE id IN {_IDS}",
+        (*(v for pair in changed.items() for v in pair), ids),
+    )
+    vector_state.set_vectors(conn, list(changed), VectorState.PENDING)

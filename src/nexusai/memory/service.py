@@ -42,7 +42,8 @@ FORGET_CHUNK = 50
 # Seconds between two chunks: each chunk costs the next turn its keyword copy's update
 # (the changed rows' words read again), so turns between chunks run clear of it. At
 # 100,000 episodes, a forget of 10,000 beside turns and writes: 0.002 s gave turns p99
-# 639 ms and the forget 13 s; 0.05 s gave 316 ms and 23 s.
+# 639 ms and the forget 13 s; 0.05 s gave 316 ms and 23 s. With a chunk in a few
+# statements (2026-12-06) the forget takes 15 s, and 0.075 s (21 s) moved neither p99.
 FORGET_PAUSE = 0.05
 # Vectors a write makes for episodes it did not write (the turn after one it inserted
 # before, edited or deleted, indexed with its new neighbour); more wait for `index_behind`.

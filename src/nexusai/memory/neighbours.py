@@ -36,6 +36,9 @@ _WITH_PREVIOUS = (
     "  ORDER BY q.occurred_at DESC, q.id DESC LIMIT 1)"
     f" WHERE n.id IN {_IDS}"
 )
+# Turns given new contexts a statement, two bound values each: well within either
+# engine's limit on a statement's values.
+UPDATED_AT_ONCE = 1000
 
 
 def context_before(
@@ -97,12 +100,16 @@ def refresh_after_deleting(conn: Connection, turns: Sequence[int], rows_as_json:
         context = "" if speaker is None else compose_context_text(speaker, content)
         if context != indexed:
             changed[int(turn)] = context
-    if not changed:
-        return
-    cases = " ".join("WHEN ? THEN ?" for _ in changed)
-    ids = json.dumps(list(changed))
+    pairs = list(changed.items())
+    for start in range(0, len(pairs), UPDATED_AT_ONCE):
+        _set_contexts(conn, pairs[start : start + UPDATED_AT_ONCE])
+    if changed:
+        vector_state.set_vectors(conn, list(changed), VectorState.PENDING)
+
+
+def _set_contexts(conn: Connection, pairs: Sequence[tuple[int, str]]) -> None:
+    cases = " ".join("WHEN ? THEN ?" for _ in pairs)
     conn.execute(
         f"UPDATE episodes SET context_text = CASE id {cases} END WHERE id IN {_IDS}",
-        (*(v for pair in changed.items() for v in pair), ids),
+        (*(value for pair in pairs for value in pair), json.dumps([i for i, _ in pairs])),
     )
-    vector_state.set_vectors(conn, list(changed), VectorState.PENDING)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -409,6 +410,32 @@ def test_the_vectors_a_forget_leaves_wait_until_no_forget_runs(
             assert memory.count_pending_vectors() == pairs
         _until_none_pending(memory)
         assert memory.count_pending_vectors() == 0
+    finally:
+        memory.close()
+
+
+def test_a_write_makes_only_the_vectors_it_made_due(
+    config: Config, embedder: SwitchableEmbedder
+) -> None:
+    """A write leaves the turns a forget left waiting to the background, even in its own
+    session: an append makes none; a turn written before another makes that one's."""
+    memory = Memory.open(config, embedder)
+    memory.start()
+    try:
+        pairs = CATCH_UP + 3
+        sid = _heron_pairs(memory, pairs)
+        with memory.forgetting.under_way():  # the background holds back meanwhile
+            memory.forget(None, BIRDS)
+            [appended] = memory.add_episodes(sid, [NewEpisode("user", "And a kingfisher")])
+            assert memory.count_pending_vectors() == pairs
+            first = memory.store.list_episodes(sid)[0]
+            sooner = datetime.fromisoformat(first.occurred_at) - timedelta(seconds=1)
+            [egret] = memory.add_episodes(sid, [NewEpisode("user", "An egret first", sooner)])
+            assert memory.store.list_episodes(sid)[1].id == first.id
+            done = memory.vector_states([appended.id, egret.id, first.id])
+            assert set(done.values()) == {VectorState.INDEXED}
+            assert memory.count_pending_vectors() == pairs - 1
+        _until_none_pending(memory)
     finally:
         memory.close()
 

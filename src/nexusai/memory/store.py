@@ -137,11 +137,11 @@ class EpisodeStore(ABC):
 
     @abstractmethod
     def claim_pending_vectors(
-        self, limit: int, sessions: Sequence[int] | None = None
+        self, limit: int, sessions: Sequence[int] | None = None, ids: Sequence[int] | None = None
     ) -> AbstractContextManager[list[int]]:
-        """Up to `limit` episodes waiting for a vector, oldest first, of `sessions` (all
-        when None), which no one else indexes until the block ends (reads and writes
-        inside it join its transaction)."""
+        """Up to `limit` episodes waiting for a vector, oldest first, of `sessions` and
+        among `ids` (all when None), which no one else indexes until the block ends (reads
+        and writes inside it join its transaction)."""
 
     @abstractmethod
     def keyword_index_ok(self) -> bool: ...
@@ -662,6 +662,11 @@ class EpisodeStore(ABC):
         sql = f"SELECT {self.ID_LIST} FROM episodes WHERE {' AND '.join(where)}"
         joined = self._rows(sql, params)[0][0]
         return [int(i) for i in joined.split(",")] if joined else []
+
+    def turns_after(self, ids: Sequence[int]) -> list[int]:
+        """The turn just after each of these in its session, where it is not one of them:
+        whose context writing them changed."""
+        return neighbours.turns_after(self.connection(), ids, self.ID_LIST)
 
     # The engine's aggregate of rows as one JSON array of arrays (`{}`: the columns).
     ROWS_AS_JSON = "json_group_array(json_array({}))"

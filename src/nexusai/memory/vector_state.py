@@ -27,15 +27,20 @@ class EntityState(StrEnum):
 
 
 def pending_vectors(
-    conn: Connection, limit: int, claim: str = "", sessions: Sequence[int] | None = None
+    conn: Connection,
+    limit: int,
+    claim: str = "",
+    sessions: Sequence[int] | None = None,
+    ids: Sequence[int] | None = None,
 ) -> list[int]:
-    """Episodes whose vectors are not (yet) in the index, oldest first, of `sessions` (all
-    when None); `claim` is a locking clause for engines that have one (`FOR UPDATE SKIP
-    LOCKED`)."""
+    """Episodes whose vectors are not (yet) in the index, oldest first, of `sessions` and
+    among `ids` (all when None); `claim` is a locking clause for engines that have one
+    (`FOR UPDATE SKIP LOCKED`)."""
     where, params = "vector_state = ?", [VectorState.PENDING.value]
-    if sessions is not None:
-        where += " AND session_id IN (SELECT value FROM json_each(?))"
-        params.append(json.dumps([int(s) for s in sessions]))
+    for column, values in (("session_id", sessions), ("id", ids)):
+        if values is not None:
+            where += f" AND {column} IN (SELECT value FROM json_each(?))"
+            params.append(json.dumps([int(v) for v in values]))
     sql = f"SELECT id FROM episodes WHERE {where} ORDER BY id LIMIT ? {claim}"
     return _ids(conn.execute(sql, (*params, limit)))
 

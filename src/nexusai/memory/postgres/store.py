@@ -185,12 +185,13 @@ class PgStore(EpisodeStore):
 
     @contextmanager
     def claim_pending_vectors(
-        self, limit: int, sessions: Sequence[int] | None = None
+        self, limit: int, sessions: Sequence[int] | None = None, ids: Sequence[int] | None = None
     ) -> Iterator[list[int]]:
         # Not under the write lock: the claim lasts as long as the embedding does, and only
         # edits of the claimed rows wait for it.
         with self._transaction(lock=False) as conn:
-            yield vector_state.pending_vectors(conn, limit, "FOR UPDATE SKIP LOCKED", sessions)
+            claim = "FOR UPDATE SKIP LOCKED"
+            yield vector_state.pending_vectors(conn, limit, claim, sessions, ids)
 
     def keyword_index_ok(self) -> bool:
         with self._raw() as raw:

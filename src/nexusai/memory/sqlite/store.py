@@ -152,10 +152,10 @@ class SqliteStore(EpisodeStore):
 
     @contextmanager
     def claim_pending_vectors(
-        self, limit: int, sessions: Sequence[int] | None = None
+        self, limit: int, sessions: Sequence[int] | None = None, ids: Sequence[int] | None = None
     ) -> Iterator[list[int]]:
         # One process indexes a SQLite store: there is no one to claim from.
-        yield vector_state.pending_vectors(self.connection(), limit, sessions=sessions)
+        yield vector_state.pending_vectors(self.connection(), limit, sessions=sessions, ids=ids)
 
     def keyword_index_ok(self) -> bool:
         return fts.integrity_check(self.connection())

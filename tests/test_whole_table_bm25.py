@@ -133,7 +133,7 @@ def test_deletes_and_edits_are_applied_to_it_in_place(
     at_once()  # a copy read anew would have left each of these to FTS5 (None) meanwhile
     left = [row[0] for row in store.connection().execute("SELECT id FROM episodes ORDER BY id")]
     for n in range(PENDING_CHANGES + 6):  # stems no turn asks fall behind, then are dropped
-        store.update_episode(left[n], content=f"Caroline went hiking, day {n}")
+        store.update_episode(left[n % len(left)], content=f"Caroline went hiking, day {n}")
         assert copy_of.search(query_terms(queries[0]), 5) == by_fts5(store, queries[0], 5)
     assert copy_of._copy is not None
     assert len(copy_of._copy.changes) <= PENDING_CHANGES

@@ -8,6 +8,7 @@ import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -404,7 +405,7 @@ def test_the_vectors_a_forget_leaves_wait_until_no_forget_runs(
     try:
         pairs = CATCH_UP + 3
         _heron_pairs(memory, pairs)
-        with memory.forgetting.under_way():  # another forget, still running
+        with _another_forget(memory):
             memory.forget(None, BIRDS)
             time.sleep(1.0)  # the background would have made them well within this
             assert memory.count_pending_vectors() == pairs
@@ -424,7 +425,7 @@ def test_a_write_makes_only_the_vectors_it_made_due(
     try:
         pairs = CATCH_UP + 3
         sid = _heron_pairs(memory, pairs)
-        with memory.forgetting.under_way():  # the background holds back meanwhile
+        with _another_forget(memory):
             memory.forget(None, BIRDS)
             [appended] = memory.add_episodes(sid, [NewEpisode("user", "And a kingfisher")])
             assert memory.count_pending_vectors() == pairs
@@ -455,6 +456,20 @@ def _heron_pairs(memory: Memory, pairs: int) -> int:
             ],
         )
     return sid
+
+
+@contextmanager
+def _another_forget(memory: Memory) -> Iterator[None]:
+    """Another forget, still running, once the background has finished what it was doing:
+    woken by the last write, it may have looked for a forget before this one began, and
+    would then make the vectors this one leaves. Woken again, it clears its signal and
+    then waits for the forget to end."""
+    with memory.forgetting.under_way():
+        memory.vectors_due.set()
+        deadline = time.monotonic() + 5
+        while memory.vectors_due.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)  # still set at the end: it is waiting for the forget already
+        yield
 
 
 def _until_none_pending(memory: Memory) -> None:

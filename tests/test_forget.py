@@ -436,7 +436,6 @@ def test_a_write_makes_only_the_vectors_it_made_due(
             done = memory.vector_states([appended.id, egret.id, first.id])
             assert set(done.values()) == {VectorState.INDEXED}
             assert memory.count_pending_vectors() == pairs - 1
-        _until_none_pending(memory)
     finally:
         memory.close()
 

@@ -32,3 +32,10 @@ class Connection(Protocol):
 def inserted_id(cursor: Cursor) -> int:
     """The id an `INSERT ... RETURNING id` made."""
     return int(cursor.fetchone()[0])
+
+
+def joined_ids(cursor: Cursor) -> list[int]:
+    """The ids a query read as one comma-separated text (the store's `ID_LIST`): one row
+    handed back, where a row an id would take the GIL again at each."""
+    joined = cursor.fetchone()[0]
+    return [int(i) for i in joined.split(",")] if joined else []

@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 
 from nexusai.memory import vector_state
-from nexusai.memory.dbapi import Connection
+from nexusai.memory.dbapi import Connection, joined_ids
 from nexusai.memory.texts import compose_context_text
 from nexusai.memory.vector_state import VectorState
 
@@ -78,12 +78,11 @@ def refresh_context_after(
 
 
 def turns_after(conn: Connection, listed: Sequence[int], id_list: str) -> list[int]:
-    """The turns just after the listed ones that are not listed themselves (read before
-    those are deleted): whose context deleting them changes. `id_list` is the engine's
-    aggregate of ids as one comma-separated text."""
+    """The turns just after the listed ones that are not listed themselves: whose context
+    inserting the listed ones changed, or deleting them will change (read before).
+    `id_list` is the engine's aggregate of ids as one comma-separated text."""
     ids = json.dumps([int(i) for i in listed])
-    joined = conn.execute(_NEXT_UNLISTED.format(ids=id_list), (ids, ids)).fetchone()[0]
-    return [int(i) for i in joined.split(",")] if joined else []
+    return joined_ids(conn.execute(_NEXT_UNLISTED.format(ids=id_list), (ids, ids)))
 
 
 def refresh_after_deleting(conn: Connection, turns: Sequence[int], rows_as_json: str) -> None:

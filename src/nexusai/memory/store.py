@@ -29,7 +29,7 @@ from nexusai.errors import (
     TooLarge,
 )
 from nexusai.memory import neighbours, vector_state
-from nexusai.memory.dbapi import Connection, inserted_id
+from nexusai.memory.dbapi import Connection, inserted_id, joined_ids
 from nexusai.memory.standing import standing_kind
 from nexusai.memory.texts import compose_search_text
 from nexusai.memory.vector_state import VectorState
@@ -660,12 +660,11 @@ class EpisodeStore(ABC):
             where.append("session_id IN (SELECT value FROM json_each(?))")
             params.append(json.dumps([int(i) for i in session_ids]))
         sql = f"SELECT {self.ID_LIST} FROM episodes WHERE {' AND '.join(where)}"
-        joined = self._rows(sql, params)[0][0]
-        return [int(i) for i in joined.split(",")] if joined else []
+        return joined_ids(self.connection().execute(sql, params))
 
     def turns_after(self, ids: Sequence[int]) -> list[int]:
         """The turn just after each of these in its session, where it is not one of them:
-        whose context writing them changed."""
+        whose context inserting them changed."""
         return neighbours.turns_after(self.connection(), ids, self.ID_LIST)
 
     # The engine's aggregate of rows as one JSON array of arrays (`{}`: the columns).
@@ -680,8 +679,7 @@ class EpisodeStore(ABC):
             sql = (
                 f"SELECT {self.ID_LIST} FROM episodes WHERE id IN (SELECT value FROM json_each(?))"
             )
-            joined = conn.execute(sql, (listed,)).fetchone()[0]
-            found = {int(i) for i in joined.split(",")} if joined else set()
+            found = set(joined_ids(conn.execute(sql, (listed,))))
             if not found:
                 return []
             after = neighbours.turns_after(conn, ids, self.ID_LIST)

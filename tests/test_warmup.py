@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import weakref
 
-from nexusai.warmup import KeepOn, Warmup
+from nexusai.warmup import KeepOn, Warmup, long_lived
 
 
 def test_it_is_warming_while_work_reads_ahead_and_not_after() -> None:
@@ -64,3 +66,37 @@ def test_work_that_fails_leaves_it_ready() -> None:
     warmup.run("a test's words", work)
     warmup.stop()
     assert not warmup.warming()
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.other: _Node | None = None
+
+
+def test_what_a_start_loads_is_frozen_and_its_garbage_collected_first() -> None:
+    frozen_before = gc.get_freeze_count()
+    try:
+        with long_lived():
+            assert not gc.isenabled()  # loading is not interrupted by collections
+            kept = [_Node() for _ in range(1000)]
+            cycle = _Node()
+            cycle.other = _Node()
+            cycle.other.other = cycle
+            dropped = weakref.ref(cycle)
+            del cycle
+        assert gc.isenabled()
+        assert dropped() is None  # the cycle made while loading was collected, not frozen
+        assert gc.get_freeze_count() >= frozen_before + len(kept)
+    finally:
+        gc.unfreeze()
+
+
+def test_a_collector_turned_off_stays_off() -> None:
+    gc.disable()
+    try:
+        with long_lived():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()

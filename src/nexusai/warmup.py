@@ -1,13 +1,16 @@
 """What a start reads ahead of the first turns (the keyword index's copy, the standing
 memories' vectors), each in a thread of its own, for at most NEXUS_WARM_SECONDS: `/ready`
-answers 503 meanwhile, and turns are served as ever."""
+answers 503 meanwhile, and turns are served as ever. And what a start loads, kept out of
+the garbage collector's way (`long_lived`)."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 log = logging.getLogger(__name__)
 
@@ -47,3 +50,22 @@ class Warmup:
             log.warning("reading %s ahead of the turns failed: %s", name, exc)
             return
         log.info("read %s ahead of the turns in %.1f s", name, time.monotonic() - started)
+
+
+@contextmanager
+def long_lived() -> Iterator[None]:
+    """What is made inside lives as long as the process (the model, spaCy's pipeline, the
+    app): the collector waits until it is made, then never scans it again. A full
+    collection walks every object tracked and holds the GIL throughout: with spaCy loaded,
+    150-200 ms, and whatever turn was running waited that long (the first ones after
+    `/ready` were caught by one in about half the starts). Garbage made inside is
+    collected once, before the rest is frozen."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.collect()
+        gc.freeze()
+        if was_enabled:
+            gc.enable()

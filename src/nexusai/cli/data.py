@@ -46,13 +46,15 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, role: str) 
 
     from nexusai.config import Config
     from nexusai.observability import configure_logging
+    from nexusai.warmup import long_lived
 
     try:
         config = Config.from_env(host=host, port=port, data_dir=data_dir)
         configure_logging(config.log_format)
         _warn_if_open(config)
         _check_port_free(config.host, config.port)
-        app = _prepared_app(config, role)
+        with long_lived():  # what loads now is never scanned by the collector again
+            app = _prepared_app(config, role)
     except NexusError as exc:
         raise StartError(str(exc)) from None
     where = f"http://{config.host}:{config.port}"

@@ -60,10 +60,12 @@ async def embedded_client() -> AsyncIterator[AsyncClient]:
     from nexusai.app import create_app
     from nexusai.config import Config
     from nexusai.memory.service import Memory
+    from nexusai.warmup import long_lived
 
     config = Config.from_env()
     # Opened here, so a store another process holds is one clear error before any serving.
-    app = create_app(config, memory=Memory.open(config))
+    with long_lived():
+        app = create_app(config, memory=Memory.open(config))
     async with app.router.lifespan_context(app):
         key = next(iter(config.api_keys), None)
         transport = httpx.ASGITransport(app=app)

@@ -214,13 +214,21 @@ class _Lacking:
     asked: list[str]
 
 
+# A changed row's postings of a stem, (row, weight) records in an array: the garbage
+# collector never walks an array. As lists of tuples, the changes a forget of 10,000 left
+# pending held 100,000 lists, and each full collection walked them all with the GIL held
+# (up to 0.2 s), which every turn and write beside the forget waited out.
+FRESH = np.dtype([("row", np.int64), ("weight", np.float64)])
+
+
 @dataclass(frozen=True)
 class _Change:
     """Rows edited or deleted at one step of the index: a stem's postings drop them and
-    take their new ones (`fresh`, as read then), the next time the stem is used."""
+    take their new ones (`fresh`, as read then, records of FRESH), the next time the stem
+    is used."""
 
     rows: npt.NDArray[np.int64]  # sorted
-    fresh: dict[str, list[tuple[int, float]]]
+    fresh: dict[str, npt.NDArray[np.void]]
     grouped: int
 
 
@@ -233,7 +241,8 @@ def _applied(stem: str, postings: _Postings, changes: Sequence[_Change], copy: _
     for change in changes:
         for row in change.rows.tolist():
             latest.pop(row, None)
-        latest.update(change.fresh.get(stem, ()))
+        if (fresh := change.fresh.get(stem)) is not None:
+            latest.update(fresh.tolist())
     touched = np.unique(np.concatenate([change.rows for change in changes]))
     kept = postings.without(touched)
     if latest:
@@ -630,7 +639,9 @@ def _edited(conn: sqlite3.Connection, copy: _Copy, edits: int, grouped: int) -> 
     before = int(sizes[old].sum())
     sizes[old] = [now.get(i, 0) for i in old]
     read = fts.postings_of(conn, list(now)) if now and copy.postings else {}
-    fresh = {stem: found for stem, found in read.items() if stem in copy.postings}
+    fresh = {
+        stem: np.array(found, dtype=FRESH) for stem, found in read.items() if stem in copy.postings
+    }
     rows = copy.state.rows - len(old) + len(now)
     tokens = copy.state.tokens - before + sum(now.values())
     state = replace(copy.state, rows=rows, tokens=tokens, edits=edits)

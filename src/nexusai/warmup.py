@@ -58,7 +58,7 @@ def long_lived() -> Iterator[None]:
     app): the collector waits until it is made, then never scans it again. A full
     collection walks every object tracked and holds the GIL throughout: with spaCy loaded,
     150-200 ms, and whatever turn was running waited that long (the first ones after
-    `/ready` were caught by one in about half the starts). Garbage made inside is
+    `/ready` were caught by one in four starts of six). Garbage made inside is
     collected once, before the rest is frozen."""
     was_enabled = gc.isenabled()
     gc.disable()

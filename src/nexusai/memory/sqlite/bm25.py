@@ -183,13 +183,12 @@ class _Read:
     pair_of: Indexes  # each of `ids`' index in `pairs`
 
 
-def _postings(
-    read: Sequence[tuple[int, float]], sizes: Floats, last_id: int, grouped: int
-) -> _Read:
+def _postings(read: fts.Postings, sizes: Floats, last_id: int, grouped: int) -> _Read:
     """A stem's postings as read from the index, those of pairs held `grouped` times or
     more put in groups. Worked out before the lock is taken (a common word's take tens of
     milliseconds at 1,000,000 rows); `_Pairs.numbered` then numbers the pairs under it."""
-    ids, counts = _arrays(read, last_id)
+    ids = cast(Ids, read["row"].astype(_id_kind(last_id)))
+    counts = read["weight"].astype(np.float32)
     pairs, inverse = np.unique(np.take(sizes, ids) + 1j * counts, return_inverse=True)
     pair_of = inverse.ravel()
     held = np.bincount(pair_of, minlength=len(pairs))
@@ -214,21 +213,13 @@ class _Lacking:
     asked: list[str]
 
 
-# A changed row's postings of a stem, (row, weight) records in an array: the garbage
-# collector never walks an array. As lists of tuples, the changes a forget of 10,000 left
-# pending held 100,000 lists, and each full collection walked them all with the GIL held
-# (up to 0.2 s), which every turn and write beside the forget waited out.
-FRESH = np.dtype([("row", np.int64), ("weight", np.float64)])
-
-
 @dataclass(frozen=True)
 class _Change:
     """Rows edited or deleted at one step of the index: a stem's postings drop them and
-    take their new ones (`fresh`, as read then, records of FRESH), the next time the stem
-    is used."""
+    take their new ones (`fresh`, as read then), the next time the stem is used."""
 
     rows: npt.NDArray[np.int64]  # sorted
-    fresh: dict[str, npt.NDArray[np.void]]
+    fresh: dict[str, fts.Postings]
     grouped: int
 
 
@@ -246,7 +237,7 @@ def _applied(stem: str, postings: _Postings, changes: Sequence[_Change], copy: _
     touched = np.unique(np.concatenate([change.rows for change in changes]))
     kept = postings.without(touched)
     if latest:
-        found = sorted(latest.items())
+        found = np.array(sorted(latest.items()), dtype=fts.POSTING)
         read = _postings(found, copy.sizes, copy.state.last_id, changes[0].grouped)
         kept = kept.extended(copy.pairs.numbered(read))
     return kept
@@ -639,9 +630,7 @@ def _edited(conn: sqlite3.Connection, copy: _Copy, edits: int, grouped: int) -> 
     before = int(sizes[old].sum())
     sizes[old] = [now.get(i, 0) for i in old]
     read = fts.postings_of(conn, list(now)) if now and copy.postings else {}
-    fresh = {
-        stem: np.array(found, dtype=FRESH) for stem, found in read.items() if stem in copy.postings
-    }
+    fresh = {stem: found for stem, found in read.items() if stem in copy.postings}
     rows = copy.state.rows - len(old) + len(now)
     tokens = copy.state.tokens - before + sum(now.values())
     state = replace(copy.state, rows=rows, tokens=tokens, edits=edits)
@@ -801,19 +790,15 @@ def _contenders(scores: Floats, asked: Sequence[_Postings], limit: int, room: Fl
     return np.flatnonzero(scores >= found[len(rarest) - limit])
 
 
-def _arrays(postings: Sequence[tuple[int, float]], last_id: int) -> tuple[Ids, Counts]:
-    """(id, value) pairs as an id array (32 bits while every id up to `last_id` fits) and
-    a float32 value array (counts: exact)."""
-    kind = np.int32 if last_id <= np.iinfo(np.int32).max else np.int64
-    ids = cast(Ids, np.fromiter((row for row, _ in postings), dtype=kind, count=len(postings)))
-    counts = np.fromiter((w for _, w in postings), dtype=np.float32, count=len(postings))
-    return ids, counts
+def _id_kind(last_id: int) -> type[np.signedinteger]:
+    """Ids held in 32 bits while every id up to `last_id` fits."""
+    return np.int32 if last_id <= np.iinfo(np.int32).max else np.int64
 
 
 def _sizes(sizes: Sequence[tuple[int, int]], last_id: int) -> Floats:
     lengths = np.zeros(last_id + 1)
-    ids, counts = _arrays(sizes, last_id)
-    lengths[ids] = counts
+    ids = np.fromiter((row for row, _ in sizes), dtype=_id_kind(last_id), count=len(sizes))
+    lengths[ids] = np.fromiter((size for _, size in sizes), dtype=np.float32, count=len(sizes))
     return lengths
 
 

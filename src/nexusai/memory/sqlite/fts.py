@@ -477,7 +477,15 @@ def stems(conn: sqlite3.Connection, terms: Sequence[str]) -> list[list[str]]:
     return made
 
 
-def postings(conn: sqlite3.Connection, stem: str) -> list[tuple[int, float]]:
+# A stem's postings: each row that holds it, with its weighted count of it, by row.
+# Records in an array, not a list of tuples: the keyword copy keeps them (a forget's
+# pending changes held 100,000 such lists), and the garbage collector walks every list
+# with the GIL held, where it never walks an array.
+POSTING = np.dtype([("row", np.int64), ("weight", np.float64)])
+Postings = npt.NDArray[np.void]
+
+
+def postings(conn: sqlite3.Connection, stem: str) -> Postings:
     """Each row that holds `stem` in a searched column, with its weighted count of it (what
     bm25() sums per phrase), by id."""
     conn.execute(_INSTANCES)
@@ -488,7 +496,15 @@ def postings(conn: sqlite3.Connection, stem: str) -> list[tuple[int, float]]:
         f" WHERE term = ? AND {_SEARCHED} GROUP BY doc ORDER BY doc",
         [stem],
     )
-    return sorted(zip(map(int, docs), map(float, weights), strict=True))
+    return _by_row(docs, weights)
+
+
+def _by_row(docs: Sequence[str], weights: Sequence[str]) -> Postings:
+    """Postings from their texts, sorted by row (see `_joined`)."""
+    found = np.empty(len(docs), dtype=POSTING)
+    found["row"] = np.fromiter(map(int, docs), dtype=np.int64, count=len(docs))
+    found["weight"] = np.fromiter(map(float, weights), dtype=np.float64, count=len(docs))
+    return found[np.argsort(found["row"], kind="stable")]
 
 
 _NEW_ROWS = (
@@ -499,21 +515,19 @@ _NEW_ROWS = (
 )
 
 
-def new_postings(conn: sqlite3.Connection, after_id: int) -> dict[str, list[tuple[int, float]]]:
+def new_postings(conn: sqlite3.Connection, after_id: int) -> dict[str, Postings]:
     """`postings` of every stem in the rows past `after_id`, tokenized by a table of the
     connection's own with the index's tokenizer (reading the index's entries of a common
     stem for a few new rows would read all of them)."""
     return _postings_where(conn, "id > ?", after_id)
 
 
-def postings_of(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[str, list[tuple[int, float]]]:
+def postings_of(conn: sqlite3.Connection, ids: Sequence[int]) -> dict[str, Postings]:
     """`postings` of every stem in these rows (those still there), as `new_postings`."""
     return _postings_where(conn, "id IN (SELECT value FROM json_each(?))", json.dumps(list(ids)))
 
 
-def _postings_where(
-    conn: sqlite3.Connection, where: str, param: object
-) -> dict[str, list[tuple[int, float]]]:
+def _postings_where(conn: sqlite3.Connection, where: str, param: object) -> dict[str, Postings]:
     for ddl in _NEW_ROWS:
         conn.execute(ddl)
     conn.execute("DELETE FROM temp.nexus_new_rows")
@@ -530,12 +544,13 @@ def _postings_where(
         [],
     )
     conn.execute("DELETE FROM temp.nexus_new_rows")
-    found: dict[str, list[tuple[int, float]]] = {}
-    for stem, doc, weight in zip(stems, docs, weights, strict=True):
-        found.setdefault(stem, []).append((int(doc), float(weight)))
-    for held in found.values():
-        held.sort()  # by row (see `_joined`)
-    return found
+    held: dict[str, list[int]] = {}  # each stem's places in the columns read
+    for place, stem in enumerate(stems):
+        held.setdefault(stem, []).append(place)
+    return {
+        stem: _by_row([docs[n] for n in places], [weights[n] for n in places])
+        for stem, places in held.items()
+    }
 
 
 # What the keyword copy reads of the index comes back as one text (`group_concat`), not a

@@ -23,7 +23,16 @@ from nexusai.schemas import FilterIn
 from tests.conftest import SwitchableEmbedder
 from tests.live_server import live_server
 
-BAD_DATES = ["2026", "1", "2026-05", "yesterday", "", "12/05/2026"]
+BAD_DATES = [
+    *["2026", "1", "2026-05", "yesterday", "", "12/05/2026"],
+    # an offset with no time, or any character between date and time: Python's own
+    # parser read each as a time (2026-05-01+02:00 as 02:00 UTC)
+    *["2026-05-01+02:00", "2026-05-01-02:00", "2026-05-01Z", "2026-05-01x10:00"],
+    *["2026-05-01\u00e910:00", "2026-05-01_23", "2026-05-01T10:00:00.1234567"],
+    *["2026-W18", "2026-W18-5", "2026-121"],  # calendar dates only: week and ordinal dates not
+]
+# Dates with no UTC time a datetime holds: refused on every field, `now` too, naming it.
+OUT_OF_RANGE = ["9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00"]
 
 
 @pytest.mark.parametrize(
@@ -33,6 +42,9 @@ BAD_DATES = ["2026", "1", "2026-05", "yesterday", "", "12/05/2026"]
         ("20260501", datetime(2026, 5, 1)),  # ISO 8601 basic: May, not 1970
         ("2026-05-01T10:00:00Z", datetime(2026, 5, 1, 10, tzinfo=UTC)),
         ("20260501T1000Z", datetime(2026, 5, 1, 10, tzinfo=UTC)),
+        ("2026-05-01 10:00", datetime(2026, 5, 1, 10)),
+        ("2026-05-01T10+02:00", datetime(2026, 5, 1, 8, tzinfo=UTC)),
+        ("2026-05-01T10:00:00.5-0130", datetime(2026, 5, 1, 11, 30, 0, 500000, tzinfo=UTC)),
     ],
 )
 def test_iso_8601_is_read_as_written(text: str, read: datetime) -> None:
@@ -69,7 +81,13 @@ def _stored(client: httpx.Client) -> tuple[int, int]:
     return sid, episode
 
 
-@pytest.mark.parametrize("bad", [*BAD_DATES, 2026, 1])
+@pytest.mark.parametrize("value", OUT_OF_RANGE)
+def test_a_date_outside_what_utc_holds_is_refused(value: str) -> None:
+    with pytest.raises(ValueError, match="outside 0001-01-01 to 9999-12-31"):
+        parse_time(value)
+
+
+@pytest.mark.parametrize("bad", [*BAD_DATES, *OUT_OF_RANGE, 2026, 1])
 def test_every_date_field_refuses_what_is_not_iso_8601(client: httpx.Client, bad: Any) -> None:
     sid, episode = _stored(client)
     refusals = {
@@ -108,10 +126,11 @@ def test_a_basic_format_date_filters_what_it_says(client: httpx.Client) -> None:
     assert patched["expiresAt"] == "2027-01-01T00:00:00.000000Z"
 
 
-def test_an_import_refuses_a_year_for_a_date() -> None:
-    line = b'{"session": "a", "speaker": "user", "content": "x", "expiresAt": "2026"}\n'
+@pytest.mark.parametrize("bad", ["2026", "2026-05-01+02:00", "9999-12-31T23:59:59-01:00"])
+def test_an_import_refuses_what_is_not_a_date(bad: str) -> None:
+    line = f'{{"session": "a", "speaker": "user", "content": "x", "expiresAt": "{bad}"}}\n'
     with pytest.raises(ImportFormatError, match="expiresAt"):
-        list(read_jsonl(io.BytesIO(line)))
+        list(read_jsonl(io.BytesIO(line.encode())))
 
 
 @pytest.mark.parametrize(

@@ -98,3 +98,43 @@ def test_unstorable_text_is_a_422_naming_the_field_and_changes_nothing(
 def state(client: TestClient) -> Any:
     sessions = client.get("/sessions").json()
     return sessions, [client.get(f"/sessions/{s['id']}/episodes").json() for s in sessions]
+
+
+# JSON has no NaN or Infinity, though Python's parser reads them (and 1e400 as infinity):
+# each is a 422 naming where it stands, never a 500 from the store's JSON.
+NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e400"]
+
+
+@pytest.mark.parametrize("number", NON_FINITE)
+def test_a_non_finite_number_in_metadata_is_a_422_naming_it_and_changes_nothing(
+    chat_client: TestClient, number: str
+) -> None:
+    sid = chat_client.post("/sessions", json={"title": "seed"}).json()["id"]
+    eid = chat_client.post(f"/sessions/{sid}/episodes", json=EPISODE).json()["id"]
+    before = state(chat_client)
+    one = f'{{"speaker": "user", "content": "hi", "metadata": {{"k": {number}}}}}'
+    deep = f'{{"speaker": "user", "content": "hi", "metadata": {{"a": {{"b": [1, {number}]}}}}}}'
+    sent = [
+        ("POST", f"/sessions/{sid}/episodes", one, "metadata.k"),
+        ("POST", f"/sessions/{sid}/episodes", f'{{"episodes": [{deep}]}}', "metadata.a.b[1]"),
+        ("PATCH", f"/episodes/{eid}", f'{{"metadata": {{"k": {number}}}}}', "metadata.k"),
+        (
+            "POST",
+            "/sessions/resolve/episodes",
+            f'{{"project": "p", "title": "t", "episodes": [{one}]}}',
+            "metadata.k",
+        ),
+    ]
+    for method, route, raw, where in sent:
+        answer = chat_client.request(
+            method, route, content=raw, headers={"Content-Type": "application/json"}
+        )
+        assert answer.status_code == 422, (route, answer.text)
+        assert where in answer.json()["detail"], answer.text
+    line = f'{{"session": "s", "speaker": "user", "content": "hi", "metadata": {{"k": {number}}}}}'
+    imported = chat_client.post(
+        "/import", params={"format": "jsonl", "project": "imp"}, content=line.encode()
+    )
+    assert imported.status_code == 422, imported.text
+    assert "metadata.k" in imported.json()["detail"]
+    assert state(chat_client) == before

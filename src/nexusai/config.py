@@ -6,6 +6,7 @@ kept out of repr() so that a logged or printed config never shows them.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -200,9 +201,14 @@ def _check_range(name: str, value: int, low: int, high: int) -> None:
 def _number(kind: Callable[[str], T], name: str) -> Callable[[str], T]:
     def parse(raw: str) -> T:
         try:
-            return kind(raw)
+            value = kind(raw)
         except ValueError:
             raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+        # float() reads "nan" and "inf", which pass every comparison a range check makes
+        # wrong (nan <= 0 is false): a time-out of nan failed every chat turn.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{name} must be a finite number, got {raw!r}")
+        return value
 
     return parse
 

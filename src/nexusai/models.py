@@ -36,32 +36,55 @@ def to_utc_text(moment: datetime) -> str:
 TIME_EXAMPLE = "2026-05-01 or 2026-05-01T14:30:00Z"
 # A query string's "+02:00" arrives as " 02:00" when the client did not percent-encode it.
 _PLUS_AS_SPACE = re.compile(r"[T\d] \d{2}(:?\d{2})?$")
+# The ISO 8601 forms read, and only these: a calendar date (extended or basic), then
+# optionally "T" or a space and a time, then optionally its offset. Python's own parser is
+# looser (any character between date and time, an offset on a date alone, week dates), and
+# read "2026-05-01+02:00" as 02:00 UTC: a forget before it would cover hours more.
+_DATE = r"\d{4}-\d{2}-\d{2}|\d{8}"
+_CLOCK = r"\d{2}(?::\d{2}(?::\d{2}(?:[.,]\d{1,6})?)?)?|\d{4}(?:\d{2}(?:[.,]\d{1,6})?)?"
+_OFFSET = r"Z|[+-]\d{2}(?::?\d{2})?"
+_ISO_8601 = re.compile(rf"(?:{_DATE})(?:[T ](?:{_CLOCK})(?:{_OFFSET})?)?")
 
 
 def parse_time(value: object) -> datetime:
-    """The one reading of a date field on every face: ISO 8601 text (extended or basic, a
-    date alone being its midnight), or a datetime from Python. ValueError otherwise, saying
-    what to send: a number is never read as Unix seconds, nor a bare year as one."""
+    """The one reading of a date field on every face: ISO 8601 text (a calendar date,
+    extended or basic, alone being its midnight; a time after "T" or a space; an offset
+    only after a time), or a datetime from Python, within 0001-01-01 to 9999-12-31 in UTC.
+    ValueError otherwise, saying what to send: a number is never read as Unix seconds,
+    nor a bare year as one, and week or ordinal dates (2026-W18, 2026-121) are not read."""
     if isinstance(value, datetime):
-        return value
+        return _in_range(value)
     if not isinstance(value, str):
         kind = "true or false" if isinstance(value, bool) else type(value).__name__
         raise ValueError(
             f"give a date as ISO 8601 text ({TIME_EXAMPLE}), not {kind}: numbers are not read"
             " as Unix seconds"
         )
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        pass
+    if _ISO_8601.fullmatch(value):
+        try:
+            return _in_range(datetime.fromisoformat(value))
+        except ValueError as exc:
+            if "outside" in str(exc):
+                raise
     if _PLUS_AS_SPACE.search(value):
         raise ValueError(
             f"{value!r} is not an ISO 8601 date and time: in a query string, send the '+' of"
             " a time zone as %2B (or use Z)"
         )
     raise ValueError(
-        f"{value!r} is not an ISO 8601 date and time; give a whole date, as {TIME_EXAMPLE}"
+        f"{value!r} is not an ISO 8601 date and time; give a calendar date, then"
+        f" optionally T, a time and its offset, as {TIME_EXAMPLE}"
     )
+
+
+def _in_range(moment: datetime) -> datetime:
+    """ValueError when the moment has no UTC time datetime can hold (9999-12-31T23:59-01:00
+    is in year 10000)."""
+    try:
+        to_utc_text(moment)
+    except InvalidInput as exc:
+        raise ValueError(str(exc)) from None
+    return moment
 
 
 def time_window(after: datetime | None, before: datetime | None) -> tuple[str | None, str | None]:

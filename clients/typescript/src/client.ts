@@ -2,7 +2,7 @@
 // Deno, Bun): no runtime dependency. Every method is one request; errors are typed
 // (`errors.ts`) and carry the API's `detail`.
 
-import { errorFor, UnavailableError } from "./errors.js";
+import { errorFor, InvalidInputError, UnavailableError } from "./errors.js";
 import type {
   ChatEvent,
   ChatOut,
@@ -156,10 +156,11 @@ export class NexusClient {
     return this.updateEpisode(episodeId, { pinned });
   }
 
-  /** The pinned and standing episodes of these sessions (all the key sees when none), pinned first. */
-  standing(options: { sessionIds?: number[]; limit?: number } = {}): Promise<MarkedEpisodeOut[]> {
+  /** The pinned and standing episodes of these sessions (all the key sees when none) that
+   * the filter keeps, pinned first. */
+  async standing(options: { sessionIds?: number[]; limit?: number; filter?: EpisodeFilter } = {}): Promise<MarkedEpisodeOut[]> {
     const query = { sessionIds: options.sessionIds?.join(","), limit: options.limit };
-    return this.send("GET", "/episodes/standing", { query });
+    return this.send("GET", "/episodes/standing", { query: { ...query, ...filterQuery(options.filter) } });
   }
 
   deleteEpisode(episodeId: number): Promise<void> {
@@ -167,7 +168,7 @@ export class NexusClient {
   }
 
   /** Keyword (BM25) search, best first; FTS5 syntax in `q` is searched for, never parsed. */
-  search(
+  async search(
     q: string,
     options: { sessionIds?: number[]; limit?: number; explain?: boolean; filter?: EpisodeFilter } = {},
   ): Promise<ScoredEpisodeOut[]> {
@@ -176,7 +177,7 @@ export class NexusClient {
   }
 
   /** Deletes the episodes of these sessions (all the key sees when none) that the filter keeps; `dryRun` only counts them. */
-  forget(options: { sessionIds?: number[]; filter?: EpisodeFilter; dryRun?: boolean }): Promise<ForgetOut> {
+  async forget(options: { sessionIds?: number[]; filter?: EpisodeFilter; dryRun?: boolean }): Promise<ForgetOut> {
     const query = { sessionIds: options.sessionIds?.join(","), dryRun: options.dryRun || undefined };
     return this.send("DELETE", "/episodes", { query: { ...query, ...filterQuery(options.filter) } });
   }
@@ -184,8 +185,9 @@ export class NexusClient {
   // -- a turn -----------------------------------------------------------------------------
 
   /** What a chat turn with this message would give the LLM, without calling it. */
-  context(sessionId: number, message: string, options: ContextOptions = {}): Promise<ContextOut> {
+  async context(sessionId: number, message: string, options: ContextOptions = {}): Promise<ContextOut> {
     const { budget, settings, ...rest } = options;
+    checkFilter(options.filter);
     const turn = budget === undefined ? settings : { ...settings, contextBudget: budget };
     return this.send("POST", "/context", { body: { sessionId, message, ...rest, ...(turn ? { settings: turn } : {}) } });
   }
@@ -356,8 +358,24 @@ function chatEvent(event: string, data: Record<string, unknown>): ChatEvent {
   }
 }
 
+/** Refuses, before anything is sent, a one-of list with nothing in it: a query string
+ * cannot carry an empty list, so it would arrive as no condition at all and a `forget`
+ * would take the whole session. Every other face refuses it too (422). */
+function checkFilter(filter: EpisodeFilter | undefined): void {
+  if (!filter) return;
+  if (Array.isArray(filter.speaker) && filter.speaker.length === 0) {
+    throw new InvalidInputError(422, "filter.speaker: name at least one speaker, or leave speaker out");
+  }
+  for (const [key, value] of Object.entries(filter.metadata ?? {})) {
+    if (Array.isArray(value) && value.length === 0) {
+      throw new InvalidInputError(422, `filter.metadata.${key}: give at least one value, or leave the key out`);
+    }
+  }
+}
+
 /** A filter as the query string carries it: a metadata value is compared as text (1 as "1"). */
 function filterQuery(filter: EpisodeFilter | undefined): Query {
+  checkFilter(filter);
   if (!filter) return {};
   const query: Query = { after: filter.after ?? undefined, before: filter.before ?? undefined, speaker: filter.speaker ?? undefined };
   for (const [key, value] of Object.entries(filter.metadata ?? {})) {

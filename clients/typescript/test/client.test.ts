@@ -83,6 +83,34 @@ test("a filtered turn searches only what the filter keeps", async () => {
   assert.deepEqual(named.memories.map((m) => m.content), ["The garden needs water"]);
 });
 
+test("an empty one-of filter is refused before anything is sent, on every method that takes one", async () => {
+  const session = await nexus.resolveSession(`empty-filter-${Date.now()}`, null);
+  await nexus.addEpisodes(session.id, [
+    { speaker: "user", content: "Keep the roses watered", metadata: { k: "a" } },
+    { speaker: "assistant", content: "I will water the roses", metadata: { k: "b" } },
+  ]);
+  let sent = 0;
+  const counting = new NexusClient({ baseUrl: served.url, fetch: (input, init) => (sent++, fetch(input, init)) });
+  const sessionIds = [session.id];
+  for (const filter of [{ speaker: [] }, { metadata: { k: [] } }]) {
+    const calls = [
+      () => counting.forget({ sessionIds, filter, dryRun: true }),
+      () => counting.forget({ sessionIds, filter }),
+      () => counting.search("roses", { sessionIds, filter }),
+      () => counting.standing({ sessionIds, filter }),
+      () => counting.context(session.id, "roses?", { filter }),
+      () => counting.recall(session.id, "roses?", { filter }),
+    ];
+    for (const call of calls) await assert.rejects(call(), (error: unknown) => error instanceof InvalidInputError && /at least one/.test(error.detail));
+  }
+  assert.equal(sent, 0);
+  assert.equal((await nexus.listEpisodes(session.id)).length, 2);
+  const kept = await nexus.forget({ sessionIds, filter: { speaker: ["assistant"] }, dryRun: true });
+  assert.equal(kept.episodes, 1);
+  const standing = await nexus.standing({ sessionIds, filter: { speaker: ["assistant"] } });
+  assert.deepEqual(standing, []);
+});
+
 test("a project's retention, and its export", async () => {
   const project = await nexus.createProject(`kept-${Date.now()}`, 3650);
   assert.equal(project.retentionDays, 3650);

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -483,7 +484,7 @@ class EpisodeStore(ABC):
                 " (NEXUS_MAX_CONTENT_BYTES)"
             )
         metadata = dict(episode.metadata or {})
-        held = len(json.dumps(metadata, ensure_ascii=False).encode("utf-8"))
+        held = len(_metadata_json(metadata).encode("utf-8"))
         if held > self.max_metadata_bytes:
             raise TooLarge(
                 f"metadata is {held} bytes as JSON; the limit is {self.max_metadata_bytes} bytes"
@@ -853,6 +854,30 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             merged[key] = merge_patch(merged.get(key), value)
     return merged
+
+
+def _metadata_json(metadata: dict[str, Any]) -> str:
+    """Metadata as the JSON stored, or InvalidInput naming the first value JSON has no
+    number for (NaN, Infinity, or 1e400, which Python's parser reads as infinity)."""
+    try:
+        return json.dumps(metadata, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        raise InvalidInput(
+            f"{_non_finite('metadata', metadata)}: JSON has no NaN or Infinity;"
+            " give a finite number, or the value as a string"
+        ) from None
+
+
+def _non_finite(path: str, value: Any) -> str:
+    """The path of the first non-finite number in `value` (`metadata.k`, `metadata.k[2]`)."""
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        where = f"{path}[{key}]" if isinstance(value, list) else f"{path}.{key}"
+        if isinstance(item, float) and not math.isfinite(item):
+            return where
+        if isinstance(item, dict | list) and (found := _non_finite(where, item)) != where:
+            return found
+    return path
 
 
 def _edited(

@@ -63,9 +63,9 @@ def _searched(context: Context) -> list[FusedEpisode]:
 
 def memory_block(context: Context) -> str:
     """The standing memories, the memories and the entities of a turn, as the system
-    message presents them (`layout`: grouped by conversation, each group dated)."""
+    message presents them (`layout`: the memories grouped by conversation, each group dated)."""
     parts = [
-        render(STANDING_CAPTION, context.standing),
+        render(STANDING_CAPTION, context.standing, dated=False),
         render(MEMORIES_CAPTION, _searched(context)),
     ]
     if context.entities:

@@ -297,7 +297,7 @@ def _standing_within(
 ) -> tuple[list[FusedEpisode], int]:
     """The standing ones that fit, and what their section costs."""
     kept: list[FusedEpisode] = []
-    tally = Tally(STANDING_CAPTION, budget)
+    tally = Tally(STANDING_CAPTION, budget, dated=False)
     for candidate in standing:
         line = whole(candidate)
         room = budget if candidate.episode.pinned else int(budget * STANDING_SHARE)

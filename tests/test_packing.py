@@ -4,6 +4,7 @@ without a budget the spec's turn unchanged."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.layout import (
     MEMORIES_CAPTION,
     STANDING_CAPTION,
+    block_tokens,
     render,
     section_tokens,
 )
@@ -120,6 +122,45 @@ def test_what_a_budget_gives_any_larger_budget_gives_too(
         }
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 60), min_size=1, max_size=30),
+    standing=st.lists(st.tuples(st.integers(1, 60), st.booleans()), max_size=6),
+    budget=st.integers(5, 400),
+    packer=st.sampled_from(sorted(PACKERS)),
+)
+def test_with_standing_ones_what_a_budget_gives_a_larger_one_gives_too(
+    lengths: list[int], standing: list[tuple[int, bool]], budget: int, packer: str
+) -> None:
+    """Pinned and recognised ones first, then the memories: a pinned one that first fits
+    never pushes out a memory a smaller budget gave, and the block stays within budget."""
+    words = ("Miso", "salmon", "weather", "trains", "allergic", "museum", "food")
+    ranked = [
+        FusedEpisode(
+            episode(i + 1, " ".join(words[(i + j) % 7] for j in range(n))), -0.05 * i, i + 1, None
+        )
+        for i, n in enumerate(lengths)
+    ]
+    kept = sorted(
+        (
+            FusedEpisode(
+                replace(episode(100 + i, " ".join(["rule"] * n)), pinned=pinned), 1.0, None, None
+            )
+            for i, (n, pinned) in enumerate(standing)
+        ),
+        key=lambda f: not f.episode.pinned,
+    )
+
+    def given(room: int) -> set[int]:
+        ours, memories = pack_turn(ranked, kept, "Miso allergic", room, 50, PACKERS[packer])
+        assert block_tokens(ours, memories) <= room
+        return {f.episode.id for f in [*ours, *memories]}
+
+    smaller = given(budget)
+    for larger in (budget + 1, budget + 13, budget * 2):
+        assert smaller <= given(larger)
+
+
 def test_memories_are_grouped_by_conversation_and_dated_once_a_group() -> None:
     said = [
         (1, "Caroline", "I joined a pottery class", 8, 1),
@@ -187,7 +228,9 @@ def test_the_standing_section_is_not_dated() -> None:
         whole(FusedEpisode(episode(2, "Always answer in French", day=9), 1.0, None, None)),
     ]
     block = render(STANDING_CAPTION, rules, dated=False)
-    assert block == "\n".join([STANDING_CAPTION, "user: I'm vegan", "user: Always answer in French"])
+    assert block == "\n".join(
+        [STANDING_CAPTION, "user: I'm vegan", "user: Always answer in French"]
+    )
     assert section_tokens(STANDING_CAPTION, rules, dated=False) == count_tokens(block)
 
 

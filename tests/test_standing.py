@@ -228,17 +228,68 @@ def test_a_recognised_rule_is_listed_under_standing(
     assert "standing" not in _turn(client, asking, "dashboard", semanticLimit=2, standingLimit=0)
 
 
-def test_a_recognised_rule_far_from_the_message_stays_out(
+# A user's rules and what each governs: a question that shares no words with it and is
+# far from it in meaning (cosine 0.10 to 0.32 under MiniLM), the case a floor dropped.
+PROFILE = [
+    ("I'm allergic to peanuts", "What snack should I bring to the hiking trip?"),
+    ("Always include version numbers when I ask about libraries", "Which HTTP client for Python?"),
+    ("I'm vegan", "Can you suggest a dinner recipe for tonight?"),
+    ("Always answer in French", "What is the capital of Australia?"),
+    ("I prefer simple, minimal dependencies", "How should I parse command line arguments?"),
+    ("Never use the metric system, I'm in the US", "How tall is the Eiffel Tower?"),
+]
+RECOMMENDED = {"fusion": "learned", "contextBudget": 1000}
+
+
+@pytest.mark.parametrize("settings", [{}, RECOMMENDED], ids=["defaults", "recommended"])
+def test_a_users_rules_are_a_profile_carried_on_the_questions_they_govern(
+    project_client: tuple[TestClient, int], settings: dict[str, object]
+) -> None:
+    client, project = project_client
+    _, [*rules, _] = _session(client, project, *(rule for rule, _ in PROFILE), " ".join(FILLER))
+    asking, _ = _session(client, project, "hello")
+    for (rule, question), rule_id in zip(PROFILE, rules, strict=True):
+        turn = _turn(client, asking, question, **settings)
+        assert rule_id in _ids(turn.get("standing", [])), (question, turn.get("standing"))
+        assert f"user: {rule}" in str(turn["prompt"])
+
+
+def test_among_more_rules_than_fit_the_floor_chooses(
     project_client: tuple[TestClient, int],
 ) -> None:
-    """The `standingFloor`: a rule is carried when the message is near it in meaning."""
+    """The `standingFloor`: when the scope holds more recognised rules than
+    `standingLimit`, a rule is carried when the message is near it in meaning."""
     client, project = project_client
-    _, [rule, *_] = _session(client, project, RULE, *FILLER)
+    _, [rule, *_] = _session(client, project, RULE, TASTE, *FILLER)
     asking, _ = _session(client, project, "hello")
-    assert "standing" not in _turn(client, asking, "Add a chart of monthly expenses")
-    near = _turn(client, asking, "Pin the software dependencies and their libraries")
+    one = {"standingLimit": 1}
+    assert "standing" not in _turn(client, asking, "Add a chart of monthly expenses", **one)
+    near = _turn(client, asking, "Pin the software dependencies and their libraries", **one)
     assert _ids(near["standing"]) == [rule]
     assert near["standing"][0]["similarity"] >= 0.35  # type: ignore[index]
+    both = _turn(client, asking, "Add a chart of monthly expenses", standingLimit=2)
+    assert len(_ids(both["standing"])) == 2  # both fit: the profile, whatever the message
+
+
+def test_a_larger_budget_never_gives_less_and_a_pinned_one_that_does_not_fit_is_named(
+    project_client: tuple[TestClient, int],
+) -> None:
+    client, project = project_client
+    facts = [f"Fact {i}: the {w} is kept in drawer {i}" for i, w in enumerate(["key"] * 40)]
+    rules = [f"Always mention drawer {i} when I ask about keys" for i in range(8)]
+    pin = "Remember that the spare key for the shed is under the blue flower pot"
+    sid, ids = _session(client, project, *facts, *rules, pin)
+    client.patch(f"/episodes/{ids[-1]}", json={"pinned": True})
+    before: set[int] = set()
+    for budget in range(5, 160, 5):
+        for fusion in ("rrf", "learned"):
+            turn = _turn(client, sid, "where is the key?", contextBudget=budget, fusion=fusion)
+            given = set(_ids(turn["memories"])) | set(_ids(turn.get("standing", [])))
+            if fusion == "learned":
+                assert before <= given, (budget, before - given)
+                before = given
+            if ids[-1] not in given:
+                assert any(f"pinned episode {ids[-1]}" in w for w in turn["warnings"])  # type: ignore[attr-defined]
 
 
 def test_a_rule_the_search_also_found_stays_under_standing_and_is_said_once(

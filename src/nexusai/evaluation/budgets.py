@@ -15,6 +15,7 @@ from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.layout import block_tokens
 from nexusai.orchestration.packing import PACKERS, Packer, pack_turn
 from nexusai.orchestration.settings import DEFAULTS, MAX_MEMORIES
+from nexusai.orchestration.standing import carried
 
 BUDGETS = (250, 500, 1000, 2000, 4000)
 
@@ -79,12 +80,12 @@ class Packed:
         budgets: Sequence[int] = BUDGETS,
     ) -> dict[int, list[Given]]:
         """{budget: what each question's turn gave}, each packed by `packer_for(its fold)`
-        (the shipped packer when None), its standing candidates kept to `floor`
-        (`standingFloor`)."""
+        (the shipped packer when None), its standing candidates carried as a turn at
+        `standingFloor` `floor` carries them (`orchestration.standing.carried`)."""
         out: dict[int, list[Given]] = {b: [] for b in budgets}
         for entry in self.entries:
             packer = packer_for(entry.fold) if packer_for else PACKERS[self.packer]
-            standing = [f for f in entry.standing if kept_at(f, floor)]
+            standing = carried(entry.standing, DEFAULTS.standing_limit, floor)
             pool = frozenset(f.episode.id for f in [*entry.fused, *standing])
             for budget, given in out.items():
                 kept, memories = pack_turn(
@@ -97,12 +98,6 @@ class Packed:
                 sources.update({f.episode.id: "standing" for f in kept})
                 given.append(Given(ids, cut, block_tokens(kept, memories), sources, pool))
         return out
-
-
-def kept_at(candidate: FusedEpisode, floor: float) -> bool:
-    """Whether a turn at `standingFloor` `floor` carries this standing candidate, as
-    `orchestration.standing` decides."""
-    return candidate.episode.pinned or floor <= 0 or candidate.score >= floor
 
 
 def within_budget(

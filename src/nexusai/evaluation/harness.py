@@ -39,7 +39,7 @@ from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.modes import RRF, Learned
 from nexusai.orchestration.packing import Packer, PlacedWorth
-from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
+from nexusai.orchestration.settings import BY_NAME, DEFAULTS, RuntimeSettings
 from nexusai.orchestration.turn import TurnRequest, run_turn
 from nexusai.ranking.features import named_speakers
 
@@ -204,11 +204,17 @@ SLICES = {
 }
 
 
-# A turn that asks neither leg: its standing candidates, as a turn at the defaults carries
-# them but with no floor (packing applies `standingFloor`, so that floors can be compared),
-# and nothing else.
+# A turn that asks neither leg: its standing candidates with no floor and as many as the
+# setting allows (more than the default's: whether a scope's rules all fit the default
+# limit is then known), and nothing else. Packing carries them as a turn at a floor would
+# (`orchestration.standing.carried`), so that floors can be compared.
 STANDING_ONLY = replace(
-    DEFAULTS, semantic_weight=0.0, keyword_weight=0.0, entity_limit=0, standing_floor=0.0
+    DEFAULTS,
+    semantic_weight=0.0,
+    keyword_weight=0.0,
+    entity_limit=0,
+    standing_floor=0.0,
+    standing_limit=int(BY_NAME["standingLimit"].high),
 )
 
 

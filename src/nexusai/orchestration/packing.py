@@ -280,28 +280,55 @@ def pack_turn(
     candidates (pinned first, then the most relevant). At budget 0 the memories are the
     spec's first `limit`, and the standing ones all come beside, those among the memories
     too (the prompt gives each once, as a standing one). With a budget, the standing ones
-    come first, whole, each while its section fits (a recognised one within
-    `STANDING_SHARE` of it), and the memories are packed into what is left, without them:
-    both sections, as `layout` renders them, cost at most `budget`."""
+    come first, whole, while they fit (the recognised ones within `STANDING_SHARE` of it),
+    and the memories are packed into what is left, without them: both sections, as
+    `layout` renders them, cost at most `budget`, and what a budget gives a larger one
+    gives too (`_standing_room`)."""
     if budget <= 0:
         return [whole(f) for f in standing], list(fused[:limit])
-    kept, spent = _standing_within(standing, budget)
+    kept, reserved = _standing_within(standing, budget)
     taken = {f.episode.id for f in kept}
     rest = [f for f in fused if f.episode.id not in taken]
-    left = budget - spent - (SECTION_BREAK if kept else 0)
-    return kept, packer.pack(rest, message, Tally(MEMORIES_CAPTION, left), limit)
+    return kept, packer.pack(rest, message, Tally(MEMORIES_CAPTION, budget - reserved), limit)
 
 
 def _standing_within(
     standing: Sequence[FusedEpisode], budget: int
 ) -> tuple[list[FusedEpisode], int]:
-    """The standing ones that fit, and what their section costs."""
-    kept: list[FusedEpisode] = []
-    tally = Tally(STANDING_CAPTION, budget, dated=False)
-    for candidate in standing:
-        line = whole(candidate)
-        room = budget if candidate.episode.pinned else int(budget * STANDING_SHARE)
-        if budget - tally.left + tally.cost(line) <= room:
-            kept.append(line)
-            tally.add(line)
-    return kept, budget - tally.left
+    """The standing ones that fit, each in turn until one does not (pinned within the
+    whole budget, the recognised within their share), and the room kept for them."""
+    lines = [whole(f) for f in standing]
+    costs = _section_costs(lines)
+    pinned = sum(f.episode.pinned for f in lines)
+    pinned_room, recognised_room = _standing_room(costs, pinned, budget)
+    kept = []
+    for at, line in enumerate(lines):
+        room = pinned_room if at < pinned else pinned_room + recognised_room
+        if costs[at] > room:
+            break
+        kept.append(line)
+    return kept, pinned_room + recognised_room
+
+
+def _section_costs(lines: Sequence[FusedEpisode]) -> list[int]:
+    """What the standing section costs with its first 1, 2, ... lines, and the break after
+    it (kept whether or not memories follow: a token, so the room never depends on them)."""
+    tally = Tally(STANDING_CAPTION, 0, dated=False)
+    costs = []
+    for line in lines:
+        tally.add(line)
+        costs.append(-tally.left + SECTION_BREAK)
+    return costs
+
+
+def _standing_room(costs: Sequence[int], pinned: int, budget: int) -> tuple[int, int]:
+    """The room kept for the pinned ones (all of the budget they need) and for the
+    recognised ones (what they need, within `STANDING_SHARE` of the budget less the
+    pinned ones' room). Neither depends on which of them fit: each grows by at most a
+    token a token of budget, so the memories' room never shrinks as the budget grows,
+    and a pinned memory that first fits never pushes out a memory a smaller budget gave."""
+    pinned_need = costs[pinned - 1] if pinned else 0
+    pinned_room = min(budget, pinned_need)
+    recognised_need = (costs[-1] if costs else 0) - pinned_need
+    share = int(budget * STANDING_SHARE) - pinned_need
+    return pinned_room, max(0, min(share, recognised_need))

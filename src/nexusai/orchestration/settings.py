@@ -112,11 +112,13 @@ SETTINGS: tuple[Setting, ...] = (
         int,
         0,
         20,
-        3,
+        10,
         "How many of the rules and lasting preferences the user stated (recognised when"
-        " stored) a turn carries under `standing`, the nearest the message in meaning; pinned"
-        " episodes come always. With a contextBudget they come first, within a quarter of it"
-        " (0: none of the recognised ones)",
+        " stored) a turn carries under `standing`, the nearest the message in meaning first;"
+        " when the scope holds no more than this, all of them come (a profile), else the"
+        " nearest at or above standingFloor. Pinned episodes come always. With a"
+        " contextBudget they come first, within a quarter of it (0: none of the recognised"
+        " ones)",
     ),
     Setting(
         "standingFloor",
@@ -124,9 +126,10 @@ SETTINGS: tuple[Setting, ...] = (
         0,
         1,
         0.35,
-        "How near the message in meaning (cosine) a recognised rule or preference must be"
-        " for a turn to carry it; pinned episodes come always. The default is fitted, by"
-        " conversation, for the default embedder (docs/evaluation.md); 0: no floor",
+        "When the scope holds more recognised rules and preferences than standingLimit: how"
+        " near the message in meaning (cosine) one must be for a turn to carry it; pinned"
+        " episodes come always. The default is fitted, by conversation, for the default"
+        " embedder (docs/evaluation.md); 0: no floor",
     ),
     Setting(
         "memoryOrder",

@@ -1,8 +1,9 @@
 """Standing memories: the episodes a turn may carry whatever its search found. Pinned ones
-always; of the rules and preferences recognised when they were stored
-(`memory/standing.py`), the `standingLimit` nearest the message in meaning, since a later
-question rarely repeats a rule's words ("Which libraries do we use?" against "Always
-include version numbers when I ask about libraries").
+always; the rules and preferences recognised when they were stored (`memory/standing.py`)
+as a profile: all of them when they are no more than `standingLimit`, else the nearest the
+message in meaning at or above `standingFloor`, since a later question rarely repeats a
+rule's words ("Which libraries do we use?" against "Always include version numbers when
+I ask about libraries").
 
 Their vectors are made here, from the content alone, and kept per process: a scope holds
 few of them, and they rarely change.
@@ -44,21 +45,39 @@ def standing_candidates(
     limit: int,
     floor: float = 0.0,
 ) -> list[FusedEpisode]:
-    """The pinned episodes of `found`, then its `limit` recognised ones nearest `vector`
-    (the newest without one), each scored by its cosine to the message (pinned: 1); with
-    a vector, a recognised one nearer than `floor` only (the `standingFloor` setting: on
-    human chats, sayings that read as rules, "I always ...", are rarely what a question
-    is about)."""
+    """The standing memories a turn carries of `found`: `carried` of them ranked by the
+    message (without a vector, the newest `limit` recognised ones, no floor)."""
+    return carried(ranked(found, embedder, vector), limit, floor if vector is not None else 0.0)
+
+
+def ranked(
+    found: Sequence[Episode], embedder: Embedder, vector: Vector | None
+) -> list[FusedEpisode]:
+    """The pinned episodes of `found` (score 1), then its recognised ones nearest `vector`
+    first, each scored by its cosine to the message (without a vector: as found, the
+    newest first, score 0)."""
     pinned = [FusedEpisode(e, 1.0, None, None) for e in found if e.pinned]
     others = [e for e in found if not e.pinned]
-    if limit <= 0 or not others:
-        return pinned
-    if vector is None:
-        return pinned + [FusedEpisode(e, 0.0, None, None) for e in others[:limit]]
+    if vector is None or not others:
+        return pinned + [FusedEpisode(e, 0.0, None, None) for e in others]
     similarity = np.stack(_vectors(others, embedder)) @ np.asarray(vector, dtype=np.float32)
-    nearest = np.argsort(-similarity, kind="stable")[:limit]
-    near = [i for i in nearest if floor <= 0 or similarity[i] >= floor]
-    return pinned + [FusedEpisode(others[i], float(similarity[i]), None, None) for i in near]
+    order = np.argsort(-similarity, kind="stable")
+    return pinned + [FusedEpisode(others[i], float(similarity[i]), None, None) for i in order]
+
+
+def carried(candidates: Sequence[FusedEpisode], limit: int, floor: float) -> list[FusedEpisode]:
+    """Of `ranked` candidates: every pinned one, and the recognised ones as a profile.
+    When all of them fit in `limit` they all come, however far from the message ("Always
+    answer in French" is near no question). Only among more than fit does `floor` choose:
+    the `limit` nearest at or above it (the `standingFloor` setting: on human chats many
+    sayings read as rules, "I always ...", and are rarely what a question is about)."""
+    pinned = [f for f in candidates if f.episode.pinned]
+    others = [f for f in candidates if not f.episode.pinned]
+    if limit <= 0:
+        return pinned
+    if len(others) <= limit:
+        return pinned + others
+    return pinned + [f for f in others[:limit] if floor <= 0 or f.score >= floor]
 
 
 def warm_vectors(memory: MemoryClient, embedder: Embedder, keep_on: Callable[[], bool]) -> None:

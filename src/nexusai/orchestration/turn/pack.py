@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.layout import block_tokens
 from nexusai.orchestration.packing import PACKERS, pack_turn
 from nexusai.orchestration.turn.plan import TurnPlan
 
@@ -39,15 +40,30 @@ def _left_out(
         return []
     warnings = []
     given = {f.episode.id for f in kept}
-    if dropped := [f for f in standing if f.episode.id not in given]:
+    dropped = [f for f in standing if f.episode.id not in given]
+    if pinned := [f.episode.id for f in dropped if f.episode.pinned]:
         warnings.append(
-            f"{len(dropped)} of the standing memories did not fit: the user's recognised rules"
-            f" and preferences may take a quarter of contextBudget ({budget}); raise it"
+            f"pinned {_episodes(pinned)} did not fit contextBudget {budget} (a pinned one"
+            " comes whole, before any memory); raise it, or unpin what is no longer needed"
+        )
+    if recognised := [f.episode.id for f in dropped if not f.episode.pinned]:
+        warnings.append(
+            f"{len(recognised)} of the user's recognised rules and preferences"
+            f" ({_episodes(recognised)}) did not fit: they may take a quarter of"
+            f" contextBudget ({budget}) after the pinned ones; raise it"
         )
     if not memories and any(f.episode.id not in given for f in fused):
-        left = budget - sum(f.tokens for f in kept)
+        left = budget - block_tokens(kept, [])
         warnings.append(
             f"contextBudget {budget} left room for no memory ({left} tokens after the standing"
             " ones, less than any memory found costs); raise it"
         )
     return warnings
+
+
+def _episodes(ids: Sequence[int]) -> str:
+    """Episode ids as a warning names them: "episode 99", "episodes 3, 7 and 12"."""
+    if len(ids) == 1:
+        return f"episode {ids[0]}"
+    head = ", ".join(map(str, ids[:-1]))
+    return f"episodes {head} and {ids[-1]}"

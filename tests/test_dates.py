@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from nexusai.app import create_app
-from nexusai.client import Client
+from nexusai.client import Client, InvalidInputError
 from nexusai.config import Config
 from nexusai.memory.importing import ImportFormatError, read_jsonl
 from nexusai.models import parse_time
@@ -154,8 +154,11 @@ def test_a_filter_that_would_keep_nothing_is_refused_on_every_face(
     assert "union" not in turn.json()["detail"]  # one message, not pydantic's every branch
     with pytest.raises(ValidationError, match=says):  # what both clients and MCP send
         FilterIn.model_validate(rule)
-    with _client_of(client) as nexus, pytest.raises(ValueError, match=says):
+    with _client_of(client) as nexus, pytest.raises(InvalidInputError, match=says) as refused:
         nexus.forget([sid], filter=rule, dry_run=True)
+    assert refused.value.status == 422
+    assert refused.value.detail.startswith("filter.")
+    assert "Value error" not in refused.value.detail
     assert client.get(f"/episodes/{episode}").status_code == 200
 
 

@@ -104,6 +104,16 @@ async def a_filter_keeps_recall_and_context_to_what_it_names(session: ClientSess
     assert payload(await session.call_tool("forget", only))["episodeIds"] == [shed]
     empty = {"filter": {"metadata": {"topic": []}}, **where}
     assert (await session.call_tool("forget", empty)).is_error  # never wider than a read
+    nothing = await session.call_tool("forget", {"filter": {}, **where})
+    assert nothing.is_error  # a filter that names nothing is not the whole session
+    assert "name at least one of" in nothing.content[0].text  # type: ignore[union-attr]
+    unnamed = await session.call_tool("recall", {"query": "", **where})
+    assert "query:" in unnamed.content[0].text  # type: ignore[union-attr]
+    assert "body" not in unnamed.content[0].text  # type: ignore[union-attr]
+    long = "x" * 300  # a speaker is at most 200 characters: the API refuses the batch
+    named = [{"content": "fine"}, {"content": "fine", "speaker": long}]
+    refused = await session.call_tool("remember", {"messages": named, **where})
+    assert "messages[1].speaker" in refused.content[0].text  # type: ignore[union-attr]
 
 
 async def a_refused_remember_makes_nothing(session: ClientSession) -> None:

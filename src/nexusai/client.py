@@ -20,6 +20,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from datetime import datetime
 from typing import IO, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from nexusai.schemas import (
     ChatOut,
@@ -154,8 +155,24 @@ def _filter_body(filter: FilterIn | Mapping[str, Any]) -> Any:
 
 
 def _checked_filter(filter: FilterIn | Mapping[str, Any]) -> FilterIn:
-    """Checked here, so a bad filter is a ValueError before anything is sent."""
-    return filter if isinstance(filter, FilterIn) else FilterIn.model_validate(filter)
+    """Checked here, so a bad filter is an `InvalidInputError` (422, as the service would
+    answer) before anything is sent, its detail worded as the service words it."""
+    if isinstance(filter, FilterIn):
+        return filter
+    try:
+        return FilterIn.model_validate(filter)
+    except ValidationError as exc:
+        said = "; ".join(_said(e["loc"], e["msg"]) for e in exc.errors(include_url=False))
+        raise InvalidInputError(422, said) from None
+
+
+def _said(loc: tuple[Any, ...], message: str) -> str:
+    """A filter's refusal as the service words it: `filter.speaker: ...`, not pydantic's
+    "Value error, " prefix; a check of the whole filter names its field itself."""
+    message = message.removeprefix("Value error, ")
+    if not loc and re.match(r"[\w.]+: ", message):
+        return f"filter.{message}"
+    return f"{'.'.join(['filter', *map(str, loc)])}: {message}"
 
 
 def _nothing(_: Any) -> None:
@@ -379,15 +396,20 @@ class Endpoints:
         filter: FilterIn | Mapping[str, Any] | None = None,
     ) -> Call[list[MemoryOut]]:
         """A search of the session's memory, not a chat turn: its latest messages are
-        searched too (`recentLimit` 0 for this call), `k` memories with their scores; with
-        a `budget`, what fits that many tokens instead (long ones as excerpts); with a
+        searched too (`recentLimit` 0 for this call), at most `k` memories; with a
+        `budget`, what fits that many tokens, at most `k` (long ones as excerpts); with a
         `filter`, only what it keeps. The turn's standing memories (pinned, the user's
-        rules and preferences) come first, unscored."""
+        rules and preferences) come first, unscored, and count in `k`: every face's
+        recall gives `k` at most."""
+        if not 1 <= k <= 100:
+            raise InvalidInputError(f"k: give a whole number from 1 to 100, not {k}")
         settings: dict[str, float] = {"recentLimit": 0, "semanticLimit": k}
         if budget is not None:
             settings["contextBudget"] = budget
         turn = Endpoints.context(session_id, query, True, settings=settings, filter=filter)
-        return Call(turn.method, turn.path, lambda j: _given(turn.parse(j)), turn.json, safe=True)
+        return Call(
+            turn.method, turn.path, lambda j: _given(turn.parse(j))[:k], turn.json, safe=True
+        )
 
     @staticmethod
     def chat(session_id: int, message: str, idempotency_key: str | None = None) -> Call[ChatOut]:

@@ -103,9 +103,13 @@ def parse_id_list(name: str, raw: str | None) -> list[int] | None:
 _UNION_TAGS = ("episode", "batch")
 
 
-def field_path(loc: tuple[Any, ...]) -> str:
-    """A field as the README writes it: `episodes[2].content`, `sessionIds`."""
-    parts = [p for p in loc if p not in ("body", "query", "path")]
+def field_path(loc: tuple[Any, ...], located: bool = True) -> str:
+    """A field as the README writes it: `episodes[2].content`, `sessionIds`. `located`: the
+    first part says where the request carried it (body, query string, path), and is left
+    out; a field of that name further in (a tool's `query` argument) is kept."""
+    parts = list(loc)
+    if located and parts and parts[0] in ("body", "query", "path", "header", "cookie"):
+        parts = parts[1:]
     if parts and parts[0] in _UNION_TAGS:
         parts = parts[1:]
     text = ""

@@ -193,20 +193,22 @@ export class NexusClient {
   }
 
   /** A search of the session's memory, not a chat turn: its latest messages are searched
-   * too (`recentLimit` 0 for this call), `k` memories with their scores; with a `budget`,
-   * what fits that many tokens instead; with a `filter`, only what it keeps. The turn's
-   * standing memories (pinned, the user's rules and preferences) come first, unscored,
-   * each memory once. */
+   * too (`recentLimit` 0 for this call), at most `k` memories with their scores; with a
+   * `budget`, what fits that many tokens, at most `k`; with a `filter`, only what it keeps.
+   * The turn's standing memories (pinned, the user's rules and preferences) come first,
+   * unscored, each memory once, and count in `k`. */
   async recall(
     sessionId: number,
     query: string,
     options: { k?: number; budget?: number; filter?: EpisodeFilter } = {},
   ): Promise<MemoryOut[]> {
-    const settings: Partial<Settings> = { recentLimit: 0, semanticLimit: options.k ?? 10 };
+    const k = options.k ?? 10;
+    if (!Number.isInteger(k) || k < 1 || k > 100) throw new InvalidInputError(422, `k: give a whole number from 1 to 100, not ${k}`);
+    const settings: Partial<Settings> = { recentLimit: 0, semanticLimit: k };
     const turn = await this.context(sessionId, query, { explain: true, settings, budget: options.budget, filter: options.filter });
     const standing = (turn.standing ?? []).map(({ pinned: _p, standing: _s, similarity: _m, ...kept }) => kept as MemoryOut);
     const given = new Set(standing.map((m) => m.id));
-    return [...standing, ...turn.memories.filter((m) => !given.has(m.id))];
+    return [...standing, ...turn.memories.filter((m) => !given.has(m.id))].slice(0, k);
   }
 
   /** One chat turn: context, the LLM's reply, both messages stored. The same message sent

@@ -45,6 +45,8 @@ test("a first session: project, session, episodes, search, context", async () =>
   assert.ok((pinnedTurn.standing ?? []).some((m) => m.id === stored[0]!.id));
   const recalled = await nexus.recall(later.id, "Biscuit", { k: 3 });
   assert.equal(recalled[0]!.id, stored[0]!.id); // pinned: first, and given once
+  assert.ok(recalled.length <= 3); // the pinned one counts in k
+  assert.equal((await nexus.recall(later.id, "Biscuit", { k: 1, budget: 500 })).length, 1);
   assert.equal(recalled.filter((m) => m.id === stored[0]!.id).length, 1);
   assert.equal(recalled[0]!.score, undefined);
   assert.equal((await nexus.pin(stored[0]!.id, false)).pinned, false);

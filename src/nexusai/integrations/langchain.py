@@ -19,21 +19,23 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, PrivateAttr
 
-from nexusai.client import Client
+from nexusai.client import Client, NotFoundError
 from nexusai.integrations.common import all_episodes, client_from, find_session
 from nexusai.schemas import EpisodeOut, FilterIn, MemoryOut
 
 
 class NexusRetriever(BaseRetriever):
     """The memories nexusai's `POST /context` ranks for a query, as Documents, best first.
-    Give `session_id`, or `session` (its title) and `project`; `k` memories come back, each
-    with its episode's id, session, speaker, time, fused score and both ranks in
-    `metadata` (or, with `budget`, what fits that many tokens, each with its `tokens` and,
-    when cut, its `excerpt`). Searches the session's whole project, its latest messages
-    included; with a `filter` (`{"after": ..., "speaker": [...], "metadata": {...}}`), only
-    the episodes it keeps, chosen inside the search."""
+    Give `session_id`, or `session` (its title) and `project`; at most `k` memories come
+    back (`invoke(query, k=3)` for one call), each with its episode's id, session,
+    speaker, time, fused score and both ranks in `metadata` (or, with `budget`, what fits
+    that many tokens, at most `k`, each with its `tokens` and, when cut, its `excerpt`).
+    The standing memories (pinned, the user's rules and preferences) come first and count
+    in `k`. Searches the session's whole project, its latest messages included; with a
+    `filter` (`{"after": ..., "speaker": [...], "metadata": {...}}`), only the episodes it
+    keeps, chosen inside the search. A session given by name is looked up once."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -47,18 +49,43 @@ class NexusRetriever(BaseRetriever):
     # Tokens the memories may cost (contextBudget): what fits, long ones as excerpts.
     budget: int | None = Field(default=None, ge=0, le=32_000)
     filter: FilterIn | None = None
+    _found: int | None = PrivateAttr(default=None)  # the session named, once looked up
 
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        **unknown: Any,
     ) -> list[Document]:
-        client = client_from(self.client, self.base_url, self.api_key)
-        sid = self.session_id
-        if sid is None:
+        if unknown:
+            raise TypeError(f"NexusRetriever takes k at call time, not {', '.join(unknown)}")
+        if k is not None and not 1 <= k <= 100:
+            raise ValueError(f"k: give a whole number from 1 to 100, not {k}")
+        if self.client is not None:
+            return self._documents(self.client, query, k or self.k)
+        with Client(self.base_url, self.api_key) as client:  # its own: closed after the call
+            return self._documents(client, query, k or self.k)
+
+    def _documents(self, client: Client, query: str, k: int) -> list[Document]:
+        try:
+            found = client.recall(self._session_id(client), query, k, self.budget, self.filter)
+        except NotFoundError:
+            if self.session_id is not None or self._found is None:
+                raise
+            self._found = None  # the session named was deleted or renamed: look it up again
+            found = client.recall(self._session_id(client), query, k, self.budget, self.filter)
+        return [_document(memory) for memory in found]
+
+    def _session_id(self, client: Client) -> int:
+        if self.session_id is not None:
+            return self.session_id
+        if self._found is None:
             if not self.session:
                 raise ValueError("give session_id, or session (a title) and project")
-            sid = find_session(client, self.session, self.project)
-        found = client.recall(sid, query, self.k, self.budget, self.filter)
-        return [_document(memory) for memory in found]
+            self._found = find_session(client, self.session, self.project)
+        return self._found
 
 
 def _document(memory: MemoryOut) -> Document:

@@ -10,6 +10,8 @@ each call made with the caller's own key, so the same key rule as every route).
 
 from __future__ import annotations
 
+import re
+
 import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, Self
@@ -173,7 +175,10 @@ class Tools:
             call = Endpoints.add_episodes_named(project, session, body, idempotency_key=key)
         else:
             raise ToolError("say which conversation: session (a name), or session_id")
-        stored = await self._send(ctx, call)
+        try:
+            stored = await self._client(ctx).send(call)
+        except NexusAPIError as exc:  # the API names the batch's items `episodes[i]`
+            raise ToolError(re.sub(r"\bepisodes\[", "messages[", exc.detail)) from None
         answer: dict[str, Any] = {
             "sessionId": stored[0].session_id,
             "episodeIds": [e.id for e in stored],
@@ -270,7 +275,13 @@ class Tools:
         project: str | None,
         dry_run: bool,
     ) -> CallToolResult:
-        """`DELETE /episodes` in the one session named: a filter never reaches further."""
+        """`DELETE /episodes` in the one session named: a filter never reaches further, and
+        one that names nothing (`{}`) is refused, not read as the whole session."""
+        if not rule.model_dump(exclude_none=True):
+            raise ToolError(
+                "filter: name at least one of after, before, speaker or metadata; to forget a"
+                " whole conversation, leave filter out and give session or session_id"
+            )
         sid = await self._find(ctx, session_id, session, project)
         try:
             call = Endpoints.forget([sid], rule, dry_run=dry_run)
@@ -356,7 +367,10 @@ def _says(content: str, query: str) -> bool:
 
 
 DESCRIPTIONS = {
-    "remember": "Store one or more messages in a conversation (made by name when new).",
+    "remember": "Store one or more messages in a conversation (made by name when new). A call"
+    " with the same messages for the same conversation within a day is taken as a retry of"
+    " the first and answers its ids without storing them again: to store a repeated message"
+    " (\"ok\" said twice), send it with the messages around it, or with its own occurredAt.",
     "recall": "Memories relevant to a query from the conversation's project, best first: each"
     " with its text, date, fused score and its rank by meaning (semanticRank) and by keyword"
     " (keywordRank). Searches everything stored, the latest messages included.",
@@ -403,7 +417,8 @@ class _PlainErrors(Tool):
             if not isinstance(refused, ValidationError):
                 raise
             said = "; ".join(
-                f"{field_path(e['loc'])}: {e['msg']}" for e in refused.errors(include_url=False)
+                f"{field_path(e['loc'], located=False)}: {e['msg']}"
+                for e in refused.errors(include_url=False)
             )
             raise ToolError(f"Error executing tool {self.name}: {said}") from refused
 

@@ -21,6 +21,8 @@ class StubState:
         self.mode = "ok"  # ok | error | stall | garbage (chat completions)
         self.embed_mode = "ok"  # the same, for /embeddings
         self.stall_seconds = 3.0
+        self.finish = "stop"  # the finish reason it answers with ("length": cut at max_tokens)
+        self.cut = False  # a stream that stops with neither a finish reason nor [DONE]
         self.requests: list[dict[str, Any]] = []
 
 
@@ -44,7 +46,8 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("stream"):
             return self._stream(bool((body.get("stream_options") or {}).get("include_usage")))
         message = {"role": "assistant", "content": self.state.reply}
-        answer = {"choices": [{"index": 0, "message": message}], "model": body["model"]}
+        choice = {"index": 0, "message": message, "finish_reason": self.state.finish}
+        answer = {"choices": [choice], "model": body["model"]}
         self._send(200, {**answer, "usage": self._usage()})
 
     def _failed(self, mode: str) -> bool:
@@ -103,6 +106,10 @@ class _Handler(BaseHTTPRequestHandler):
         for word in self.state.reply.split(" "):
             chunk = {"choices": [{"index": 0, "delta": {"content": word + " "}}]}
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        if self.state.cut:
+            return
+        last = {"choices": [{"index": 0, "delta": {}, "finish_reason": self.state.finish}]}
+        self.wfile.write(f"data: {json.dumps(last)}\n\n".encode())
         if usage:
             self.wfile.write(
                 f"data: {json.dumps({'choices': [], 'usage': self._usage()})}\n\n".encode()

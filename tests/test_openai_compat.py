@@ -358,3 +358,53 @@ def test_every_chat_face_takes_settings_now_and_the_query_limit(
             )
         calls = len(state.requests)
     assert calls == 3
+
+
+def test_the_llms_finish_reason_comes_through_and_a_cut_stream_is_no_answer(
+    served: Served,
+) -> None:
+    ai = client(served)
+    served.llm.finish = "length"  # the LLM stopped at max_tokens
+    said = [{"role": "user", "content": "Tell me everything about Lisbon"}]
+    whole = ai.chat.completions.create(model="nexusai", user="cut", messages=said)  # type: ignore[arg-type]
+    assert whole.choices[0].finish_reason == "length"
+    streamed = list(
+        ai.chat.completions.create(model="nexusai", user="cut", messages=said, stream=True)  # type: ignore[arg-type]
+    )
+    assert [c.choices[0].finish_reason for c in streamed if c.choices][-1] == "length"
+    served.llm.finish, served.llm.cut = "stop", True  # the upstream stream just stops
+    stored = user_episodes(served, "cut")
+    with httpx.Client(base_url=f"{served.url}/v1", timeout=30) as http:
+        body = {"model": "nexusai", "user": "cut", "stream": True, "messages": said}
+        events = http.post("/chat/completions", json=body, headers={"X-Nexus-Project": "home"})
+    assert '"error"' in events.text and "[DONE]" not in events.text
+    assert "ended before" in events.text
+    with httpx.Client(base_url=served.url, timeout=30) as http:
+        sid = http.post("/sessions/resolve", json={"title": "cut", "project": "home"}).json()["id"]
+        replies = [
+            e for e in http.get(f"/sessions/{sid}/episodes").json() if e["speaker"] == "assistant"
+        ]
+    assert len(replies) == 2  # the two whole answers; the cut one is not stored as one
+    assert len(user_episodes(served, "cut")) == len(stored) + 1
+
+
+def test_a_history_with_tool_calls_is_refused_by_name_not_stripped(served: Served) -> None:
+    ai = client(served)
+    call = {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    histories: list[tuple[list[dict[str, Any]], str]] = [
+        (
+            [
+                {"role": "user", "content": "Weather?"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+                {"role": "user", "content": "And tomorrow?"},
+            ],
+            "messages[1].tool_calls",
+        ),
+        ([{"role": "tool", "content": "sunny"}, {"role": "user", "content": "ok?"}], "messages[0]"),
+    ]
+    for messages, named in histories:
+        with pytest.raises(openai.BadRequestError) as refused:
+            ai.chat.completions.create(model="nexusai", user="tools", messages=messages)  # type: ignore[arg-type]
+        assert named in str(refused.value)
+    assert served.llm.requests == []

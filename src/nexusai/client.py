@@ -402,7 +402,7 @@ class Endpoints:
         rules and preferences) come first, unscored, and count in `k`: every face's
         recall gives `k` at most."""
         if not 1 <= k <= 100:
-            raise InvalidInputError(f"k: give a whole number from 1 to 100, not {k}")
+            raise InvalidInputError(422, f"k: give a whole number from 1 to 100, not {k}")
         settings: dict[str, float] = {"recentLimit": 0, "semanticLimit": k}
         if budget is not None:
             settings["contextBudget"] = budget

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -36,6 +36,16 @@ SAMPLING = (
 class Completion:
     text: str
     usage: Usage | None = None
+    finish_reason: str = "stop"  # as the endpoint said: "length" when it was cut short
+
+
+@dataclass
+class Ending:
+    """How a stream ended, as the endpoint said it: its token counts (when asked for with
+    `stream_options.include_usage`) and its finish reason."""
+
+    usage: Usage = field(default_factory=dict)
+    finish_reason: str | None = None
 
 
 class LLMError(NexusError):
@@ -71,24 +81,28 @@ class OpenAIChat:
             _raise_for_status(response)
             try:
                 answer = response.json()
-                text = str(answer["choices"][0]["message"]["content"])
-            except (KeyError, IndexError, TypeError, ValueError):
+                choice = answer["choices"][0]
+                text = str(choice["message"]["content"])
+                finish = str(choice.get("finish_reason") or "stop")
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError):
                 raise LLMError(
                     "the LLM answered in a shape that is not a chat completion"
                 ) from None
             usage = answer.get("usage")
-            return Completion(text, usage if isinstance(usage, dict) else None)
+            return Completion(text, usage if isinstance(usage, dict) else None, finish)
 
     def stream(
         self,
         messages: Sequence[Message],
         model: str | None = None,
         options: dict[str, Any] | None = None,
-        usage: Usage | None = None,
+        ending: Ending | None = None,
     ) -> Iterator[str]:
-        """The reply in pieces, as the endpoint sends them (server-sent events); the token
-        usage it sends at the end (`stream_options.include_usage`) goes into `usage`."""
+        """The reply in pieces, as the endpoint sends them (server-sent events); its token
+        usage and finish reason go into `ending`. A stream that stops with neither a finish
+        reason nor `[DONE]` was cut off: LLMError, so that no part is taken for a whole."""
         body = self._body(messages, True, model, options)
+        end = ending if ending is not None else Ending()
         with (
             self._errors(),
             self._client.stream("POST", "/chat/completions", json=body) as response,
@@ -97,11 +111,13 @@ class OpenAIChat:
                 response.read()
                 _raise_for_status(response)
             for line in response.iter_lines():
-                piece = _delta(line, usage)
+                piece = _delta(line, end)
                 if piece is None:
-                    break
+                    return
                 if piece:
                     yield piece
+        if end.finish_reason is None:
+            raise LLMError("the LLM's stream ended before its answer did (no finish reason)")
 
     def _body(
         self,
@@ -141,19 +157,22 @@ def _raise_for_status(response: httpx.Response) -> None:
         raise LLMError(f"the LLM answered HTTP {response.status_code}: {response.text[:200]}")
 
 
-def _delta(line: str, usage: Usage | None = None) -> str | None:
+def _delta(line: str, end: Ending) -> str | None:
     """Text of one SSE line: '' for lines without text, None at the end of the stream. A
-    chunk's usage (the last one's, when asked for) is copied into `usage`."""
+    chunk's usage (the last one's, when asked for) and finish reason go into `end`."""
     if not line.startswith("data:"):
         return ""
     data = line[5:].strip()
     if data == "[DONE]":
+        end.finish_reason = end.finish_reason or "stop"
         return None
     try:
         chunk = json.loads(data)
-        if usage is not None and isinstance(chunk.get("usage"), dict):
-            usage.update(chunk["usage"])
+        if isinstance(chunk.get("usage"), dict):
+            end.usage.update(chunk["usage"])
         choices = chunk["choices"]
+        if choices and choices[0].get("finish_reason"):
+            end.finish_reason = str(choices[0]["finish_reason"])
         return str(choices[0].get("delta", {}).get("content") or "") if choices else ""
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         raise LLMError("the LLM streamed something that is not a chat completion chunk") from None

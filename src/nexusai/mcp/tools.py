@@ -10,9 +10,8 @@ each call made with the caller's own key, so the same key rule as every route).
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, Self
 
@@ -370,7 +369,7 @@ DESCRIPTIONS = {
     "remember": "Store one or more messages in a conversation (made by name when new). A call"
     " with the same messages for the same conversation within a day is taken as a retry of"
     " the first and answers its ids without storing them again: to store a repeated message"
-    " (\"ok\" said twice), send it with the messages around it, or with its own occurredAt.",
+    ' ("ok" said twice), send it with the messages around it, or with its own occurredAt.',
     "recall": "Memories relevant to a query from the conversation's project, best first: each"
     " with its text, date, fused score and its rank by meaning (semanticRank) and by keyword"
     " (keywordRank). Searches everything stored, the latest messages included.",

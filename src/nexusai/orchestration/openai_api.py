@@ -28,7 +28,7 @@ from nexusai.access import principal_of
 from nexusai.errors import InvalidInput, NexusError, NotFound
 from nexusai.http import field_path, openai_error
 from nexusai.idempotency import answered_once
-from nexusai.llm import SAMPLING, Completion, Message, OpenAIChat, Usage
+from nexusai.llm import SAMPLING, Completion, Ending, Message, OpenAIChat, Usage
 from nexusai.orchestration.api import check_message, visible_session
 from nexusai.orchestration.chat import (
     SYSTEM,
@@ -50,6 +50,8 @@ OUR_MODEL = "nexusai"
 
 
 class ChatMessage(CamelModel):
+    model_config = ConfigDict(extra="allow")  # what else a message says is checked by name
+
     role: str
     content: str | list[dict[str, Any]] | None = None
 
@@ -222,7 +224,26 @@ def _validated(body: dict[str, Any]) -> ChatCompletionIn:
             raise Unsupported(f"unrecognized request argument supplied: {key}", key)
     if asked.n != 1:
         raise Unsupported("n: only one choice (n = 1) is supported", "n")
+    for at, message in enumerate(asked.messages):
+        _check_plain(at, message)
     return asked
+
+
+# A history's tool traffic: an upstream needs it whole (a tool result after its call), and
+# nexusai calls no tools, so a history that holds any is refused by name, never cut.
+TOOL_FIELDS = ("tool_calls", "tool_call_id", "function_call")
+
+
+def _check_plain(at: int, message: ChatMessage) -> None:
+    said = [key for key in TOOL_FIELDS if (message.model_extra or {}).get(key) is not None]
+    if message.role in ("tool", "function") or said:
+        where = f"messages[{at}].{said[0] if said else 'role'}"
+        raise Unsupported(
+            f"{where}: tool calls are not supported: nexusai answers with text, and a history"
+            " with tool calls or their results would reach the LLM without them; send the"
+            " conversation's text only",
+            "messages",
+        )
 
 
 def _session(
@@ -303,18 +324,19 @@ def _stream(
     """OpenAI's chunks as server-sent events; the answer is stored when it is whole. With
     `stream_options.include_usage`, a last chunk carries the LLM's usage, as OpenAI's."""
     ident, name, pieces = _ident(), model or llm.model, []
-    usage: Usage = {}
+    ending = Ending()
     try:
-        for piece in llm.stream(messages, model, asked.options(), usage):
+        for piece in llm.stream(messages, model, asked.options(), ending):
             pieces.append(piece)
             yield _event(_chunk(ident, name, {"content": piece}, None))
     except NexusError as exc:
         yield _event({"error": _error_body(exc)})
         return
     store_reply(orchestration.memory, context, "".join(pieces))
-    yield _event(_chunk(ident, name, {}, "stop"))
+    yield _event(_chunk(ident, name, {}, ending.finish_reason or "stop"))
     if asked.usage_asked():
-        yield _event({**_chunk(ident, name, {}, None), "choices": [], "usage": _usage(usage)})
+        usage = _usage(ending.usage)
+        yield _event({**_chunk(ident, name, {}, None), "choices": [], "usage": usage})
     yield "data: [DONE]\n\n"
 
 
@@ -333,7 +355,7 @@ def _completion(model: str, answer: Completion) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": answer.text},
-                "finish_reason": "stop",
+                "finish_reason": answer.finish_reason,
             }
         ],
         "usage": _usage(answer.usage),

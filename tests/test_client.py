@@ -87,7 +87,7 @@ def test_every_kind_of_call_with_typed_answers_and_errors(served: str) -> None:
         assert [e.id for e in tagged] == [stored[1].id]
         counted = nexus.forget([session.id], {"metadata": {"tag": "work"}}, dry_run=True)
         assert (counted.episodes, counted.dry_run) == (1, True)
-        with pytest.raises(InvalidInputError, match="^422: filter: after .* must be earlier"):
+        with pytest.raises(InvalidInputError, match=r"^422: filter: after .* must be earlier"):
             nexus.search("x", filter={"after": "2026-02-01", "before": "2026-01-01"})
         assert [p.name for p in nexus.list_projects()] == ["home"]
         with pytest.raises(NotFoundError, match="session 999 does not exist") as missing:

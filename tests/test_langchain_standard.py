@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -52,7 +52,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, minilm: Any) -> Iterator[di
 
 
 class _Standard(RetrieversIntegrationTests):
-    params: dict[str, Any] = {}
+    params: ClassVar[dict[str, Any]] = {}
 
     @pytest.fixture(autouse=True)
     def _service(self, served: dict[str, Any]) -> None:

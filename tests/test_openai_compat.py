@@ -377,7 +377,8 @@ def test_the_llms_finish_reason_comes_through_and_a_cut_stream_is_no_answer(
     with httpx.Client(base_url=f"{served.url}/v1", timeout=30) as http:
         body = {"model": "nexusai", "user": "cut", "stream": True, "messages": said}
         events = http.post("/chat/completions", json=body, headers={"X-Nexus-Project": "home"})
-    assert '"error"' in events.text and "[DONE]" not in events.text
+    assert '"error"' in events.text
+    assert "[DONE]" not in events.text
     assert "ended before" in events.text
     with httpx.Client(base_url=served.url, timeout=30) as http:
         sid = http.post("/sessions/resolve", json={"title": "cut", "project": "home"}).json()["id"]

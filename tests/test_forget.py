@@ -306,6 +306,29 @@ def test_an_expired_episodes_entities_are_never_returned(
     assert "Maria Lopez" not in [e["name"] for e in hits.json()]
 
 
+def test_a_forget_counts_what_reads_show_and_deletes_the_hidden_too(
+    served: tuple[TestClient, Memory],
+) -> None:
+    client, memory = served
+    made = client.post("/projects", json={"name": "home", "retentionDays": 100}).json()
+    old = {"speaker": "user", "content": "said long ago", "occurredAt": "2020-01-01T00:00Z"}
+    own = {"speaker": "user", "content": "a note", "expiresAt": "2000-06-01T00:00:00Z"}
+    new = {"speaker": "user", "content": "said today"}
+    sid, (hidden, expired, shown) = _session(client, made["id"], old, own, new)
+    asked = {"sessionIds": str(sid), "dryRun": "true"}
+    counted = client.delete("/episodes", params=asked).json()
+    assert (counted["episodes"], counted["episodeIds"]) == (1, [shown])
+    visible = client.get("/episodes", params={"ids": ",".join(map(str, counted["episodeIds"]))})
+    assert _ids(visible.json()) == counted["episodeIds"]  # what it counts, a read returns
+    done = client.delete("/episodes", params={"sessionIds": str(sid)}).json()
+    assert (done["episodes"], done["episodeIds"]) == (1, [shown])
+    assert memory.store.matching_ids([sid], EpisodeFilter()) == []  # the hidden went too
+    assert memory.store.expired_ids() == []
+    assert hidden and expired  # neither can come back
+    client.patch(f"/projects/{made['id']}", json={"retentionDays": None})
+    assert client.get(f"/sessions/{sid}/episodes").json() == []
+
+
 def test_a_write_already_expired_says_so_and_is_counted_nowhere(
     served: tuple[TestClient, Memory], tmp_path: Any
 ) -> None:

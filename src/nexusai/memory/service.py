@@ -293,15 +293,17 @@ class Memory:
 
     def forget(self, session_ids: Sequence[int] | None, rule: EpisodeFilter) -> list[int]:
         """Deletes the episodes of these sessions (all when None) that `rule` keeps, from
-        the store, its keyword index and entity links, and the vectors; returns their ids.
-        In chunks (`_delete_chunk`): a forget cut short (a crash) has deleted whole chunks,
-        and asking it again deletes the rest."""
+        the store, its keyword index and entity links, and the vectors; returns the ids of
+        those a read still returned (what a dry run counts: expired ones, which reads no
+        longer show, go too, uncounted). In chunks (`_delete_chunk`): a forget cut short (a
+        crash) has deleted whole chunks, and asking it again deletes the rest."""
+        shown = set(self.store.matching_ids(session_ids, rule, live=True))
         matching = self.store.matching_ids(session_ids, rule)
         gone: list[int] = []
         with self.forgetting.under_way():
             for start in range(0, len(matching), FORGET_CHUNK):
                 gone += self._delete_chunk(matching[start : start + FORGET_CHUNK], "filter")
-        return gone
+        return [i for i in gone if i in shown]
 
     def forget_expired(self) -> int:
         """Deletes the episodes past their `expires_at` (reads stopped returning them at

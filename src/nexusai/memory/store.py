@@ -628,12 +628,18 @@ class EpisodeStore(ABC):
         conn.execute("DELETE FROM episodes WHERE id = ?", (episode.id,))
         neighbours.refresh_context_after(conn, episode.session_id, episode.occurred_at, episode.id)
 
-    def matching_ids(self, session_ids: Sequence[int] | None, rule: EpisodeFilter) -> list[int]:
+    def matching_ids(
+        self, session_ids: Sequence[int] | None, rule: EpisodeFilter, live: bool = False
+    ) -> list[int]:
         """The episodes within the sessions given (all when None) that `rule` keeps, oldest
-        first."""
+        first; `live`: only those a read still returns (not past their expiry, nor hidden
+        by the project's retention)."""
         if session_ids is not None and not session_ids:
             return []
         where, params = self._filter_sql(rule)
+        if live:
+            where.append(LIVE)
+            params.append(now_text())
         if session_ids is not None:
             where.append("session_id IN (SELECT value FROM json_each(?))")
             params.append(json.dumps([int(i) for i in session_ids]))

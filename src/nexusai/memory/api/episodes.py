@@ -287,5 +287,7 @@ def forget_episodes(
     for session_id in asked or ():  # an unknown session is a 404, not "0 forgotten"
         tenancy.session(session_id)
     scope = tenancy.scope(asked)
-    ids = memory.store.matching_ids(scope, rule) if dry_run else memory.forget(scope, rule)
+    ids = (
+        memory.store.matching_ids(scope, rule, live=True) if dry_run else memory.forget(scope, rule)
+    )
     return ForgetOut(episodes=len(ids), episode_ids=ids[:1000], dry_run=dry_run)

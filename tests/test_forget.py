@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -327,6 +327,27 @@ def test_a_forget_counts_what_reads_show_and_deletes_the_hidden_too(
     assert hidden and expired  # neither can come back
     client.patch(f"/projects/{made['id']}", json={"retentionDays": None})
     assert client.get(f"/sessions/{sid}/episodes").json() == []
+
+
+def test_back_dating_past_the_retention_says_so_and_null_is_refused(
+    served: tuple[TestClient, Memory],
+) -> None:
+    client, _ = served
+    made = client.post("/projects", json={"name": "home", "retentionDays": 100}).json()
+    _, [moved, kept] = _session(
+        client, made["id"], {"speaker": "user", "content": "a"}, {"speaker": "user", "content": "b"}
+    )
+    refused = client.patch(f"/episodes/{kept}", json={"occurredAt": None})
+    assert refused.status_code == 422
+    assert "occurredAt: give a new value" in refused.json()["detail"]
+    yesterday = (datetime.now(UTC) - timedelta(days=1)).isoformat()
+    fine = client.patch(f"/episodes/{kept}", json={"occurredAt": yesterday})
+    assert fine.json()["warnings"] == []
+    answer = client.patch(f"/episodes/{moved}", json={"occurredAt": "2020-01-01"})
+    assert answer.status_code == 200
+    [said] = answer.json()["warnings"]
+    assert f"episode {moved} is past its expiry" in said
+    assert client.get(f"/episodes/{moved}").status_code == 404
 
 
 def test_a_write_already_expired_says_so_and_is_counted_nowhere(

@@ -365,13 +365,11 @@ def test_the_llms_finish_reason_comes_through_and_a_cut_stream_is_no_answer(
 ) -> None:
     ai = client(served)
     served.llm.finish = "length"  # the LLM stopped at max_tokens
-    said = [{"role": "user", "content": "Tell me everything about Lisbon"}]
-    whole = ai.chat.completions.create(model="nexusai", user="cut", messages=said)  # type: ignore[arg-type]
+    said: list[Any] = [{"role": "user", "content": "Tell me everything about Lisbon"}]
+    whole = ai.chat.completions.create(model="nexusai", user="cut", messages=said)
     assert whole.choices[0].finish_reason == "length"
-    streamed = list(
-        ai.chat.completions.create(model="nexusai", user="cut", messages=said, stream=True)  # type: ignore[arg-type]
-    )
-    assert [c.choices[0].finish_reason for c in streamed if c.choices][-1] == "length"
+    chunks = ai.chat.completions.create(model="nexusai", user="cut", messages=said, stream=True)
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
     served.llm.finish, served.llm.cut = "stop", True  # the upstream stream just stops
     stored = user_episodes(served, "cut")
     with httpx.Client(base_url=f"{served.url}/v1", timeout=30) as http:
@@ -392,7 +390,7 @@ def test_the_llms_finish_reason_comes_through_and_a_cut_stream_is_no_answer(
 def test_a_history_with_tool_calls_is_refused_by_name_not_stripped(served: Served) -> None:
     ai = client(served)
     call = {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
-    histories: list[tuple[list[dict[str, Any]], str]] = [
+    histories: list[tuple[list[Any], str]] = [
         (
             [
                 {"role": "user", "content": "Weather?"},
@@ -406,6 +404,6 @@ def test_a_history_with_tool_calls_is_refused_by_name_not_stripped(served: Serve
     ]
     for messages, named in histories:
         with pytest.raises(openai.BadRequestError) as refused:
-            ai.chat.completions.create(model="nexusai", user="tools", messages=messages)  # type: ignore[arg-type]
+            ai.chat.completions.create(model="nexusai", user="tools", messages=messages)
         assert named in str(refused.value)
     assert served.llm.requests == []

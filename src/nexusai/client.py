@@ -33,6 +33,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from nexusai.schemas import (
     ChatOut,
     ContextOut,
+    EditedEpisodeOut,
     EntityDetail,
     EntityOut,
     EpisodeBatchOut,
@@ -302,12 +303,12 @@ class Endpoints:
         return Call("GET", f"/episodes/{episode_id}", _model(MarkedEpisodeOut), safe=True)
 
     @staticmethod
-    def update_episode(episode_id: int, changes: dict[str, Any]) -> Call[MarkedEpisodeOut]:
+    def update_episode(episode_id: int, changes: dict[str, Any]) -> Call[EditedEpisodeOut]:
         """camelCase fields as the API takes them; `metadata` is a JSON merge patch."""
-        return Call("PATCH", f"/episodes/{episode_id}", _model(MarkedEpisodeOut), changes)
+        return Call("PATCH", f"/episodes/{episode_id}", _model(EditedEpisodeOut), changes)
 
     @staticmethod
-    def pin(episode_id: int, pinned: bool = True) -> Call[MarkedEpisodeOut]:
+    def pin(episode_id: int, pinned: bool = True) -> Call[EditedEpisodeOut]:
         """Pinned, every turn of the episode's scope carries it (under `standing`)."""
         return Endpoints.update_episode(episode_id, {"pinned": pinned})
 

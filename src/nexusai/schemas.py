@@ -111,6 +111,16 @@ class MarkedEpisodeOut(EpisodeOut):
     )
 
 
+class EditedEpisodeOut(MarkedEpisodeOut):
+    """The episode as an edit left it, and what the edit did that was not asked in words."""
+
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the edit did beyond its fields: moved past its project's retention"
+        " or its own expiry, it is hidden at once and deleted by the upkeep",
+    )
+
+
 class ScoredEpisodeOut(EpisodeOut):
     """An episode as a search found it."""
 

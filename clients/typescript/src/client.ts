@@ -8,6 +8,7 @@ import type {
   ChatOut,
   ContextOptions,
   ContextOut,
+  EditedEpisodeOut,
   EntityDetail,
   EntityOut,
   EpisodeDetailOut,
@@ -147,12 +148,12 @@ export class NexusClient {
   }
 
   /** Fields given change; `metadata` is a JSON merge patch (RFC 7396). */
-  updateEpisode(episodeId: number, changes: EpisodePatch): Promise<MarkedEpisodeOut> {
+  updateEpisode(episodeId: number, changes: EpisodePatch): Promise<EditedEpisodeOut> {
     return this.send("PATCH", `/episodes/${episodeId}`, { body: changes });
   }
 
   /** Pinned, every turn of its scope carries it (under `standing`); `false` unpins it. */
-  pin(episodeId: number, pinned = true): Promise<MarkedEpisodeOut> {
+  pin(episodeId: number, pinned = true): Promise<EditedEpisodeOut> {
     return this.updateEpisode(episodeId, { pinned });
   }
 

@@ -68,6 +68,11 @@ export interface MarkedEpisodeOut extends EpisodeOut {
   expiresAt?: string | null;
 }
 
+export interface EditedEpisodeOut extends MarkedEpisodeOut {
+  /** What the edit did beyond its fields: moved past its retention or expiry, it is hidden at once. */
+  warnings?: string[];
+}
+
 export interface StandingOut extends MarkedEpisodeOut {
   /** A recognised one's cosine to the message (pinned: null). */
   similarity?: number | null;

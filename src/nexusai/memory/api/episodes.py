@@ -22,8 +22,9 @@ from nexusai.memory.api.common import (
 from nexusai.memory.api.filters import episode_filter
 from nexusai.memory.api.sessions import SessionResolveIn
 from nexusai.memory.store import UNSET
-from nexusai.models import EpisodeFilter, NewEpisode
+from nexusai.models import EpisodeFilter, NewEpisode, now_text
 from nexusai.schemas import (
+    EditedEpisodeOut,
     EpisodeBatchOut,
     EpisodeDetailOut,
     EpisodeOut,
@@ -229,14 +230,17 @@ def get_episode(tenancy: TenancyHandle, episode_id: PathId) -> MarkedEpisodeOut:
 )
 def update_episode(
     memory: MemoryHandle, tenancy: TenancyHandle, episode_id: PathId, body: EpisodePatch
-) -> MarkedEpisodeOut:
+) -> EditedEpisodeOut:
     """Change a turn. Fields left out keep their values; `metadata` merges (RFC 7396: keys
     given are set, keys given as null removed; null clears it); `occurredAt` moves the turn
-    (the turns around it are re-indexed); `imageCaption` null removes it; `pinned` true
-    makes every turn of its scope carry it (under `standing`); `expiresAt` null: never."""
+    (the turns around it are re-indexed; moved past its project's retention it is hidden at
+    once and deleted by the upkeep, and `warnings` says so); `imageCaption` null removes
+    it; `pinned` true makes every turn of its scope carry it (under `standing`);
+    `expiresAt` null: never."""
     given = body.model_fields_set
-    if "content" in given and body.content is None:
-        raise InvalidInput("content: give new text, or leave content out to keep it")
+    for name, field in (("content", "content"), ("occurredAt", "occurred_at")):
+        if field in given and getattr(body, field) is None:
+            raise InvalidInput(f"{name}: give a new value, or leave {name} out to keep it")
     tenancy.episode(episode_id)
     episode = memory.update_episode(
         episode_id,
@@ -248,7 +252,14 @@ def update_episode(
         pinned=body.pinned,
         expires_at=body.expires_at if "expires_at" in given else UNSET,
     )
-    return MarkedEpisodeOut.model_validate(episode)
+    edited = EditedEpisodeOut.model_validate(episode)
+    if edited.expires_at is not None and edited.expires_at <= now_text():
+        edited.warnings.append(
+            f"episode {episode_id} is past its expiry ({edited.expires_at}) as edited: no read"
+            " returns it from now on and the upkeep deletes it; lifting the project's"
+            " retention or the expiry does not bring it back"
+        )
+    return edited
 
 
 @router.delete(

@@ -361,6 +361,8 @@ def test_projects_sessions_and_add_from_the_cli_with_a_key(
         project = json.loads(created.output)["id"]
         made = runner.invoke(cli, ["sessions", "create", "--project", str(project), *base])
         assert made.output.startswith("session ")
+        named = runner.invoke(cli, ["sessions", "create", "--project", "home", "--json", *base])
+        assert json.loads(named.output)["projectId"] == project  # by name, as elsewhere
         sid = made.output.split()[1]
         added = runner.invoke(cli, ["add", "--session", sid, "My dog is Biscuit", "--json", *base])
         assert json.loads(added.output)["content"] == "My dog is Biscuit"

@@ -454,15 +454,16 @@ def sessions_list(project_id: int | None, as_json: bool, url: str, api_key: str 
 
 
 @sessions.command("create")
-@click.option("--project", "project_id", type=int, default=None, help="In this project")
+@click.option("--project", default=None, help="In this project (its name or id)")
 @click.option("--title", default=None, help="A name to know it by")
 @JSON
 @service_options
 def sessions_create(
-    project_id: int | None, title: str | None, as_json: bool, url: str, api_key: str | None
+    project: str | None, title: str | None, as_json: bool, url: str, api_key: str | None
 ) -> None:
     """Make a session (a conversation), in a project or in none."""
     with Service(url, api_key) as service:
+        project_id = None if project is None else project_id_of(service, project)
         session = _json(service(Endpoints.create_session(project_id, title)))
     _print_json(session) if as_json else click.echo(f"session {session['id']}")
 
@@ -523,8 +524,10 @@ def forget(
     sessions, kept = list(session_ids) or None, filter_of(**rule)
     with Service(url, api_key) as service:
         counted = service(Endpoints.forget(sessions, kept, dry_run=True)).episodes
-        if dry_run or not counted:
+        if dry_run:
             return click.echo(f"{_episodes(counted)} would be forgotten (dry run)")
+        if not counted:
+            return click.echo("no episode matches: nothing forgotten")
         if not yes:
             click.confirm(f"Forget {_episodes(counted)}? This cannot be undone", abort=True)
         done = service(Endpoints.forget(sessions, kept))
@@ -536,9 +539,11 @@ def _episodes(count: int) -> str:
 
 
 def _first_line(exc: ValueError) -> str:
-    """A refused filter in one line: pydantic's field and message, without its links."""
+    """A refused filter in one line: the option and pydantic's message, without its links
+    or its "Value error, " prefix."""
     errors = getattr(exc, "errors", None)
     if callable(errors):
         first = errors()[0]
-        return f"--{first['loc'][0]}: {first['msg']}" if first.get("loc") else first["msg"]
+        message = str(first["msg"]).removeprefix("Value error, ")
+        return f"--{first['loc'][0]}: {message}" if first.get("loc") else message
     return str(exc)

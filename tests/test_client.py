@@ -6,6 +6,7 @@ import asyncio
 import io
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
@@ -66,6 +67,20 @@ def test_every_kind_of_call_with_typed_answers_and_errors(served: str) -> None:
         assert context.memories[0].semantic_rank == 1
         reply = nexus.chat(other.id, "dog name?")
         assert reply.reply == "Your dog is called Biscuit."
+        shaped = nexus.chat(
+            other.id,
+            "dog name, again?",
+            budget=150,
+            filter={"speaker": ["user"]},
+            now=datetime(2026, 6, 1, tzinfo=UTC),
+            settings={"recentLimit": 0},
+        )
+        assert shaped.context.budget == 150
+        assert shaped.context.recent == []
+        assert all(m.speaker == "user" for m in shaped.context.memories)
+        first = next(iter(nexus.chat_stream(other.id, "and once more?", budget=150)))
+        assert isinstance(first, ContextEvent)
+        assert first.context.budget == 150
         events = list(nexus.chat_stream(other.id, "and again?"))
         assert isinstance(events[0], ContextEvent)
         assert events[0].context.session_id == other.id

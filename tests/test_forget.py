@@ -326,9 +326,10 @@ def test_a_forget_counts_what_reads_show_and_deletes_the_hidden_too(
     assert (done["episodes"], done["episodeIds"]) == (1, [shown])
     assert memory.store.matching_ids([sid], EpisodeFilter()) == []  # the hidden went too
     assert memory.store.expired_ids() == []
-    assert hidden and expired  # neither can come back
     client.patch(f"/projects/{made['id']}", json={"retentionDays": None})
-    assert client.get(f"/sessions/{sid}/episodes").json() == []
+    assert client.get(f"/sessions/{sid}/episodes").json() == []  # neither comes back
+    for gone in (hidden, expired):
+        assert client.get(f"/episodes/{gone}").status_code == 404
 
 
 def test_back_dating_past_the_retention_says_so_and_null_is_refused(

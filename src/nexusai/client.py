@@ -376,16 +376,10 @@ class Endpoints:
         (a `FilterIn` or its JSON): only the episodes it keeps, chosen inside the search;
         `now`: the turn's own time, which a time the message names is read against
         (`timeAware`)."""
-        body: dict[str, Any] = {"sessionId": session_id, "message": message, "explain": explain}
-        if now is not None:
-            body["now"] = now.isoformat()
+        body = turn_body(session_id, message, settings, budget, filter, now)
+        body["explain"] = explain
         if legs:
             body["legs"] = True
-        if filter is not None:
-            body["filter"] = _filter_body(filter)
-        chosen = {**(settings or {}), **({} if budget is None else {"contextBudget": budget})}
-        if chosen:
-            body["settings"] = chosen
         return Call("POST", "/context", _model(ContextOut), body, safe=True)
 
     @staticmethod
@@ -413,11 +407,20 @@ class Endpoints:
         )
 
     @staticmethod
-    def chat(session_id: int, message: str, idempotency_key: str | None = None) -> Call[ChatOut]:
+    def chat(
+        session_id: int,
+        message: str,
+        idempotency_key: str | None = None,
+        settings: Mapping[str, float | str] | None = None,
+        budget: int | None = None,
+        filter: FilterIn | Mapping[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> Call[ChatOut]:
         """One turn. The same message sent again while its turn runs, or after it when the
         answer was lost to a time-out, is answered once; said again after its answer, it is
-        a new turn. An `idempotency_key` says which calls are the same turn instead."""
-        body = {"sessionId": session_id, "message": message}
+        a new turn. An `idempotency_key` says which calls are the same turn instead.
+        `settings`, `budget`, `filter` and `now` as `context` takes them."""
+        body = turn_body(session_id, message, settings, budget, filter, now)
         return Call("POST", "/chat", _model(ChatOut), body, once=True, key=idempotency_key)
 
     @staticmethod
@@ -521,6 +524,27 @@ class ErrorEvent(ChatEvent):
 
     detail: str
     user_episode_id: int | None
+
+
+def turn_body(
+    session_id: int,
+    message: str,
+    settings: Mapping[str, float | str] | None = None,
+    budget: int | None = None,
+    filter: FilterIn | Mapping[str, Any] | None = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """What `/context` and `/chat` both take: the session, the message, this turn's own
+    settings (`budget` is its contextBudget), its filter and its time."""
+    body: dict[str, Any] = {"sessionId": session_id, "message": message}
+    if now is not None:
+        body["now"] = now.isoformat()
+    if filter is not None:
+        body["filter"] = _filter_body(filter)
+    chosen = {**(settings or {}), **({} if budget is None else {"contextBudget": budget})}
+    if chosen:
+        body["settings"] = chosen
+    return body
 
 
 def chat_event(event: str, data: dict[str, Any]) -> ChatEvent:
@@ -683,9 +707,10 @@ class Client(BaseClient):
                 self.unreachable(call, attempt, exc)
         raise AssertionError("unreachable")
 
-    def chat_stream(self, session_id: int, message: str) -> Iterator[ChatEvent]:
-        """The turn as it is made: `context`, then `delta`s, then `done` (or `error`)."""
-        body = {"sessionId": session_id, "message": message, "stream": True}
+    def chat_stream(self, session_id: int, message: str, **turn: Any) -> Iterator[ChatEvent]:
+        """The turn as it is made: `context`, then `delta`s, then `done` (or `error`);
+        `settings`, `budget`, `filter` and `now` as `chat` takes them."""
+        body = {**turn_body(session_id, message, **turn), "stream": True}
         try:
             with self._http.stream("POST", "/chat", json=body) as response:
                 if response.status_code >= 400:
@@ -776,8 +801,10 @@ class AsyncClient(BaseClient):
                 self.unreachable(call, attempt, exc)
         raise AssertionError("unreachable")
 
-    async def chat_stream(self, session_id: int, message: str) -> AsyncIterator[ChatEvent]:
-        body = {"sessionId": session_id, "message": message, "stream": True}
+    async def chat_stream(
+        self, session_id: int, message: str, **turn: Any
+    ) -> AsyncIterator[ChatEvent]:
+        body = {**turn_body(session_id, message, **turn), "stream": True}
         try:
             async with self._http.stream("POST", "/chat", json=body) as response:
                 if response.status_code >= 400:

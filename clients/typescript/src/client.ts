@@ -27,6 +27,7 @@ import type {
   ScoredEpisodeOut,
   SessionOut,
   Settings,
+  TurnOptions,
 } from "./types.js";
 
 export interface ClientOptions {
@@ -187,10 +188,7 @@ export class NexusClient {
 
   /** What a chat turn with this message would give the LLM, without calling it. */
   async context(sessionId: number, message: string, options: ContextOptions = {}): Promise<ContextOut> {
-    const { budget, settings, ...rest } = options;
-    checkFilter(options.filter);
-    const turn = budget === undefined ? settings : { ...settings, contextBudget: budget };
-    return this.send("POST", "/context", { body: { sessionId, message, ...rest, ...(turn ? { settings: turn } : {}) } });
+    return this.send("POST", "/context", { body: turnBody(sessionId, message, options) });
   }
 
   /** A search of the session's memory, not a chat turn: its latest messages are searched
@@ -216,13 +214,13 @@ export class NexusClient {
    * again while its turn runs, or after it when the answer was lost to a time-out, is
    * answered once; said again after its answer, it is a new turn. An `idempotencyKey` says
    * which calls are the same turn instead. */
-  chat(sessionId: number, message: string, idempotencyKey?: string): Promise<ChatOut> {
-    return this.send("POST", "/chat", { body: { sessionId, message }, idempotencyKey });
+  async chat(sessionId: number, message: string, idempotencyKey?: string, options: TurnOptions = {}): Promise<ChatOut> {
+    return this.send("POST", "/chat", { body: turnBody(sessionId, message, options), idempotencyKey });
   }
 
   /** The same turn streamed: a `context` event, `delta`s, then `done` or `error`. */
-  async *chatStream(sessionId: number, message: string): AsyncGenerator<ChatEvent> {
-    const response = await this.request("POST", "/chat", { body: { sessionId, message, stream: true } });
+  async *chatStream(sessionId: number, message: string, options: TurnOptions = {}): AsyncGenerator<ChatEvent> {
+    const response = await this.request("POST", "/chat", { body: { ...turnBody(sessionId, message, options), stream: true } });
     if (!response.body) return;
     let event = "";
     for await (const line of lines(response.body)) {
@@ -359,6 +357,15 @@ function chatEvent(event: string, data: Record<string, unknown>): ChatEvent {
     default:
       return { event: "error", detail: String(data.detail ?? event), userEpisodeId: (data.userEpisodeId as number | null) ?? null };
   }
+}
+
+/** What `/context` and `/chat` both take: the message, this turn's own settings (`budget`
+ * is its contextBudget), its filter and its time, and for `/context` what to explain. */
+function turnBody(sessionId: number, message: string, options: ContextOptions): Record<string, unknown> {
+  const { budget, settings, ...rest } = options;
+  checkFilter(options.filter);
+  const turn = budget === undefined ? settings : { ...settings, contextBudget: budget };
+  return { sessionId, message, ...rest, ...(turn ? { settings: turn } : {}) };
 }
 
 /** Refuses, before anything is sent, a one-of list with nothing in it: a query string

@@ -242,7 +242,10 @@ export interface Readiness {
   pendingVectors: number | null;
 }
 
-export interface ContextOptions {
+/** What a turn takes beside its message, for `context` and `chat` alike. */
+export type TurnOptions = Omit<ContextOptions, "explain" | "legs">;
+
+export type ContextOptions = {
   /** Each memory's fused score and both ranks. */
   explain?: boolean;
   /** Both legs' full ranked lists, the message's keyword terms and every candidate. */
@@ -255,7 +258,7 @@ export interface ContextOptions {
   filter?: EpisodeFilter;
   /** The turn's own time (ISO 8601), which a time the message names is read against (timeAware). */
   now?: string;
-}
+};
 
 /** One server-sent event of a streamed chat turn. */
 export type ChatEvent =

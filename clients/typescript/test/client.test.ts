@@ -152,6 +152,15 @@ test("chat, whole and streamed as typed events", { skip: OWN_LLM }, async () => 
   if (done.event === "done") assert.equal(done.reply.trim(), REPLY);
   const text = events.flatMap((e) => (e.event === "delta" ? [e.text] : [])).join("");
   assert.equal(text.trim(), REPLY);
+  const options = { budget: 150, filter: { speaker: ["user"] }, now: "2026-06-01T00:00:00Z", settings: { recentLimit: 0 } };
+  const shaped = await nexus.chat(session.id, "What is my dog called, again?", undefined, options);
+  assert.equal(shaped.context.budget, 150);
+  assert.deepEqual(shaped.context.recent, []);
+  assert.ok(shaped.context.memories.every((m) => m.speaker === "user"));
+  const streamed: ChatEvent[] = [];
+  for await (const event of nexus.chatStream(session.id, "and once more?", options)) streamed.push(event);
+  const first = streamed[0]!;
+  assert.ok(first.event === "context" && first.context.budget === 150);
 });
 
 test("settings, entities, import, health and ready", async () => {

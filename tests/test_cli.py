@@ -170,6 +170,7 @@ def test_context_takes_a_budget_a_filter_and_a_time_and_marks_excerpts(
         flat = re.sub(r"[\s│]+", "", budgeted.output)  # the table folds long text
         assert "[excerpt:characters" in flat
         assert "…" in flat
+        assert re.search(r"\n\d+ of 200 tokens used\n", budgeted.output)
         prompt = runner.invoke(cli, [*asked, "--budget", "200", "--prompt"])
         served = httpx.post(
             f"{url}/context",

@@ -87,6 +87,12 @@ async def a_filter_keeps_recall_and_context_to_what_it_names(session: ClientSess
     later = {**march, "session": "thu"}  # a later session: both are memories there, not recent
     turn = payload(await session.call_tool("context", {"message": "the garden?", **later}))
     assert [m["id"] for m in turn["memories"]] == [new]  # not _old, said in January
+    budgeted = {"message": "the garden?", "budget": 200, "now": "2026-04-01T00:00:00Z", **later}
+    turn = payload(await session.call_tool("context", budgeted))
+    assert turn["budget"] == 200
+    assert 0 < turn["tokens"] <= 200
+    bad_time = await session.call_tool("context", {**budgeted, "now": "2026-05-01+02:00"})
+    assert "now" in bad_time.content[0].text  # type: ignore[union-attr]
     bad = await session.call_tool("recall", {"query": "x", **where, "filter": {"when": "May"}})
     assert bad.is_error
     # What remember labels, forget and recall filter on; an expiry is said back.

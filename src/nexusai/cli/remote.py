@@ -233,6 +233,8 @@ def context(
         why = "pinned" if kept["pinned"] else kept["standing"]
         console.print(f"standing ({why}): {kept['speaker']}: {kept['content']}")
     console.print(f"{len(result['recent'])} recent turns, {len(result['entities'])} entities")
+    if result.get("budget"):
+        console.print(f"{result['tokens']} of {result['budget']} tokens used")
     for warning in result["warnings"]:
         console.print(f"[yellow]warning:[/] {warning}")
 

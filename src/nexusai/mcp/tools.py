@@ -25,7 +25,7 @@ from nexusai import __version__
 from nexusai.client import AsyncClient, Call, Endpoints, NexusAPIError
 from nexusai.http import field_path
 from nexusai.idempotency import digest
-from nexusai.schemas import MAX_ID, FilterIn, check_storable
+from nexusai.schemas import MAX_ID, FilterIn, IsoTime, check_storable
 
 INSTRUCTIONS = (
     "Long-term memory of earlier conversations. Store what the user says worth keeping with "
@@ -212,9 +212,16 @@ class Tools:
         session_id: SessionId = None,
         budget: Budget = None,
         filter: Filter = None,
+        now: Annotated[
+            IsoTime | None,
+            Field(
+                description="The turn's own time (ISO 8601), which a time the message names"
+                ' ("last week") is read against; default: now'
+            ),
+        ] = None,
     ) -> CallToolResult:
         sid = await self._find(ctx, session_id, session, project)
-        call = Endpoints.context(sid, message, True, budget=budget, filter=filter)
+        call = Endpoints.context(sid, message, True, budget=budget, filter=filter, now=now)
         found = await self._send(ctx, call)
         return compact(
             {
@@ -224,6 +231,8 @@ class Tools:
                 "entities": [_entity(e) for e in found.entities],
                 "warnings": found.warnings or None,
                 "prompt": found.prompt or None,
+                "tokens": found.tokens,
+                "budget": found.budget,
             }
         )
 

@@ -298,10 +298,19 @@ def test_every_refusal_under_v1_comes_in_openais_shape(
         post = f"{url}/v1/chat/completions"
         admin = {"Authorization": "Bearer admin", "Content-Type": "application/json"}
         malformed = httpx.post(post, content=b'{"messages": [', headers=admin)
+        twice = httpx.post(post, content=b'{"user": "a", "user": "b"}', headers=admin)
+        latin = httpx.post(post, content=b'{"user": "caf\xe9"}', headers=admin)
+        escaped = {**admin, "X-Nexus-Project": "%ZZ"}
+        said = {"user": "s", "messages": [{"role": "user", "content": "hi"}]}
+        percent = httpx.post(post, json=said, headers=escaped)
         unkeyed = httpx.post(post, json={"messages": []})
         text = httpx.post(post, content=b"{}", headers={**admin, "Content-Type": "text/plain"})
         listed = httpx.get(f"{url}/v1/models")
-    for answer, status in ((malformed, 422), (unkeyed, 401), (text, 415), (listed, 401)):
+    assert "given twice" in twice.json()["error"]["message"]
+    assert "not UTF-8" in latin.json()["error"]["message"]
+    assert "%25" in percent.json()["error"]["message"]
+    refusals = [(malformed, 422), (twice, 422), (latin, 400), (percent, 422)]
+    for answer, status in [*refusals, (unkeyed, 401), (text, 415), (listed, 401)]:
         assert answer.status_code == status
         error = answer.json()["error"]
         assert error["message"]

@@ -138,3 +138,40 @@ def test_a_non_finite_number_in_metadata_is_a_422_naming_it_and_changes_nothing(
     assert imported.status_code == 422, imported.text
     assert "metadata.k" in imported.json()["detail"]
     assert state(chat_client) == before
+
+
+# Bodies no route can take, each said precisely (never "There was an error parsing the
+# body"), and nothing stored.
+UNREADABLE = [
+    (b'{"speaker": "user", "content": "caf\xe9"}', 400, "not UTF-8"),
+    (b'{"speaker": "user", "speaker": "bob", "content": "x"}', 422, "'speaker' is given twice"),
+    (
+        b'{"speaker": "user", "content": "x", "metadata": {"k": '
+        + b"[" * 3000
+        + b"]" * 3000
+        + b"}}",
+        400,
+        "nested too deeply",
+    ),
+    (
+        b'{"speaker": "user", "content": "x", "metadata": {"k": ' + b"1" * 5000 + b"}}",
+        400,
+        "send so long a number as a string",
+    ),
+    (b'{"speaker": "user", "content": "a\\u0000b"}', 422, "content: text may not contain"),
+]
+
+
+@pytest.mark.parametrize(("raw", "status", "says"), UNREADABLE)
+def test_a_body_no_route_can_take_says_why_and_stores_nothing(
+    chat_client: TestClient, raw: bytes, status: int, says: str
+) -> None:
+    sid = chat_client.post("/sessions", json={"title": "seed"}).json()["id"]
+    before = state(chat_client)
+    answer = chat_client.post(
+        f"/sessions/{sid}/episodes", content=raw, headers={"Content-Type": "application/json"}
+    )
+    assert answer.status_code == status, answer.text
+    assert says in answer.json()["detail"]
+    assert "Value error" not in answer.text
+    assert state(chat_client) == before

@@ -7,13 +7,17 @@ an unexpected exception is logged here and answered with a 500 that carries no t
 from __future__ import annotations
 
 import errno
+import json
 import logging
+import re
+from collections.abc import Callable, Coroutine
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
 
-from fastapi import FastAPI, Path, Request
+from fastapi import FastAPI, HTTPException, Path, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.routing import APIRoute
 
 from nexusai.errors import DISK_FULL, InvalidInput, NexusError
 from nexusai.models import unstorable
@@ -125,7 +129,11 @@ def _describe(error: Any) -> dict[str, str]:
         return {"field": "body", "message": f"not valid JSON: {reason} (character {where})"}
     if error["type"] == "string_unicode":  # JSON text with a lone surrogate: say which
         return {"field": field_path(error["loc"]), "message": unstorable("\ud800") or ""}
-    return {"field": field_path(error["loc"]), "message": error["msg"]}
+    field, message = field_path(error["loc"]), str(error["msg"]).removeprefix("Value error, ")
+    named = re.match(r"([\w.\[\]]+): (.+)", message, re.DOTALL)
+    if named and field == "body":  # a check of the whole body names the field it refused
+        return {"field": named[1], "message": named[2]}
+    return {"field": field, "message": message}
 
 
 def _answer(
@@ -213,7 +221,74 @@ def endpoint_rows(spec: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+class BodyUnreadable(HTTPException):
+    """A JSON body that is no JSON a route can take, said precisely: FastAPI's own answer
+    for these is "There was an error parsing the body"."""
+
+
+class StrictJSONRequest(Request):
+    """A request whose JSON body is read by `strict_json`."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = strict_json(await self.body())
+        return self._json
+
+
+class StrictJSONRoute(APIRoute):
+    """Every route's JSON body read by `strict_json` (FastAPI's pattern for a custom
+    request class); every router of both services is made with it."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            return await handler(StrictJSONRequest(request.scope, request.receive))
+
+        return strict
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def strict_json(raw: bytes) -> Any:
+    """JSON text as UTF-8, each object's keys once. Syntax errors stay FastAPI's (a 422
+    with the position); what Python's parser refuses otherwise is a 400 that says what."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        said = f"body: not UTF-8 (byte {exc.start}); send JSON as UTF-8"
+        raise BodyUnreadable(400, said) from None
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError:
+        raise
+    except _DuplicateKey as exc:
+        raise BodyUnreadable(422, f"body: {exc}") from None
+    except RecursionError:
+        raise BodyUnreadable(400, "body: nested too deeply to read; flatten it") from None
+    except ValueError:  # an integer with more digits than Python reads (4,300)
+        said = "body: a number has more digits than can be read; send so long a number as a string"
+        raise BodyUnreadable(400, said) from None
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) == len(pairs):
+        return found
+    keys = [key for key, _ in pairs]
+    twice = next(key for at, key in enumerate(keys) if key in keys[:at])
+    raise _DuplicateKey(f"the key {twice!r} is given twice in one object; give it once")
+
+
+async def _unreadable(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, BodyUnreadable)
+    return _answer(request, exc.status_code, str(exc.detail))
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(BodyUnreadable, _unreadable)
     app.add_exception_handler(NexusError, _domain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(OverflowError, _number_too_large)

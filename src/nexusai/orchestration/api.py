@@ -15,7 +15,7 @@ from pydantic import Field, create_model
 from nexusai.access import check_project, principal_of
 from nexusai.config import RETRIEVAL
 from nexusai.errors import InvalidInput
-from nexusai.http import errors
+from nexusai.http import StrictJSONRoute, errors
 from nexusai.idempotency import answered_once
 from nexusai.keywords import query_terms
 from nexusai.models import Scope
@@ -53,7 +53,7 @@ from nexusai.schemas import (
     TimeWindowOut,
 )
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJSONRoute)
 
 _SETTING_FIELDS: dict[str, Any] = {
     s.name: (

@@ -13,6 +13,7 @@ model is asked, and the answer after. Errors come in OpenAI's shape.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from nexusai.access import principal_of
 from nexusai.errors import InvalidInput, NexusError, NotFound
-from nexusai.http import field_path, openai_error
+from nexusai.http import StrictJSONRoute, field_path, openai_error
 from nexusai.idempotency import answered_once
 from nexusai.llm import SAMPLING, Completion, Ending, Message, OpenAIChat, Usage
 from nexusai.orchestration.api import check_message, visible_session
@@ -43,7 +44,7 @@ from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.turn import TurnRequest
 from nexusai.schemas import MAX_ID, CamelModel, FilterIn, IsoTime, check_storable
 
-router = APIRouter(prefix="/v1", tags=["openai-compatible"])
+router = APIRouter(prefix="/v1", tags=["openai-compatible"], route_class=StrictJSONRoute)
 
 # What a request may name as its model to mean "the one nexusai is configured with".
 OUR_MODEL = "nexusai"
@@ -278,6 +279,11 @@ def header_text(raw: str) -> str:
         text = raw.encode("latin-1").decode("utf-8")
     except UnicodeError:
         text = raw
+    if re.search(r"%(?![0-9A-Fa-f]{2})", text):
+        raise InvalidInput(
+            f"X-Nexus-Project: {raw!r} has a % that starts no percent-encoded byte; send a"
+            " literal % as %25 (encodeURIComponent does)"
+        )
     try:
         return unquote(text, errors="strict")
     except UnicodeDecodeError:

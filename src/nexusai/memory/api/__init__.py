@@ -4,9 +4,10 @@ check (`common.admitted`); the retrieval routes come before the episodes' own, s
 
 from fastapi import APIRouter, Depends
 
+from nexusai.http import StrictJSONRoute
 from nexusai.memory.api import entities, episodes, health, imports, projects, retrieval, sessions
 from nexusai.memory.api.common import admitted
 
-router = APIRouter(dependencies=[Depends(admitted)])
+router = APIRouter(dependencies=[Depends(admitted)], route_class=StrictJSONRoute)
 for part in (health, projects, sessions, retrieval, episodes, entities, imports):
     router.include_router(part.router)

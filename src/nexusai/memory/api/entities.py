@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import Field
 
 from nexusai.errors import InvalidInput, NotFound
-from nexusai.http import PathId, errors
+from nexusai.http import PathId, StrictJSONRoute, errors
 from nexusai.memory.api.common import (
     Limit,
     MemoryHandle,
@@ -25,7 +25,7 @@ from nexusai.schemas import (
     StrictCamelModel,
 )
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJSONRoute)
 
 
 class EntitySearchIn(StrictCamelModel):

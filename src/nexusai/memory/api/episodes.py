@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from pydantic import Discriminator, Field, Tag
 
 from nexusai.errors import InvalidInput, TooLarge
-from nexusai.http import PathId, errors, parse_id_list
+from nexusai.http import PathId, StrictJSONRoute, errors, parse_id_list
 from nexusai.idempotency import answered_once
 from nexusai.memory.api.common import (
     PAGED,
@@ -35,7 +35,7 @@ from nexusai.schemas import (
     StrictCamelModel,
 )
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJSONRoute)
 
 
 class EpisodeIn(StrictCamelModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from nexusai.http import errors
+from nexusai.http import StrictJSONRoute, errors
 from nexusai.memory.api.common import (
     MemoryHandle,
 )
@@ -12,7 +12,7 @@ from nexusai.schemas import (
     Health,
 )
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJSONRoute)
 
 
 @router.get("/health", tags=["service"], responses=errors(open_route=True))

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from nexusai.http import errors
+from nexusai.http import StrictJSONRoute, errors
 from nexusai.memory.api.common import (
     MemoryHandle,
     TenancyHandle,
@@ -18,7 +18,7 @@ from nexusai.schemas import (
     ImportOut,
 )
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJSONRoute)
 
 
 BINARY = {"schema": {"type": "string", "format": "binary"}}

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 
-from nexusai.http import PathId, errors
+from nexusai.http import PathId, StrictJSONRoute, errors
 from nexusai.memory.api.common import (
     PAGED,
     Limit,
@@ -24,7 +24,7 @@ from nexusai.schemas import (
     StrictCamelModel,
 )
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJSONRoute)
 
 
 RetentionDays = Annotated[

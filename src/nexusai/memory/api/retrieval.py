@@ -11,7 +11,7 @@ from pydantic import Field
 
 from nexusai import keywords
 from nexusai.errors import InvalidInput
-from nexusai.http import PathId, errors, parse_id_list
+from nexusai.http import PathId, StrictJSONRoute, errors, parse_id_list
 from nexusai.memory.api.common import (
     MemoryHandle,
     TenancyHandle,
@@ -32,7 +32,7 @@ from nexusai.schemas import (
     VectorHit,
 )
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJSONRoute)
 
 
 @router.get("/sessions/{session_id}/scope", tags=["retrieval"], responses=errors(404, 422))

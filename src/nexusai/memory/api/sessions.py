@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import Field
 
-from nexusai.http import PathId, errors
+from nexusai.http import PathId, StrictJSONRoute, errors
 from nexusai.memory.api.common import (
     PAGED,
     Limit,
@@ -24,7 +24,7 @@ from nexusai.schemas import (
     StrictCamelModel,
 )
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJSONRoute)
 
 
 class SessionIn(StrictCamelModel):

@@ -282,6 +282,13 @@ def test_ask_then_move_the_keyword_slider(page: Any, served: dict[str, Any]) -> 
     assert _memory_ids(page) != [m.id for m in server], "the keyword leg must move the order"
     assert requests == [], "moving a slider re-fuses in the page, without a request"
     assert _memory_ids(page, "#memories > li.entered") == []  # the same five, reordered
+    # The prompt block was made for the weights asked: it says it is stale, and is
+    # fresh again once the sliders are back.
+    assert page.inner_text("#prompt-note").startswith("stale: the block as asked at 1.00 / 0.00")
+    assert "stale" in (page.get_attribute("#prompt", "class") or "")
+    page.fill("#keyword-weight", "0")
+    assert not page.inner_text("#prompt-note").startswith("stale")
+    page.fill("#keyword-weight", "2")
 
     page.fill("#semantic-weight", "0.25")
     page.fill("#keyword-weight", "5")

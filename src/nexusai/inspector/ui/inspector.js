@@ -367,6 +367,13 @@ function renderMemories() {
   $("memories-note").textContent =
     `${fused.length} of ${legs.semantic.length} semantic + ${legs.keyword.length} keyword candidates` +
     ` · terms: ${legs.terms.join(", ") || "none (keyword leg sits out)"}`;
+  // The block is the server's, for the weights asked: once the sliders re-fuse the list
+  // here it no longer matches, and says so until the page asks again.
+  const moved = !learned && !packed && (semanticWeight !== asked.semanticWeight || keywordWeight !== asked.keywordWeight);
+  $("prompt").classList.toggle("stale", moved);
+  $("prompt-note").textContent = moved
+    ? `stale: the block as asked at ${asked.semanticWeight.toFixed(2)} / ${asked.keywordWeight.toFixed(2)}; Ask again for it at these weights`
+    : "the server's choice, grouped by conversation";
   $("fusion-note").textContent = packed
     ? `the server's choice (fusion ${asked.fusion}), packed into ${asked.contextBudget} tokens: ${state.asked.tokens} used`
     : learned || (semanticWeight === asked.semanticWeight && keywordWeight === asked.keywordWeight)

@@ -192,6 +192,32 @@ def test_an_agent_runner_keeps_its_conversation_in_a_session(
                 )
                 found = await tool.on_invoke_tool(call, asked)
                 assert "My dog is Biscuit." in found
+                # Tool traffic is kept whole for the SDK, never recalled; the turn the agent
+                # is in (its user message, stored before the tool runs) is left out.
+                call_item = {
+                    "type": "function_call",
+                    "call_id": "c9",
+                    "name": "recall",
+                    "arguments": '{"query": "Biscuit dog"}',
+                }
+                output = {
+                    "type": "function_call_output",
+                    "call_id": "c9",
+                    "output": "[2026-12-06] user: My dog is Biscuit. (score 0.03)",
+                }
+                await session.add_items([call_item, output])
+                question = {"role": "user", "content": "Biscuit: what breed is my dog?"}
+                await session.add_items([question])
+                assert (await session.get_items())[-3:] == [call_item, output, question]
+                found = await tool.on_invoke_tool(call, asked)
+                lines = found.splitlines()
+                assert "My dog is Biscuit." in found
+                assert all(
+                    line.split("] ")[1].startswith(("user:", "assistant:")) for line in lines
+                )
+                assert "what breed" not in found
+                assert "function_call" not in found
+                await session.pop_item()  # the question: the turn is over
                 for bad, said in (
                     ('{"q": "dog"}', "recall was called with bad arguments: it takes a JSON"),
                     ('{"query": "' + "x" * 20_000 + '"}', "recall failed: message is 20000"),

@@ -389,16 +389,17 @@ class Endpoints:
         k: int = 10,
         budget: int | None = None,
         filter: FilterIn | Mapping[str, Any] | None = None,
+        recent: int = 0,
     ) -> Call[list[MemoryOut]]:
         """A search of the session's memory, not a chat turn: its latest messages are
-        searched too (`recentLimit` 0 for this call), at most `k` memories; with a
-        `budget`, what fits that many tokens, at most `k` (long ones as excerpts); with a
-        `filter`, only what it keeps. The turn's standing memories (pinned, the user's
-        rules and preferences) come first, unscored, and count in `k`: every face's
-        recall gives `k` at most."""
+        searched too (but its latest `recent`, the turn the caller is in), at most `k`
+        memories; with a `budget`, what fits that many tokens, at most `k` (long ones as
+        excerpts); with a `filter`, only what it keeps. The turn's standing memories
+        (pinned, the user's rules and preferences) come first, unscored, and count in
+        `k`: every face's recall gives `k` at most."""
         if not 1 <= k <= 100:
             raise InvalidInputError(422, f"k: give a whole number from 1 to 100, not {k}")
-        settings: dict[str, float] = {"recentLimit": 0, "semanticLimit": k}
+        settings: dict[str, float] = {"recentLimit": recent, "semanticLimit": k}
         if budget is not None:
             settings["contextBudget"] = budget
         turn = Endpoints.context(session_id, query, True, settings=settings, filter=filter)

@@ -2,8 +2,11 @@
 `recall_tool`, a function tool an agent calls to search its long-term memory.
 
 Each of the SDK's items is one episode: its text (a message's content, or the item as JSON)
-is what nexusai indexes and finds, its role the speaker, and the item itself is kept in the
-episode's metadata, so `get_items` gives back exactly what was added.
+is what nexusai indexes, its role (or, for tool traffic, its type) the speaker, and the item
+itself is kept in the episode's metadata, so `get_items` gives back exactly what was added.
+`recall` searches the conversation's messages only (`user` and `assistant`), never tool
+calls and their outputs (its own earlier answers among them), and leaves out the turn the
+agent is in: the SDK stores the user's message before the tool runs.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from nexusai.schemas import EpisodeOut, FilterIn
 
 MARK = "openaiAgentsItem"  # the metadata key an item is kept under
 PAGE = 1000
+# The speakers of conversation: message items' roles. Tool traffic is stored under its
+# item type (function_call, function_call_output, reasoning, ...) and never recalled.
+SAID = ("user", "assistant")
 
 
 class NexusSession:
@@ -51,6 +57,9 @@ class NexusSession:
         self.client = async_client_from(client, base_url, api_key)
         self._id = session_id
         self._title, self._project = session, project
+        # Items this process added since the user's latest message, that message included:
+        # the turn a run is in, which its own recall leaves out.
+        self.current_turn = 0
         self.session_id = str(session_id) if session_id is not None else f"{project}/{session}"
 
     async def aclose(self) -> None:
@@ -83,17 +92,21 @@ class NexusSession:
         body = [_episode(item) for item in items]
         if body:
             await self.client.add_episodes(await self.nexus_session_id(), body)
+        users = [at for at, said in enumerate(body) if said["speaker"] == "user"]
+        self.current_turn = len(body) - users[-1] if users else self.current_turn + len(body)
 
     async def pop_item(self) -> Any | None:
         episodes = await self._episodes()
         if not episodes:
             return None
         await self.client.delete_episode(episodes[-1].id)
+        self.current_turn = max(0, self.current_turn - 1)
         return _item(episodes[-1])
 
     async def clear_session(self) -> None:
         for episode in await self._episodes():
             await self.client.delete_episode(episode.id)
+        self.current_turn = 0
 
     async def _episodes(self) -> list[EpisodeOut]:
         sid = await self.nexus_session_id()
@@ -110,7 +123,9 @@ def recall_tool(
 ) -> FunctionTool:
     """A `recall` function tool: the memories of the session's project that match what
     the agent asks, best first, each with its date, who said it and its fused score; with
-    a `filter`, only among the episodes it keeps (the agent cannot widen it)."""
+    a `filter`, only among the episodes it keeps (the agent cannot widen it). Only what the
+    user and the assistant said is searched, and never the turn the agent is in."""
+    rule = _said_only(filter)
 
     @function_tool(name_override="recall", failure_error_function=_said_plainly)
     async def recall(query: str) -> str:
@@ -120,7 +135,8 @@ def recall_tool(
             query: what to look for, e.g. "the recipe you gave me" or "my sister's name".
         """
         sid = await session.nexus_session_id()
-        found = await session.client.recall(sid, query, k, filter=filter)
+        recent = min(session.current_turn, 100)  # recentLimit's most
+        found = await session.client.recall(sid, query, k, filter=rule, recent=recent)
         lines = [
             f"[{m.occurred_at[:10]}] {m.speaker}: {m.content} (score {m.score or 0:.4f})"
             for m in found
@@ -128,6 +144,19 @@ def recall_tool(
         return "\n".join(lines) or "nothing found"
 
     return recall
+
+
+def _said_only(filter: FilterIn | Mapping[str, Any] | None) -> FilterIn:
+    """The filter given, narrowed to what the user and the assistant said."""
+    given = FilterIn() if filter is None else _filter(filter)
+    speakers = [s for s in (given.speaker or SAID) if s in SAID]
+    if not speakers:
+        raise ValueError(f"filter.speaker: recall searches only {' and '.join(SAID)} messages")
+    return given.model_copy(update={"speaker": speakers})
+
+
+def _filter(filter: FilterIn | Mapping[str, Any]) -> FilterIn:
+    return filter if isinstance(filter, FilterIn) else FilterIn.model_validate(filter)
 
 
 def _said_plainly(_: RunContextWrapper[Any], error: Exception) -> str:

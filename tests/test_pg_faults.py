@@ -71,3 +71,32 @@ def _once_back(client: TestClient, path: str) -> Any:
             return answer.json()
         assert "does not answer" in answer.json()["detail"]
         time.sleep(0.2)
+
+
+def test_a_test_postgresql_that_died_is_started_again_for_the_next_test(
+    postgres_server: Any,
+) -> None:
+    """The suite's own fixture: one crash of the embedded server (as under a loaded run)
+    must not fail every later PostgreSQL test of the worker."""
+    import os
+    import signal
+
+    from tests.conftest import running
+
+    before = running(postgres_server)
+    pid = postgres_server.get_pid()
+    os.kill(pid, signal.SIGQUIT)  # an immediate shutdown: what a crash leaves behind
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    try:
+        psycopg.connect(before, connect_timeout=2).close()
+        raise AssertionError("the server was to be down")
+    except psycopg.OperationalError:
+        pass
+    again = running(postgres_server)
+    with psycopg.connect(again, autocommit=True, connect_timeout=5) as admin:
+        assert admin.execute("SELECT 1").fetchone() == (1,)

@@ -30,6 +30,7 @@ BENCHMARKS = {
     "vacuum": "benchmarks.bench_vacuum",
     "index-build": "benchmarks.bench_index_build",
     "pg": "benchmarks.bench_pg",
+    "langgraph": "benchmarks.bench_langgraph",
 }
 
 

@@ -293,8 +293,15 @@ class Endpoints:
         return Call("POST", path, lambda j: parse(j).episodes, body, once=True, key=key)
 
     @staticmethod
-    def list_episodes(session_id: int, limit: int = 100, offset: int = 0) -> Call[list[EpisodeOut]]:
-        params = {"limit": limit, "offset": offset}
+    def list_episodes(
+        session_id: int,
+        limit: int = 100,
+        offset: int = 0,
+        filter: FilterIn | Mapping[str, Any] | None = None,
+    ) -> Call[list[EpisodeOut]]:
+        """A session's episodes in time order; with a `filter`, only those it keeps (a
+        metadata value is looked up through an index, not by reading every episode)."""
+        params = {"limit": limit, "offset": offset, **_filter_query(filter)}
         path = f"/sessions/{session_id}/episodes"
         return Call("GET", path, _model(list[EpisodeOut]), params=params, safe=True)
 

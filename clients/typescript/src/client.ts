@@ -135,8 +135,10 @@ export class NexusClient {
     return stored.episodes;
   }
 
-  listEpisodes(sessionId: number, page: Page = {}): Promise<EpisodeOut[]> {
-    return this.send("GET", `/sessions/${sessionId}/episodes`, { query: { ...page } });
+  /** A session's episodes in time order; with a `filter`, only those it keeps. */
+  async listEpisodes(sessionId: number, page: Page & { filter?: EpisodeFilter } = {}): Promise<EpisodeOut[]> {
+    const { filter, ...paged } = page;
+    return this.send("GET", `/sessions/${sessionId}/episodes`, { query: { ...paged, ...filterQuery(filter) } });
   }
 
   /** Each episode with its vector state and the entities it mentions. */

@@ -107,6 +107,9 @@ test("an empty one-of filter is refused before anything is sent, on every method
   }
   assert.equal(sent, 0);
   assert.equal((await nexus.listEpisodes(session.id)).length, 2);
+  const labelled = await nexus.listEpisodes(session.id, { filter: { metadata: { k: "b" } } });
+  assert.deepEqual(labelled.map((e) => e.content), ["I will water the roses"]);
+  await assert.rejects(nexus.listEpisodes(session.id, { filter: { speaker: [] } }), InvalidInputError);
   const kept = await nexus.forget({ sessionIds, filter: { speaker: ["assistant"] }, dryRun: true });
   assert.equal(kept.episodes, 1);
   const standing = await nexus.standing({ sessionIds, filter: { speaker: ["assistant"] } });

@@ -524,15 +524,28 @@ class EpisodeStore(ABC):
         by_id = {row["id"]: self._episode_from_row(row, scored.get(row["id"])) for row in rows}
         return [by_id[i] for i in ids if i in by_id]
 
-    def list_episodes(self, session_id: int, limit: int = 100, offset: int = 0) -> list[Episode]:
-        """A session's episodes in time order (ties in insertion order)."""
+    def list_episodes(
+        self,
+        session_id: int,
+        limit: int = 100,
+        offset: int = 0,
+        rule: EpisodeFilter | None = None,
+    ) -> list[Episode]:
+        """A session's episodes in time order (ties in insertion order); with `rule`, only
+        those it keeps (a metadata value is found through the labels index)."""
         self.get_session(session_id)
+        where, params = self._session_where(session_id, rule)
         rows = self._rows(
-            f"SELECT * FROM episodes WHERE session_id = ? AND {LIVE}"
-            " ORDER BY occurred_at, id LIMIT ? OFFSET ?",
-            [session_id, now_text(), limit, offset],
+            f"SELECT * FROM episodes WHERE {where} ORDER BY occurred_at, id LIMIT ? OFFSET ?",
+            [*params, limit, offset],
         )
         return [self._episode_from_row(row) for row in rows]
+
+    def _session_where(self, session_id: int, rule: EpisodeFilter | None) -> tuple[str, list[Any]]:
+        """A session's live episodes that `rule` keeps, as SQL and its parameters."""
+        where, params = self._filter_sql(rule) if rule is not None else ([], [])
+        clauses = ["session_id = ?", LIVE, *where]
+        return " AND ".join(clauses), [session_id, now_text(), *params]
 
     def recent_episodes(self, session_id: int, limit: int) -> list[Episode]:
         """The last `limit` episodes of a session, oldest first."""
@@ -745,9 +758,11 @@ class EpisodeStore(ABC):
     def episode_ids(self) -> list[int]:
         return _ids(self._rows("SELECT id FROM episodes ORDER BY id"))
 
-    def count_episodes(self, session_id: int | None = None) -> int:
+    def count_episodes(
+        self, session_id: int | None = None, rule: EpisodeFilter | None = None
+    ) -> int:
         """The episodes a read can return: those past their deadline, which the upkeep has
-        yet to delete, are not counted."""
+        yet to delete, are not counted; of a session, those `rule` keeps."""
         now = now_text()
         if session_id is None:
             # The whole table less the expired ones, which a partial index counts.
@@ -756,8 +771,8 @@ class EpisodeStore(ABC):
                 " - (SELECT count(*) FROM episodes WHERE expires_at <= ?)"
             )
             return int(self._rows(sql, [now])[0][0])
-        sql = f"SELECT count(*) FROM episodes WHERE session_id = ? AND {LIVE}"
-        return int(self._rows(sql, [session_id, now])[0][0])
+        where, params = self._session_where(session_id, rule)
+        return int(self._rows(f"SELECT count(*) FROM episodes WHERE {where}", params)[0][0])
 
     def count_projects(self) -> int:
         return int(self._rows("SELECT count(*) FROM projects")[0][0])

@@ -193,16 +193,18 @@ def list_episodes(
     tenancy: TenancyHandle,
     response: Response,
     session_id: PathId,
+    rule: Annotated[EpisodeFilter, Depends(episode_filter)],
     limit: Limit = 100,
     offset: Offset = 0,
     detail: Annotated[
         bool, Query(description="Add each episode's vector state and entity names")
     ] = False,
 ) -> list[EpisodeDetailOut] | list[EpisodeOut]:
-    """A session's episodes in time order, a page at a time."""
+    """A session's episodes in time order, a page at a time; with a filter (`after`,
+    `before`, `speaker`, `metadata.KEY`), only those it keeps."""
     tenancy.session(session_id)
-    episodes = memory.store.list_episodes(session_id, limit, offset)
-    page(request, response, memory.store.count_episodes(session_id), limit, offset)
+    episodes = memory.store.list_episodes(session_id, limit, offset, rule)
+    page(request, response, memory.store.count_episodes(session_id, rule), limit, offset)
     if not detail:
         return [EpisodeOut.model_validate(e) for e in episodes]
     ids = [e.id for e in episodes]

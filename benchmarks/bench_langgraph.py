@@ -9,7 +9,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import LATENCY_COLUMNS, Report, percentile, served, sizes, time_ms
+from benchmarks.common import LATENCY_COLUMNS, Report, served, sizes, time_ms
+from nexusai.evaluation.metrics import percentile
 from nexusai.integrations.langgraph import NexusStore
 
 RUNS = 200

@@ -12,6 +12,7 @@ from nexusai.evaluation.budgets import Entry, Packed, falls, within_budget
 from nexusai.evaluation.calibration import cross_validated, fit, standing_floor
 from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.settings import DEFAULTS
 
 
 def entry(fold: tuple[str, str], first: int, evidence_at: int, many: int = 12) -> Entry:
@@ -91,15 +92,19 @@ def test_recall_is_split_by_the_source_that_brought_the_evidence() -> None:
 
 
 def test_the_standing_floor_is_chosen_by_conversation() -> None:
-    """A far rule that takes room from the evidence: every floor that drops it wins."""
-    rule = Episode(999_999, 1, "user", "Always be brief " * 15, "2026-03-01", "", {})
+    """More far rules than standingLimit (so the floor chooses among them), taking room from
+    the evidence: every floor that drops them wins."""
+    rules = [
+        Episode(999_000 + i, 1, "user", "Always be brief " * 15, "2026-03-01", "", {})
+        for i in range(DEFAULTS.standing_limit + 1)
+    ]
     packed = Packed("dense")
     for c in range(4):
         for q in range(10):
             fold = ("chats" if c % 2 else "talks", f"c{c}")
             found = entry(fold, 1000 * c + 50 * q, 25 + 3 * (q % 3), many=40)  # at 250's edge
-            far = FusedEpisode(rule, 0.15, None, None)  # cosine 0.15: under a floor of 0.2
-            packed.add(found.fold, found.message, found.fused, (far,), found.evidence)
+            far = tuple(FusedEpisode(r, 0.15, None, None) for r in rules)  # under a floor of 0.2
+            packed.add(found.fold, found.message, found.fused, far, found.evidence)
     floors = standing_floor(packed)
     assert set(floors["chosen"].values()) == {0.2}  # the lowest floor that drops it
     assert floors["onAll"] == 0.2

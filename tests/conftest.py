@@ -133,11 +133,10 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         server.cleanup()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def postgres(postgres_server: Any) -> str:
-    """The session's PostgreSQL, its admin connection string: started again first if it
-    died (a crash under load would otherwise fail every later test of the worker), and a
-    clear failure if it cannot be."""
+    """The session's PostgreSQL, its admin connection string (the same after a restart:
+    its socket lives in its data directory)."""
     return running(postgres_server)
 
 
@@ -161,8 +160,11 @@ def running(server: Any) -> str:
 
 
 @pytest.fixture
-def pg_url(postgres: str) -> Iterator[str]:
-    """A database of this test's own on the session's PostgreSQL, dropped after it."""
+def pg_url(postgres_server: Any) -> Iterator[str]:
+    """A database of this test's own on the session's PostgreSQL, dropped after it; the
+    server started again first if it died (a crash under load would otherwise fail every
+    later test of the worker), and a clear failure if it cannot be."""
+    postgres = running(postgres_server)
     name = f"test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(postgres, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")

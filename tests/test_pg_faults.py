@@ -98,5 +98,6 @@ def test_a_test_postgresql_that_died_is_started_again_for_the_next_test(
     except psycopg.OperationalError:
         pass
     again = running(postgres_server)
+    assert again == before  # what the session's tests hold still reaches it
     with psycopg.connect(again, autocommit=True, connect_timeout=5) as admin:
         assert admin.execute("SELECT 1").fetchone() == (1,)

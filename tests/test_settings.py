@@ -20,7 +20,7 @@ DEFAULTS: dict[str, float | str] = {
     "keywordBudget": 0,
     "contextBudget": 0,
     "memoryLimit": 50,
-    "standingLimit": 3,
+    "standingLimit": 10,
     "standingFloor": 0.35,
     "memoryOrder": "rank",
     "timeAware": "off",

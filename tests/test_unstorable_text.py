@@ -75,9 +75,7 @@ def chat_client(config: Config, embedder: SwitchableEmbedder) -> Iterator[TestCl
 def test_unstorable_text_is_a_422_naming_the_field_and_changes_nothing(
     chat_client: TestClient, bad: str
 ) -> None:
-    sid = chat_client.post("/sessions", json={"title": "seed"}).json()["id"]
-    eid = chat_client.post(f"/sessions/{sid}/episodes", json=EPISODE).json()["id"]
-    before = state(chat_client)
+    sid, eid, before = seeded(chat_client)
     tried = 0
     for method, path, body in WRITES:
         route = path.format(sid=sid, eid=eid)
@@ -95,6 +93,13 @@ def test_unstorable_text_is_a_422_naming_the_field_and_changes_nothing(
     assert state(chat_client) == before
 
 
+def seeded(client: TestClient) -> tuple[int, int, Any]:
+    """A session with one episode, and the store's state before the test's requests."""
+    sid = client.post("/sessions", json={"title": "seed"}).json()["id"]
+    eid = client.post(f"/sessions/{sid}/episodes", json=EPISODE).json()["id"]
+    return sid, eid, state(client)
+
+
 def state(client: TestClient) -> Any:
     sessions = client.get("/sessions").json()
     return sessions, [client.get(f"/sessions/{s['id']}/episodes").json() for s in sessions]
@@ -109,9 +114,7 @@ NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e400"]
 def test_a_non_finite_number_in_metadata_is_a_422_naming_it_and_changes_nothing(
     chat_client: TestClient, number: str
 ) -> None:
-    sid = chat_client.post("/sessions", json={"title": "seed"}).json()["id"]
-    eid = chat_client.post(f"/sessions/{sid}/episodes", json=EPISODE).json()["id"]
-    before = state(chat_client)
+    sid, eid, before = seeded(chat_client)
     one = f'{{"speaker": "user", "content": "hi", "metadata": {{"k": {number}}}}}'
     deep = f'{{"speaker": "user", "content": "hi", "metadata": {{"a": {{"b": [1, {number}]}}}}}}'
     sent = [

@@ -3,6 +3,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -149,14 +150,20 @@ def running(server: Any) -> str:
         return uri
     except psycopg.OperationalError as exc:
         died = str(exc).strip().splitlines()[0]
-    try:
-        server.ensure_postgres_running()
-        uri = str(server.get_uri())
-        with psycopg.connect(uri, autocommit=True, connect_timeout=5) as admin:
-            admin.execute("SELECT 1")
-    except Exception as exc:
-        pytest.fail(f"the test PostgreSQL died ({died}) and did not start again: {exc}")
-    return uri
+    # Its children may still be going down (holding its shared memory) when the first
+    # start is tried: a few tries, further apart each time.
+    failed: Exception | None = None
+    for attempt in range(8):
+        try:
+            server.ensure_postgres_running()
+            uri = str(server.get_uri())
+            with psycopg.connect(uri, autocommit=True, connect_timeout=5) as admin:
+                admin.execute("SELECT 1")
+            return uri
+        except Exception as exc:  # whatever it is, the run cannot use PostgreSQL yet
+            failed = exc
+            time.sleep(1 + attempt)
+    pytest.fail(f"the test PostgreSQL died ({died}) and did not start again: {failed}")
 
 
 @pytest.fixture
@@ -240,3 +247,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("subprocess")
         if module in SLOW_MODULES:
             item.add_marker("slow")
+
+
+def entities_settled(client: Any, headers: dict[str, str] | None = None) -> None:
+    """Waits (30 s at most) until the service has extracted the entities of every episode
+    written: a serving memory extracts behind its writes."""
+    deadline = time.monotonic() + 30
+    while client.get("/health", headers=headers or {}).json()["entitiesPending"]:
+        assert time.monotonic() < deadline, "entity extraction did not catch up in 30 s"
+        time.sleep(0.05)

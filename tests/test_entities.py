@@ -24,7 +24,7 @@ from nexusai.memory.service import Memory
 from nexusai.models import NewEpisode
 from nexusai.orchestration.settings import DEFAULTS
 from nexusai.orchestration.turn import TurnRequest, run_turn
-from tests.conftest import SwitchableEmbedder
+from tests.conftest import SwitchableEmbedder, entities_settled
 
 ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
 
@@ -167,7 +167,15 @@ def test_entities_over_http_and_in_context(entity_client: TestClient) -> None:
         f"/sessions/{sid}/episodes",
         json={"speaker": "user", "content": "Maria Lopez moved to Lisbon in March."},
     )
-    listed = entity_client.get("/entities", params={"sessionId": sid}).json()
+    # The write did not wait for extraction; a read says whether it is behind.
+    early = entity_client.get("/entities", params={"sessionId": sid})
+    if early.headers["X-Entities-Pending"] == "0":
+        assert {e["name"] for e in early.json()} >= {"Maria Lopez", "Lisbon"}
+    entities_settled(entity_client)
+    answered = entity_client.get("/entities", params={"sessionId": sid})
+    assert answered.headers["X-Entities-Pending"] == "0"
+    assert "nexus_entities_pending 0.0" in entity_client.get("/metrics").text
+    listed = answered.json()
     assert {e["name"] for e in listed} >= {"Maria Lopez", "Lisbon"}
     by_prefix = entity_client.get("/entities", params={"sessionId": sid, "prefix": "lis"}).json()
     assert [e["name"] for e in by_prefix] == ["Lisbon"]

@@ -24,7 +24,7 @@ from nexusai.memory.importing import import_stream
 from nexusai.memory.service import CATCH_UP, FORGET_CHUNK, Memory
 from nexusai.memory.vector_state import VectorState
 from nexusai.models import EpisodeFilter, NewEpisode
-from tests.conftest import SwitchableEmbedder
+from tests.conftest import SwitchableEmbedder, entities_settled
 from tests.live_server import live_server
 
 ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
@@ -67,6 +67,7 @@ def test_a_forgotten_episode_is_found_by_no_route(
         },
     )
     second, _ = _session(client, project, {"speaker": "user", "content": "Biscuit likes Lisbon"})
+    entities_settled(client)
     asked = {"sessionIds": str(first), "metadata.topic": "travel"}
     counted = client.delete("/episodes", params={**asked, "dryRun": "true"}).json()
     assert counted == {"episodes": 1, "episodeIds": [gone], "dryRun": True}

@@ -26,7 +26,7 @@ from nexusai.config import Config
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.keys import KeyStore
 from nexusai.memory.service import Memory
-from tests.conftest import SwitchableEmbedder
+from tests.conftest import SwitchableEmbedder, entities_settled
 from tests.live_server import live_server
 
 ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
@@ -61,6 +61,7 @@ def served(
                 headers=admin,
             ).json()["id"]
             ids[name] = {"project": project, "session": session, "episode": episode}
+        entities_settled(client, admin)
         entity = client.get(
             f"/entities?sessionId={ids['bravo']['session']}&prefix=reykjavik", headers=admin
         ).json()

@@ -20,7 +20,7 @@ from nexusai.models import Entity, Episode, EpisodeFilter, NewEpisode, Scope
 from nexusai.orchestration.http_memory import HttpMemoryClient
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.retrieval import LegQuery, keyword_leg, semantic_leg
-from tests.conftest import SwitchableEmbedder
+from tests.conftest import SwitchableEmbedder, entities_settled
 from tests.live_server import live_server
 
 
@@ -30,6 +30,8 @@ class Contract:
     new_session: Callable[[int | None], int]
     new_project: Callable[[str], int]
     embed: Callable[[str], list[float]]
+    # Waits for what a serving memory does behind its writes (entity extraction).
+    settle: Callable[[], None] = lambda: None
 
 
 @pytest.fixture(params=["in-process", "http"])
@@ -60,6 +62,7 @@ def contract(
             lambda project: int(raw.post("/sessions", json={"projectId": project}).json()["id"]),
             lambda name: int(raw.post("/projects", json={"name": name}).json()["id"]),
             embedder.embed_one,
+            lambda: entities_settled(raw),
         )
         client.close()
 
@@ -162,6 +165,7 @@ def test_entity_search_is_typed_and_scoped(contract: Contract) -> None:
     a, b = contract.new_session(project), contract.new_session(project)
     outside = contract.new_session(None)
     add(contract, a, "Maria Lopez moved to Lisbon in March.")
+    contract.settle()
     vector = contract.embed("a city in Portugal")
     found = contract.client.search_entities(vector, [a, b], 5)
     assert all(isinstance(e, Entity) for e in found)

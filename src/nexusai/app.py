@@ -25,7 +25,14 @@ from nexusai.llm import OpenAIChat, create_llm
 from nexusai.memory import api as memory_api
 from nexusai.memory.keys import KeyStore
 from nexusai.memory.service import Memory
-from nexusai.observability import AUTH_REFUSED, EPISODES, PENDING, RequestMetrics, render
+from nexusai.observability import (
+    AUTH_REFUSED,
+    ENTITIES_PENDING,
+    EPISODES,
+    PENDING,
+    RequestMetrics,
+    render,
+)
 from nexusai.orchestration import api as orchestration_api
 from nexusai.orchestration import openai_api
 from nexusai.orchestration.http_memory import HttpMemoryClient
@@ -145,11 +152,12 @@ def _refused(reason: str, path: str) -> None:
 
 def _metrics(request: Request) -> Response:
     """Prometheus text: requests and latency per route, retrieval latency per leg,
-    embedding latency, episodes stored, vectors pending."""
+    embedding latency, episodes stored, vectors pending, entity extraction's backlog."""
     memory: Memory | None = getattr(request.app.state, "memory", None)
     if memory is not None:
         EPISODES.set(memory.store.count_episodes())
         PENDING.set(memory.count_pending_vectors())
+        ENTITIES_PENDING.set(memory.entities_pending())
     return Response(render(), media_type="text/plain; version=0.0.4")
 
 

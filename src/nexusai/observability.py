@@ -52,6 +52,11 @@ FORGOTTEN = Counter(
     registry=REGISTRY,
 )
 PENDING = Gauge("nexus_vectors_pending", "Episodes waiting for a vector", registry=REGISTRY)
+ENTITIES_PENDING = Gauge(
+    "nexus_entities_pending",
+    "Episodes waiting for entity extraction, and entities waiting for a vector",
+    registry=REGISTRY,
+)
 
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 

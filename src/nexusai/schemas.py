@@ -188,8 +188,9 @@ class Health(CamelModel):
     )
     entities_pending: int = Field(
         default=0,
-        description="Episodes whose entities are still to be extracted (imports are"
-        " extracted behind their writes); 0 when entity extraction is off",
+        description="Episodes whose entities are still to be extracted, and entities not"
+        " yet searchable by meaning: a serving memory extracts behind every write and"
+        " import, so a write never waits for it; 0 when entity extraction is off",
     )
     vector_index_optimizing: bool = Field(
         default=False,

@@ -107,6 +107,13 @@ class EntityMemory:
             with self.store.atomic() as conn:
                 conn.execute("UPDATE entities SET vector_state = ?", (VectorState.PENDING.value,))
 
+    def waiting_vectors(self) -> int:
+        """Entities found but not yet searchable by meaning (their vector still to make)."""
+        if self.vectors is None:
+            return 0
+        sql = "SELECT count(*) FROM entities WHERE vector_state = ?"
+        return int(self.store.connection().execute(sql, [VectorState.PENDING.value]).fetchone()[0])
+
     def _needing_vectors(self, ids: Sequence[int] | None) -> list[int]:
         sql = "SELECT id FROM entities WHERE vector_state = ?"
         params: list[object] = [VectorState.PENDING.value]

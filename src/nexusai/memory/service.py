@@ -182,10 +182,12 @@ class Memory:
                 index.optimize_behind()
 
     def entities_pending(self) -> int:
-        """Episodes still to go through entity extraction (0 when extraction is off)."""
+        """Episodes still to go through entity extraction, and entities found but not yet
+        searchable by meaning (0 when extraction is off): what a read of entities may miss."""
         if self.entities.extractor is None:
             return 0
-        return vector_state.count_pending_extraction(self.store.connection())
+        waiting = vector_state.count_pending_extraction(self.store.connection())
+        return waiting + self.entities.waiting_vectors()
 
     def vectors_rebuilding(self) -> int:
         """How many episodes still wait for a vector the index lost (0 normally)."""
@@ -234,10 +236,16 @@ class Memory:
         return self._derive(self.store.add_episodes_named(project, title, episodes))
 
     def _derive(self, stored: list[Episode]) -> list[Episode]:
-        """The vectors and entities of episodes just stored."""
+        """The vectors of episodes just stored, and their entities: behind the write when
+        the memory is serving (`extract_behind`: a name recognizer over a long message took
+        tens of seconds, and a client gave up on a write it was still making), here when it
+        is not (a command that stores and exits)."""
         if self.index(stored):
             self._catch_up({e.session_id for e in stored}, after=[e.id for e in stored])
-        self.entities.extract(stored)
+        if self._threads:
+            self.extraction_due.set()
+        else:
+            self.entities.extract(stored)
         return stored
 
     def import_conversation(

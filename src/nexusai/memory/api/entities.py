@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import Field
 
 from nexusai.errors import InvalidInput, NotFound
@@ -47,10 +47,14 @@ def entity_search(
     ]
 
 
+PENDING_HEADER = "X-Entities-Pending"
+
+
 @router.get("/entities", tags=["entities"], responses=errors(404, 422, 503))
 def list_entities(
     memory: MemoryHandle,
     tenancy: TenancyHandle,
+    response: Response,
     session_id: Annotated[
         int, Query(alias="sessionId", ge=1, le=MAX_ID, description="Whose scope to search")
     ],
@@ -58,7 +62,9 @@ def list_entities(
     prefix: Annotated[str | None, Query(description="Names starting with this")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
 ) -> list[EntityOut]:
-    """Entities a session can see: by meaning (`q`), by name (`prefix`), or most mentioned."""
+    """Entities a session can see: by meaning (`q`), by name (`prefix`), or most mentioned.
+    Entities are extracted behind the writes: the `X-Entities-Pending` header says how many
+    stored episodes are still to be read for them (0: the list is whole)."""
     if q is not None and prefix is not None:
         raise InvalidInput("give q (search by meaning) or prefix (by name), not both")
     tenancy.session(session_id)
@@ -67,6 +73,7 @@ def list_entities(
         found = memory.search_entities(memory.embedder.embed_query(q), scope, limit)
     else:
         found = memory.entities.by_prefix(prefix or "", scope, limit)
+    response.headers[PENDING_HEADER] = str(memory.entities_pending())
     return [EntityOut.model_validate(e) for e in found]
 
 

@@ -116,3 +116,14 @@ def test_a_retriever_by_name_looks_its_session_up_once(served: dict[str, Any]) -
             assert len(retriever.invoke("cello")) == 1
     assert counted.paths.count("/context") == 3
     assert len(counted.paths) == 3 + 2  # the first call's look-up: projects, then sessions
+
+
+def test_a_filter_mistake_is_the_clients_invalid_input_error(served: dict[str, Any]) -> None:
+    from nexusai.client import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match=r"filter\.speaker: name at least one"):
+        NexusRetriever(base_url=served["url"], session_id=served["plain"], filter={"speaker": []})
+    kept = NexusRetriever(
+        base_url=served["url"], session_id=served["plain"], filter={"speaker": ["user"]}, k=2
+    )
+    assert len(kept.invoke("cello")) == 2

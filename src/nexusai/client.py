@@ -148,14 +148,14 @@ def _model(kind: type[Any]) -> Callable[[Any], Any]:
 
 
 def _filter_query(filter: FilterIn | Mapping[str, Any] | None) -> dict[str, Any]:
-    return {} if filter is None else _checked_filter(filter).query()
+    return {} if filter is None else checked_filter(filter).query()
 
 
 def _filter_body(filter: FilterIn | Mapping[str, Any]) -> Any:
-    return _body(_checked_filter(filter))
+    return _body(checked_filter(filter))
 
 
-def _checked_filter(filter: FilterIn | Mapping[str, Any]) -> FilterIn:
+def checked_filter(filter: FilterIn | Mapping[str, Any]) -> FilterIn:
     """Checked here, so a bad filter is an `InvalidInputError` (422, as the service would
     answer) before anything is sent, its detail worded as the service words it."""
     if isinstance(filter, FilterIn):

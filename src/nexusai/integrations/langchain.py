@@ -19,9 +19,9 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
-from nexusai.client import Client, NotFoundError
+from nexusai.client import Client, NotFoundError, checked_filter
 from nexusai.integrations.common import all_episodes, client_from, find_session
 from nexusai.schemas import EpisodeOut, FilterIn, MemoryOut
 
@@ -48,8 +48,15 @@ class NexusRetriever(BaseRetriever):
     k: int = Field(default=10, ge=1, le=100)
     # Tokens the memories may cost (contextBudget): what fits, long ones as excerpts.
     budget: int | None = Field(default=None, ge=0, le=32_000)
-    filter: FilterIn | None = None
+    filter: FilterIn | dict[str, Any] | None = None  # its JSON is read as a FilterIn
     _found: int | None = PrivateAttr(default=None)  # the session named, once looked up
+
+    @field_validator("filter", mode="before")
+    @classmethod
+    def _a_filter(cls, given: Any) -> FilterIn | None:
+        """A filter mistake is the client's `InvalidInputError`, as on every face, not
+        pydantic's error for this model."""
+        return None if given is None else checked_filter(given)
 
     def _get_relevant_documents(
         self,

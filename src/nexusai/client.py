@@ -20,7 +20,6 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from typing import IO, Any, Concatenate, Generic, ParamSpec, TypeVar
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from nexusai.http import refusal
 from nexusai.schemas import (
     ChatOut,
     ContextOut,
@@ -168,12 +168,9 @@ def checked_filter(filter: FilterIn | Mapping[str, Any]) -> FilterIn:
 
 
 def _said(loc: tuple[Any, ...], message: str) -> str:
-    """A filter's refusal as the service words it: `filter.speaker: ...`, not pydantic's
-    "Value error, " prefix; a check of the whole filter names its field itself."""
-    message = message.removeprefix("Value error, ")
-    if not loc and re.match(r"[\w.]+: ", message):
-        return f"filter.{message}"
-    return f"{'.'.join(['filter', *map(str, loc)])}: {message}"
+    """A filter's refusal as the service words it: `filter.speaker: ...`."""
+    field, said = refusal(loc, message, located=False)
+    return f"filter: {said}" if field == "body" else f"filter.{field}: {said}"
 
 
 def _nothing(_: Any) -> None:

@@ -129,11 +129,19 @@ def _describe(error: Any) -> dict[str, str]:
         return {"field": "body", "message": f"not valid JSON: {reason} (character {where})"}
     if error["type"] == "string_unicode":  # JSON text with a lone surrogate: say which
         return {"field": field_path(error["loc"]), "message": unstorable("\ud800") or ""}
-    field, message = field_path(error["loc"]), str(error["msg"]).removeprefix("Value error, ")
-    named = re.match(r"([\w.\[\]]+): (.+)", message, re.DOTALL)
-    if named and field == "body":  # a check of the whole body names the field it refused
-        return {"field": named[1], "message": named[2]}
+    field, message = refusal(error["loc"], error["msg"])
     return {"field": field, "message": message}
+
+
+def refusal(loc: tuple[Any, ...], message: str, located: bool = True) -> tuple[str, str]:
+    """One of pydantic's errors as every face words it: (the field, what to fix), without
+    pydantic's "Value error, " prefix. A check of a whole model names the field it refused
+    in its message (`speaker: ...`): that field, not `body`."""
+    field, said = field_path(loc, located), str(message).removeprefix("Value error, ")
+    named = re.match(r"([\w.\[\]]+): (.+)", said, re.DOTALL)
+    if named and field == "body":
+        return named[1], named[2]
+    return field, said
 
 
 def _answer(

@@ -22,6 +22,7 @@ from nexusai.client import (
     NexusAPIError,
     UnavailableError,
 )
+from nexusai.http import refusal
 from nexusai.models import parse_time
 from nexusai.schemas import FilterIn
 
@@ -541,11 +542,10 @@ def _episodes(count: int) -> str:
 
 
 def _first_line(exc: ValueError) -> str:
-    """A refused filter in one line: the option and pydantic's message, without its links
-    or its "Value error, " prefix."""
+    """A refused filter in one line: the option and what to fix, as the API words it."""
     errors = getattr(exc, "errors", None)
     if callable(errors):
         first = errors()[0]
-        message = str(first["msg"]).removeprefix("Value error, ")
-        return f"--{first['loc'][0]}: {message}" if first.get("loc") else message
+        field, message = refusal(first["loc"], first["msg"], located=False)
+        return message if field == "body" else f"--{field}: {message}"
     return str(exc)

@@ -24,7 +24,7 @@ from agents import (
 )
 from pydantic import ValidationError
 
-from nexusai.client import AsyncClient, NexusAPIError
+from nexusai.client import AsyncClient, NexusAPIError, checked_filter
 from nexusai.integrations.common import async_client_from
 from nexusai.schemas import EpisodeOut, FilterIn
 
@@ -148,15 +148,11 @@ def recall_tool(
 
 def _said_only(filter: FilterIn | Mapping[str, Any] | None) -> FilterIn:
     """The filter given, narrowed to what the user and the assistant said."""
-    given = FilterIn() if filter is None else _filter(filter)
+    given = FilterIn() if filter is None else checked_filter(filter)
     speakers = [s for s in (given.speaker or SAID) if s in SAID]
     if not speakers:
         raise ValueError(f"filter.speaker: recall searches only {' and '.join(SAID)} messages")
     return given.model_copy(update={"speaker": speakers})
-
-
-def _filter(filter: FilterIn | Mapping[str, Any]) -> FilterIn:
-    return filter if isinstance(filter, FilterIn) else FilterIn.model_validate(filter)
 
 
 def _said_plainly(_: RunContextWrapper[Any], error: Exception) -> str:

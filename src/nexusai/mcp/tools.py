@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from nexusai import __version__
 from nexusai.client import AsyncClient, Call, Endpoints, NexusAPIError
-from nexusai.http import field_path
+from nexusai.http import refusal
 from nexusai.idempotency import digest
 from nexusai.schemas import MAX_ID, FilterIn, IsoTime, check_storable
 
@@ -119,11 +119,13 @@ class Tools:
     def __init__(self, client: ClientFor) -> None:
         self._client = client
 
-    async def _send(self, ctx: Context | None, call: Call[Any]) -> Any:
+    async def _send(self, ctx: Context | None, call: Call[Any], items: str = "episodes") -> Any:
+        """The call's answer; a refusal as a tool error. `items`: what the tool calls a
+        batch's items, where the API's message says `episodes[i]`."""
         try:
             return await self._client(ctx).send(call)
         except NexusAPIError as exc:
-            raise ToolError(exc.detail) from None
+            raise ToolError(re.sub(r"\bepisodes\[", f"{items}[", exc.detail)) from None
 
     async def _find(
         self, ctx: Context | None, session_id: int | None, session: str | None, project: str | None
@@ -174,10 +176,7 @@ class Tools:
             call = Endpoints.add_episodes_named(project, session, body, idempotency_key=key)
         else:
             raise ToolError("say which conversation: session (a name), or session_id")
-        try:
-            stored = await self._client(ctx).send(call)
-        except NexusAPIError as exc:  # the API names the batch's items `episodes[i]`
-            raise ToolError(re.sub(r"\bepisodes\[", "messages[", exc.detail)) from None
+        stored = await self._send(ctx, call, items="messages")
         answer: dict[str, Any] = {
             "sessionId": stored[0].session_id,
             "episodeIds": [e.id for e in stored],
@@ -424,10 +423,8 @@ class _PlainErrors(Tool):
             refused = exc.__cause__
             if not isinstance(refused, ValidationError):
                 raise
-            said = "; ".join(
-                f"{field_path(e['loc'], located=False)}: {e['msg']}"
-                for e in refused.errors(include_url=False)
-            )
+            fields = [refusal(e["loc"], e["msg"], located=False) for e in refused.errors()]
+            said = "; ".join(f"{field}: {message}" for field, message in fields)
             raise ToolError(f"Error executing tool {self.name}: {said}") from refused
 
 

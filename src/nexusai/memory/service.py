@@ -305,8 +305,8 @@ class Memory:
         those a read still returned (what a dry run counts: expired ones, which reads no
         longer show, go too, uncounted). In chunks (`_delete_chunk`): a forget cut short (a
         crash) has deleted whole chunks, and asking it again deletes the rest."""
-        shown = set(self.store.matching_ids(session_ids, rule, live=True))
-        matching = self.store.matching_ids(session_ids, rule)
+        found = self.store.matching(session_ids, rule)
+        matching, shown = [i for i, _ in found], {i for i, live in found if live}
         gone: list[int] = []
         with self.forgetting.under_way():
             for start in range(0, len(matching), FORGET_CHUNK):

@@ -645,20 +645,25 @@ class EpisodeStore(ABC):
         self, session_ids: Sequence[int] | None, rule: EpisodeFilter, live: bool = False
     ) -> list[int]:
         """The episodes within the sessions given (all when None) that `rule` keeps, oldest
-        first; `live`: only those a read still returns (not past their expiry, nor hidden
-        by the project's retention)."""
+        first; `live`: only those a read still returns (`matching`)."""
+        return [i for i, shown in self.matching(session_ids, rule) if shown or not live]
+
+    def matching(
+        self, session_ids: Sequence[int] | None, rule: EpisodeFilter
+    ) -> list[tuple[int, bool]]:
+        """(id, whether a read still returns it: not past its expiry, nor hidden by its
+        project's retention) of the episodes within the sessions given (all when None) that
+        `rule` keeps, oldest first."""
         if session_ids is not None and not session_ids:
             return []
         where, params = self._filter_sql(rule)
-        if live:
-            where.append(LIVE)
-            params.append(now_text())
         if session_ids is not None:
             where.append("session_id IN (SELECT value FROM json_each(?))")
             params.append(json.dumps([int(i) for i in session_ids]))
-        sql = "SELECT id FROM episodes"
+        sql = f"SELECT id, {LIVE} FROM episodes"
         sql += f" WHERE {' AND '.join(where)}" if where else ""
-        return _ids(self._rows(sql + " ORDER BY occurred_at, id", params))
+        rows = self._rows(sql + " ORDER BY occurred_at, id", [now_text(), *params])
+        return [(int(row[0]), bool(row[1])) for row in rows]
 
     # The engine's aggregate of ids as one comma-separated text.
     ID_LIST = "group_concat(id)"

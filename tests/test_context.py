@@ -80,14 +80,21 @@ def test_the_keyword_leg_is_searched_while_the_message_is_embedded(
     assert [m.episode.content for m in turn.memories] == ["the zebra crossing"]
 
 
-def test_semantic_weight_zero_skips_embedding_and_vectors(
+def test_a_turn_that_reads_no_vector_embeds_nothing(
     memory: Memory, embedder: SwitchableEmbedder
 ) -> None:
+    """semanticWeight 0, no entities and no recognised standing ones: no source reads the
+    message's vector, so it is not made."""
     sid = memory.store.create_session().id
     write(memory, sid, "unrelated words", "the zebra crossing")
     calls = embedder.calls
     settings = replace(
-        DEFAULTS, semantic_weight=0.0, keyword_weight=1.0, recent_limit=0, entity_limit=0
+        DEFAULTS,
+        semantic_weight=0.0,
+        keyword_weight=1.0,
+        recent_limit=0,
+        entity_limit=0,
+        standing_limit=0,
     )
     context = run_turn(memory, embedder, settings, TurnRequest(sid, "zebra"))
     assert embedder.calls == calls
@@ -168,10 +175,11 @@ def test_server_timing_says_where_the_turn_went(client: TestClient) -> None:
         "embed",
         "semantic",
         "keyword",
+        "standing-read",  # each source's step comes from the source: a new one is timed too
+        "entities",
         "standing",
         "fuse",
         "pack",
-        "entities",
         "shape",
         "total",
     ]

@@ -201,7 +201,9 @@ def test_chat_prompt_presents_entities() -> None:
     entity = Entity(
         1, "Lisbon", "place", "2024-01-01T00:00:00Z", "2024-03-05T00:00:00Z", 4, None, [9]
     )
-    [system, user] = build_prompt(Context(1, "where?", [], [], [entity]))
+    [system, user] = build_prompt(
+        Context(session_id=1, message="where?", recent=[], memories=[], entities=[entity])
+    )
     assert (
         "Known entities:\n- Lisbon (place; mentioned 4x, last on 2024-03-05)" in system["content"]
     )

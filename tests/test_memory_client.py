@@ -19,7 +19,8 @@ from nexusai.memory.service import Memory
 from nexusai.models import Entity, Episode, EpisodeFilter, NewEpisode, Scope
 from nexusai.orchestration.http_memory import HttpMemoryClient
 from nexusai.orchestration.memory_client import MemoryClient
-from nexusai.orchestration.retrieval import LegQuery, keyword_leg, semantic_leg
+from nexusai.orchestration.turn.request import LegQuery
+from nexusai.orchestration.turn.sources import keyword_leg, semantic_leg
 from tests.conftest import SwitchableEmbedder, entities_settled
 from tests.live_server import live_server
 
@@ -103,7 +104,15 @@ def test_a_scope_of_every_session_finds_what_a_filtered_one_finds(contract: Cont
     later = contract.new_session(contract.new_project("elsewhere"))
     add(contract, later, "a kayak of somebody else's")
     vector = contract.embed("a kayak")
-    unfiltered = LegQuery(contract.client, "kayak", vector, scope.session_ids, [], 10, 0, True)
+    unfiltered = LegQuery(
+        memory=contract.client,
+        query="kayak",
+        query_vector=vector,
+        session_ids=scope.session_ids,
+        recent_ids=[],
+        limit=10,
+        every_session=True,
+    )
     filtered = replace(unfiltered, every_session=False)
     for leg in (semantic_leg, keyword_leg):
         found = leg(unfiltered)

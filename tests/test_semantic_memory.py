@@ -10,10 +10,11 @@ from nexusai.config import Config
 from nexusai.memory.service import EmbedderMismatch, Memory
 from nexusai.memory.vectors.qdrant import QdrantVectorIndex
 from nexusai.models import NewEpisode
-from nexusai.orchestration.retrieval import LegQuery, semantic_leg
 from nexusai.orchestration.settings import DEFAULTS
 from nexusai.orchestration.turn import TurnRequest, run_turn
-from nexusai.orchestration.turn.execute import embed_query
+from nexusai.orchestration.turn.gather import embed_query
+from nexusai.orchestration.turn.request import LegQuery
+from nexusai.orchestration.turn.sources import semantic_leg
 from tests.conftest import SwitchableEmbedder
 
 FACTS = [
@@ -30,7 +31,20 @@ def write(memory: Memory, session_id: int, *texts: str) -> list[int]:
 
 def semantic(memory: Memory, query: str, scope: list[int], recent: list[int] = ()) -> list[int]:  # type: ignore[assignment]
     vector = memory.embedder.embed_one(query)
-    return [e.id for e in semantic_leg(LegQuery(memory, "", vector, scope, list(recent), 10))]
+    return [e.id for e in semantic_leg(_asked(memory, vector, scope, list(recent)))]
+
+
+def _asked(
+    memory: Memory, vector: list[float] | None, scope: list[int], recent: list[int]
+) -> LegQuery:
+    return LegQuery(
+        memory=memory,
+        query="",
+        query_vector=vector,
+        session_ids=scope,
+        recent_ids=recent,
+        limit=10,
+    )
 
 
 @pytest.fixture(params=["edge", "qdrant-client"])
@@ -75,7 +89,7 @@ def test_deletes_remove_vectors(any_memory: Memory) -> None:
 def test_none_vector_gives_nothing(memory: Memory) -> None:
     sid = memory.store.create_session().id
     write(memory, sid, FACTS[0])
-    assert semantic_leg(LegQuery(memory, "", None, [sid], [], 10)) == []
+    assert semantic_leg(_asked(memory, None, [sid], [])) == []
 
 
 def test_vector_without_row_is_skipped(memory: Memory) -> None:

@@ -271,6 +271,23 @@ def test_among_more_rules_than_fit_the_floor_chooses(
     assert len(_ids(both["standing"])) == 2  # both fit: the profile, whatever the message
 
 
+def test_the_floor_chooses_at_semantic_weight_zero_too(
+    project_client: tuple[TestClient, int],
+) -> None:
+    """A keyword-only turn with no entities still ranks the standing ones by the message:
+    the newest rule, far from it, is not carried because no vector was made."""
+    client, project = project_client
+    _, [rule, *_] = _session(client, project, RULE, TASTE, *FILLER)
+    asking, _ = _session(client, project, "hello")
+    keyword_only = {"standingLimit": 1, "semanticWeight": 0, "keywordWeight": 1, "entityLimit": 0}
+    near = _turn(
+        client, asking, "Pin the software dependencies and their libraries", **keyword_only
+    )
+    assert _ids(near["standing"]) == [rule]
+    far = _turn(client, asking, "Add a chart of monthly expenses", **keyword_only)
+    assert "standing" not in far  # neither is near it: the default turn carries none
+
+
 def test_a_larger_budget_never_gives_less_and_a_pinned_one_that_does_not_fit_is_named(
     project_client: tuple[TestClient, int],
 ) -> None:
@@ -304,10 +321,10 @@ def test_a_rule_the_search_also_found_stays_under_standing_and_is_said_once(
     assert rule in _ids(turn["memories"])  # the spec's list, unchanged
     assert _ids(turn["standing"]) == [rule]
     context = Context(
-        asking,
-        "libraries?",
-        [],
-        [FusedEpisode(Episode(rule, 1, "user", RULE, "2026-01-01", "", {}), 0.1, 1, None)],
+        session_id=asking,
+        message="libraries?",
+        recent=[],
+        memories=[FusedEpisode(Episode(rule, 1, "user", RULE, "2026-01-01", "", {}), 0.1, 1, None)],
         standing=[
             FusedEpisode(Episode(rule, 1, "user", RULE, "2026-01-01", "", {}), 1, None, None)
         ],

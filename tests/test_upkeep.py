@@ -20,7 +20,8 @@ from nexusai.memory.postgres.store import PgStore
 from nexusai.memory.service import Memory
 from nexusai.memory.store import EpisodeStore
 from nexusai.models import NewEpisode
-from nexusai.orchestration.retrieval import LegQuery, semantic_leg
+from nexusai.orchestration.turn.request import LegQuery
+from nexusai.orchestration.turn.sources import semantic_leg
 from tests.conftest import BOTH_STORES, SwitchableEmbedder
 from tests.live_server import free_port, start_server
 
@@ -80,7 +81,16 @@ def test_backup_while_serving_then_restore_finds_everything(
     try:
         for text in FACTS:  # top two: a turn is also indexed with the turn before it
             assert text in [h.content for h in memory.store.search_keyword(text, 2)]
-            found = semantic_leg(LegQuery(memory, text, embedder.embed_one(text), [sid], [], 2))
+            found = semantic_leg(
+                LegQuery(
+                    memory=memory,
+                    query=text,
+                    query_vector=embedder.embed_one(text),
+                    session_ids=[sid],
+                    recent_ids=[],
+                    limit=2,
+                )
+            )
             assert text in [h.content for h in found]
     finally:
         memory.close()

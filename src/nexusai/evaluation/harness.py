@@ -1,9 +1,11 @@
 """Retrieval quality on labelled conversations, through the real retrieval path.
 
 Each conversation is imported into a fresh store; every question with evidence is asked
-as a turn (`turn.run_turn`, the plan and executor `POST /context` runs), scoped to the
-conversation's sessions, with no recent turns, once per weight pair. The question is
-embedded once and that vector serves every pair, as it serves both legs of a real turn.
+as a turn of it, scoped to the conversation's sessions, with no recent turns. A turn is
+the one every face runs, in its two halves: the question is read (`turn.gather`, both
+legs) once per depth, and each weight pair's turn, and each fold's ranker's, is assembled
+from that read (`turn.assemble`), as a live turn would give it (tests/test_congruence.py).
+The question is embedded once, as a real turn's one vector serves every source.
 
 recall@k is what a turn that gets k memories finds: the question is asked at
 `semanticLimit` k (the semantic leg asks for k, the keyword leg for 2k, k are kept), as a
@@ -34,18 +36,23 @@ from nexusai.evaluation.standing import standing_figures
 from nexusai.memory.importing import SourceConversation, SourceEpisode, SourceSession
 from nexusai.memory.service import Memory
 from nexusai.memory.texts import said
-from nexusai.models import NewEpisode, Scope
+from nexusai.models import Episode, NewEpisode, Scope
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.modes import RRF, Learned
+from nexusai.orchestration.modes import RRF, Learned, fusion_mode
 from nexusai.orchestration.packing import Packer, PlacedWorth
-from nexusai.orchestration.settings import BY_NAME, DEFAULTS, RuntimeSettings
-from nexusai.orchestration.turn import TurnRequest, run_turn
+from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
+from nexusai.orchestration.turn import Gathered, TurnRequest, assemble, gather, plan, run_turn
+from nexusai.orchestration.turn.request import keyword_rows
 from nexusai.ranking.features import named_speakers
+from nexusai.ranking.model import Ranker
+from nexusai.timewords import TimeWindow
 
 SWEEP = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0]  # keywordWeight at semanticWeight 1
 
 Weights = tuple[float, float]
+# Called with each conversation while it is imported, and each question's deepest read.
+Also = Callable[["Imported", str, str, "Sequence[Read]"], None]
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,7 @@ def evaluate(
     progress: Callable[[str], None] | None = None,
     depth: int | None = None,
     turns_per_episode: int = 1,
-    also: Callable[[Imported, str, str], None] | None = None,
+    also: Also | None = None,
     base: RuntimeSettings = DEFAULTS,
 ) -> dict[str, Any]:
     """Every weight pair's scores on one labelled set; `also` is called with each
@@ -188,9 +195,7 @@ def imported(
             sliced = [with_slices(memory, q, speakers) for q in questions]
             said = [e.episode.occurred_at for s in conversation.sessions for e in s.episodes]
             now = max((t for t in said if t is not None), default=None)
-            chat = Imported(memory, sliced, dropped, scope, now)
-            chat.questions[:] = [with_standing(chat, embedder, q) for q in sliced]
-            yield chat
+            yield Imported(memory, sliced, dropped, scope, now)
         finally:
             memory.close()
 
@@ -204,26 +209,15 @@ SLICES = {
 }
 
 
-# A turn that asks neither leg: its standing candidates with no floor and as many as the
-# setting allows (more than the default's: whether a scope's rules all fit the default
-# limit is then known), and nothing else. Packing carries them as a turn at a floor would
-# (`orchestration.standing.carried`), so that floors can be compared.
-STANDING_ONLY = replace(
-    DEFAULTS,
-    semantic_weight=0.0,
-    keyword_weight=0.0,
-    entity_limit=0,
-    standing_floor=0.0,
-    standing_limit=int(BY_NAME["standingLimit"].high),
-)
+# Settings every eval turn starts from: no turn is recent, and no entity is searched.
+def _asked(settings: RuntimeSettings) -> RuntimeSettings:
+    return replace(settings, recent_limit=0, entity_limit=0)
 
 
-def asked_as_a_turn(
-    chat: Imported, embedder: Embedder, text: str, settings: RuntimeSettings, legs: bool = False
-) -> Context:
+def request_of(chat: Imported, embedder: Embedder, text: str, legs: bool = False) -> TurnRequest:
     """The question as a turn of the conversation asks it, its vector made once: the whole
-    conversation is the scope, and no turn is recent (`legs`: both legs in full)."""
-    request = TurnRequest(
+    conversation is the scope (`legs`: both legs in full)."""
+    return TurnRequest(
         chat.scope[0],
         text,
         now=chat.now,
@@ -231,13 +225,71 @@ def asked_as_a_turn(
         scope=Scope(chat.scope),
         vector=chat.vector(embedder, text),
     )
-    return run_turn(chat.memory, embedder, replace(settings, recent_limit=0), request)
 
 
-def with_standing(chat: Imported, embedder: Embedder, question: Asked) -> Asked:
-    """The question with the standing candidates its turn would carry at any floor."""
-    found = asked_as_a_turn(chat, embedder, question.text, STANDING_ONLY).standing_candidates
-    return replace(question, standing=tuple(found))
+def asked_as_a_turn(
+    chat: Imported, embedder: Embedder, text: str, settings: RuntimeSettings, legs: bool = False
+) -> Context:
+    """The question as a live turn: gathered and assembled at once (what a replay of a
+    `Read` must give, memory by memory)."""
+    request = request_of(chat, embedder, text, legs)
+    return run_turn(chat.memory, embedder, _asked(settings), request)
+
+
+@dataclass(frozen=True)
+class Read:
+    """One question gathered once at one depth: both legs as deep as `settings` ask them,
+    whatever their weights, so that every weight pair's (and ranker's) turn at that depth
+    is assembled from it (`replayed`)."""
+
+    request: TurnRequest
+    gathered: Gathered
+    ms: float  # what the gather took
+    window: TimeWindow | None = None  # the time its question names, searched within
+
+    def at(self, depth: int) -> Read:
+        """As a read at a shallower `depth` gives it: each leg's first rows (a search asked
+        for fewer rows gives the first of the same order, ties broken by id)."""
+        found = dict(self.gathered.found)
+        for name, rows in (("semantic", depth), ("keyword", keyword_rows(depth))):
+            if name in found:
+                found[name] = found[name][:rows]
+        return replace(self, gathered=replace(self.gathered, found=found))
+
+    def bare(self) -> Read:
+        """Without what only the indexes read of each episode (kept for training)."""
+        found = {name: [_bare(e) for e in rows] for name, rows in self.gathered.found.items()}
+        return replace(self, gathered=replace(self.gathered, found=found))
+
+
+def read(chat: Imported, embedder: Embedder, text: str, settings: RuntimeSettings) -> Read:
+    """The question gathered at the depth `settings` ask (`semanticLimit`, and deeper with
+    a `contextBudget`), both legs in full."""
+    request = request_of(chat, embedder, text, legs=True)
+    turn = plan(_asked(settings), request, RRF())
+    started = time.perf_counter()
+    gathered = gather(turn, chat.memory, embedder)
+    spent = (time.perf_counter() - started) * 1000
+    return Read(replace(request, legs=False), gathered, spent, turn.window)
+
+
+def replayed(
+    asked: Read,
+    settings: RuntimeSettings,
+    ranker: Ranker | None = None,
+    packer: Packer | None = None,
+) -> Context:
+    """The turn `settings` give the question (`ranker` the learned mode's; `packer` in
+    place of the mode's), assembled from what was read for it: as a live turn gives it,
+    when `asked` was read at the depth these settings ask (tests/test_congruence.py)."""
+    turn = plan(_asked(settings), asked.request, fusion_mode(settings.fusion, ranker))
+    if packer is not None:
+        turn = replace(turn, packer=packer)
+    return assemble(turn, asked.gathered)
+
+
+def _bare(episode: Episode) -> Episode:
+    return replace(episode, search_text="", context_text="", metadata={})
 
 
 def with_slices(memory: Memory, question: Asked, speakers: set[str]) -> Asked:
@@ -257,15 +309,17 @@ def _evaluate_conversation(
     embedder: Embedder,
     runs: dict[Weights, Run],
     turns_per_episode: int,
-    also: Callable[[Imported, str, str], None] | None,
+    also: Also | None,
     base: RuntimeSettings,
 ) -> tuple[list[Asked], int]:
     fold = (dataset, item.conversation.key)
     with imported(item, embedder, turns_per_episode) as chat:
-        for question in chat.questions:
-            _ask(chat, embedder, fold, question, runs, base)
+        deep = []
+        for i, question in enumerate(chat.questions):
+            chat.questions[i], deepest = _ask(chat, embedder, fold, question, runs, base)
+            deep.append(deepest)
         if also:
-            also(chat, dataset, item.conversation.key)
+            also(chat, dataset, item.conversation.key, deep)
     return chat.questions, chat.dropped
 
 
@@ -322,20 +376,31 @@ def _ask(
     question: Asked,
     runs: dict[Weights, Run],
     base: RuntimeSettings,
-) -> None:
+) -> tuple[Asked, Read]:
+    """The question read once per depth, each weight pair's turns assembled from those
+    reads. Returns it with the standing candidates its turn carries at any floor, and its
+    deepest read (a budgeted turn's, which the learned mode ranks)."""
+    limits = sorted(next(iter(runs.values())).ranked)
+    reads = {limit: read(chat, embedder, question.text, _at(base, limit)) for limit in limits}
+    deep = read(chat, embedder, question.text, replace(base, context_budget=BUDGETS[-1]))
+    question = replace(question, standing=tuple(deep.gathered.standing))
     for (semantic, keyword), run in runs.items():  # every run here is a weight pair
-        weighed = replace(base, semantic_weight=semantic, keyword_weight=keyword, entity_limit=0)
+        weighed = replace(base, semantic_weight=semantic, keyword_weight=keyword)
         for limit, ranked in run.ranked.items():
             started = time.perf_counter()
-            at_limit = replace(weighed, semantic_limit=limit)
-            turn = asked_as_a_turn(chat, embedder, question.text, at_limit)
-            if limit == max(run.ranked):
-                run.latency_ms.append((time.perf_counter() - started) * 1000)
+            turn = replayed(reads[limit], _at(weighed, limit))
+            if limit == limits[-1]:
+                spent = (time.perf_counter() - started) * 1000
+                run.latency_ms.append(reads[limit].ms + spent)
             ranked.append([f.episode.id for f in turn.memories])
         if run.packed is not None:  # asked as a budgeted turn asks (deeper), packed at each
-            deep = replace(weighed, context_budget=BUDGETS[-1])
-            turn = asked_as_a_turn(chat, embedder, question.text, deep)
+            turn = replayed(deep, replace(weighed, context_budget=BUDGETS[-1]))
             run.packed.add(fold, question.text, turn.fused, question.standing, question.evidence)
+    return question, deep
+
+
+def _at(settings: RuntimeSettings, limit: int) -> RuntimeSettings:
+    return replace(settings, semantic_limit=limit)
 
 
 def _scores(
@@ -363,10 +428,6 @@ def _ranked_at(run: Run, k: int) -> list[list[int]]:
     """Every question's ranking from the turn asked at semanticLimit k (or the one deep
     turn, with --depth)."""
     return run.ranked[k if k in run.ranked else max(run.ranked)]
-
-
-def _indexes(questions: list[Asked], category: str) -> list[int]:
-    return [i for i, q in enumerate(questions) if q.category == category]
 
 
 def summary(

@@ -20,20 +20,18 @@ import numpy.typing as npt
 
 from nexusai.embedders import Embedder
 from nexusai.errors import InvalidInput
-from nexusai.evaluation.budgets import Packed
-from nexusai.evaluation.harness import Asked, Imported, Run, asked_as_a_turn, summary
-from nexusai.models import Episode
-from nexusai.orchestration.context import Context
+from nexusai.evaluation.budgets import BUDGETS, Packed
+from nexusai.evaluation.harness import Asked, Imported, Read, Run, read, replayed, summary
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.learned import rank_learned
 from nexusai.orchestration.modes import Learned
 from nexusai.orchestration.packing import PACK_DEPTH
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
 from nexusai.ranking.features import FEATURES, Matrix, candidates
 from nexusai.ranking.model import ARRAYS, Ranker, from_trees
 
-DEPTH = 50  # candidates asked of each leg: see docs/evaluation.md for the depths measured
-BOTH_LEGS = replace(DEFAULTS, semantic_weight=1.0, keyword_weight=1.0)
+DEPTH = PACK_DEPTH  # candidates asked of each leg: docs/evaluation.md has the depths measured
+LEARNED = replace(DEFAULTS, fusion=Learned.name)  # a learned turn without a budget
+BUDGETED = replace(LEARNED, context_budget=BUDGETS[-1])  # one whose packing chooses
 # Chosen by leave-one-conversation-out cross-validation on LoCoMo and BEAM 1-10 together
 # (docs/evaluation.md has the grid); small enough to score a turn in about a millisecond.
 PARAMS: dict[str, Any] = {
@@ -61,12 +59,11 @@ class Pool:
     dataset: str
     conversation: str
     question: Asked
-    semantic: list[Episode]  # the legs' lists, without what only the indexes read
-    keyword: list[Episode]
+    read: Read  # the question as read (both legs, without what only the indexes read)
     ids: list[int]  # the matrix's rows
     matrix: Matrix
     labels: npt.NDArray[np.float64]  # 1 for evidence
-    latency_ms: float = 0.0  # both legs, as asked; `rank_ids` adds the ranking
+    latency_ms: float = 0.0  # the read's; `rank_ids` adds the ranking
     # When the turn was narrowed to a time its question names (timeAware), the same
     # question unnarrowed: what a ranker is fitted on, as the shipped one is.
     unfiltered: Pool | None = None
@@ -84,47 +81,29 @@ def pools_of(
     embedder: Embedder,
     depth: int,
     base: RuntimeSettings = DEFAULTS,
+    reads: Sequence[Read] | None = None,
 ) -> list[Pool]:
-    """Every question of one imported conversation, asked as a learned turn asks (from
-    the `base` settings' keywordBudget and timeAware)."""
-    # Both legs `depth` deep, the keyword leg's headroom the spec's (what `legs` asks).
+    """Every question of one imported conversation, read as a learned turn reads it (from
+    the `base` settings' keywordBudget and timeAware): `reads` when the eval read them
+    already, both legs `depth` deep."""
     settings = replace(
-        BOTH_LEGS,
-        keyword_budget=base.keyword_budget,
-        time_aware=base.time_aware,
-        semantic_limit=depth,
+        base, semantic_limit=depth, semantic_weight=1.0, keyword_weight=1.0, fusion="rrf"
     )
     found = []
-    for question in chat.questions:
-        started = time.perf_counter()
-        turn = asked_as_a_turn(chat, embedder, question.text, settings, legs=True)
-        spent = (time.perf_counter() - started) * 1000
-        asked = pool(dataset, conversation, question, *_both(turn), depth)
+    for i, question in enumerate(chat.questions):
+        asked = reads[i] if reads is not None else read(chat, embedder, question.text, settings)
+        made = pool(dataset, conversation, question, asked, depth)
         unfiltered = None
-        if turn.window is not None:  # what a ranker is fitted on: the question unnarrowed
-            wide = asked_as_a_turn(chat, embedder, question.text, _off(settings), legs=True)
-            unfiltered = pool(dataset, conversation, question, *_both(wide), depth)
-        found.append(replace(asked, latency_ms=spent, unfiltered=unfiltered))
+        if asked.window is not None:  # what a ranker is fitted on: unnarrowed
+            wide = read(chat, embedder, question.text, replace(settings, time_aware="off"))
+            unfiltered = pool(dataset, conversation, question, wide, depth)
+        found.append(replace(made, unfiltered=unfiltered))
     return found
 
 
-def _both(turn: Context) -> tuple[list[Episode], list[Episode]]:
-    assert turn.legs is not None  # asked with legs
-    return turn.legs.semantic, turn.legs.keyword
-
-
-def _off(settings: RuntimeSettings) -> RuntimeSettings:
-    return replace(settings, time_aware="off")
-
-
-def pool(
-    dataset: str,
-    conversation: str,
-    question: Asked,
-    semantic: Sequence[Episode],
-    keyword: Sequence[Episode],
-    depth: int,
-) -> Pool:
+def pool(dataset: str, conversation: str, question: Asked, asked: Read, depth: int) -> Pool:
+    found = asked.gathered.found
+    semantic, keyword = found.get("semantic", []), found.get("keyword", [])
     cands = candidates(question.text, semantic[:depth], keyword[:depth])
     evidence = set(question.evidence)
     labels = np.array([float(e.id in evidence) for e in cands.episodes])
@@ -132,16 +111,12 @@ def pool(
         dataset,
         conversation,
         question,
-        [_bare(e) for e in semantic],
-        [_bare(e) for e in keyword],
+        asked.bare(),
         [e.id for e in cands.episodes],
         cands.matrix,
         labels,
+        asked.ms,
     )
-
-
-def _bare(episode: Episode) -> Episode:
-    return replace(episode, search_text="", context_text="", metadata={})
 
 
 def fit(
@@ -241,24 +216,16 @@ def cross_validated(
                 ranked[index][limits[-1]] = rank_ids(ranker, held, limits[-1])
                 held.latency_ms += (time.perf_counter() - started) * 1000
                 if deep is not None:
-                    text = held.question.text
-                    deep[index] = rank_learned(
-                        text, held.semantic, held.keyword, ranker, PACK_DEPTH
-                    )
+                    deep[index] = replayed(held.read, BUDGETED, ranker).fused
         if progress:
             progress(held_out[1])
     return ranked
 
 
-def deep_list(ranker: Ranker, held: Pool) -> list[FusedEpisode]:
-    """The pool as a budgeted learned turn fuses it: the list packing chooses from."""
-    return rank_learned(held.question.text, held.semantic, held.keyword, ranker, PACK_DEPTH)
-
-
 def rank_ids(ranker: Ranker, held: Pool, limit: int) -> list[int]:
     """The memories a learned turn at `semanticLimit` `limit` gets from this pool."""
-    fused = rank_learned(held.question.text, held.semantic, held.keyword, ranker, limit)
-    return [f.episode.id for f in fused]
+    turn = replayed(held.read, replace(LEARNED, semantic_limit=limit), ranker)
+    return [f.episode.id for f in turn.memories]
 
 
 class LearnedEval:
@@ -275,9 +242,14 @@ class LearnedEval:
         self.pools: list[Pool] = []
         self.packed = Packed(Learned.packer)  # every set's budgeted turns, once scored
 
-    def collect(self, chat: Imported, dataset: str, conversation: str) -> None:
-        found = pools_of(chat, dataset, conversation, self.embedder, self.depth, self.base)
-        self.pools += found
+    def collect(
+        self, chat: Imported, dataset: str, conversation: str, reads: Sequence[Read]
+    ) -> None:
+        """The pools of a conversation the eval read (`reads`: each question's deepest)."""
+        shared = reads if self.depth == PACK_DEPTH else None  # else read at its own depth
+        self.pools += pools_of(
+            chat, dataset, conversation, self.embedder, self.depth, self.base, shared
+        )
 
     def rows(
         self, results: Sequence[dict[str, Any]], ks: Sequence[int], progress: Callable[[str], None]

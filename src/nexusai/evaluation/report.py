@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from nexusai.embedders import Embedder, create_embedder
 from nexusai.evaluation.budgets import BUDGETS, SOURCES
 from nexusai.evaluation.calibration import standing_floor
 from nexusai.evaluation.datasets import EvalSet
-from nexusai.evaluation.harness import Imported, budget_rows, evaluate, plot
+from nexusai.evaluation.harness import Also, budget_rows, evaluate, plot
 from nexusai.evaluation.learned import LearnedEval
 from nexusai.orchestration.modes import RRF, Learned
 from nexusai.orchestration.packing import PlacedWorth
@@ -179,7 +179,7 @@ def _with_progress(
     embedder: Embedder,
     options: EvalOptions,
     extra: Sequence[tuple[float, float]],
-    also: Callable[[Imported, str, str], None] | None,
+    also: Also | None,
 ) -> dict[str, Any]:
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task(

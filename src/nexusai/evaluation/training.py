@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from rich.table import Table
 from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
 from nexusai.evaluation.datasets import EvalSet
-from nexusai.evaluation.harness import SWEEP, imported
+from nexusai.evaluation.harness import SWEEP, imported, replayed
 from nexusai.evaluation.learned import (
     DEPTH,
     PARAMS,
@@ -28,8 +28,7 @@ from nexusai.evaluation.learned import (
     rank_ids,
 )
 from nexusai.evaluation.metrics import recall_at
-from nexusai.orchestration.fusion import fuse_ranked
-from nexusai.orchestration.retrieval import keyword_rows
+from nexusai.orchestration.settings import DEFAULTS
 from nexusai.ranking.model import Ranker, save
 
 KS = (5, 10, 20)
@@ -133,12 +132,12 @@ def _alone_and_across(
 def _rrf_recall(pools: Sequence[Pool], weights: tuple[float, float]) -> dict[str, float]:
     """recall@k of a turn at semanticLimit k (the semantic leg's k, the keyword leg's 2k)."""
     out = {}
+    pair = replace(DEFAULTS, semantic_weight=weights[0], keyword_weight=weights[1])
     for k in KS:
         total = 0.0
         for p in pools:
-            keyword = p.keyword[: keyword_rows(k)]  # the rows an RRF turn asks at k
-            fused = fuse_ranked(p.semantic[:k], keyword, weights[0], weights[1], k)
-            total += recall_at([f.episode.id for f in fused], p.question.evidence, k)
+            turn = replayed(p.read.at(k), replace(pair, semantic_limit=k))
+            total += recall_at([f.episode.id for f in turn.memories], p.question.evidence, k)
         out[str(k)] = total / max(len(pools), 1)
     return out
 

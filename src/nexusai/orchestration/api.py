@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import partial
 from typing import Annotated, Any, Literal
 
@@ -18,7 +18,7 @@ from nexusai.errors import InvalidInput
 from nexusai.http import StrictJSONRoute, errors
 from nexusai.idempotency import answered_once
 from nexusai.keywords import query_terms
-from nexusai.models import Scope
+from nexusai.models import Episode, Scope
 from nexusai.orchestration.chat import (
     ChatFailed,
     chat_events,
@@ -31,10 +31,10 @@ from nexusai.orchestration.chat import (
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.learned import probability
-from nexusai.orchestration.retrieval import Legs
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SETTINGS, Value
 from nexusai.orchestration.turn import TurnRequest
+from nexusai.orchestration.turn.sources import SOURCES
 from nexusai.schemas import (
     ChatOut,
     ContextOut,
@@ -109,7 +109,15 @@ class TurnIn(StrictCamelModel):
         """The turn this body asks for (`checked` first), in the session's `scope` when the
         key's check read it."""
         rule = None if self.filter is None else self.filter.to_filter()
-        return TurnRequest(self.session_id, self.message, rule, self.now, explain, legs, scope)
+        return TurnRequest(
+            self.session_id,
+            self.message,
+            rule=rule,
+            now=self.now,
+            explain=explain,
+            legs=legs,
+            scope=scope,
+        )
 
     def checked(self, request: Request) -> Scope | None:
         """The session's scope when the key's check read it, once the message is checked."""
@@ -144,8 +152,8 @@ class ChatIn(TurnIn):
     stream: bool = Field(default=False, description="Stream the reply as server-sent events")
 
 
-def legs_out(message: str, legs: Legs) -> LegsOut:
-    semantic, keyword = legs.semantic, legs.keyword
+def legs_out(message: str, legs: Mapping[str, list[Episode]]) -> LegsOut:
+    semantic, keyword = legs["semantic"], legs["keyword"]
     episodes = {episode.id: episode for episode in [*semantic, *keyword]}
     return LegsOut(
         semantic=[episode.id for episode in semantic],
@@ -250,8 +258,9 @@ def post_context(request: Request, response: Response, body: ContextIn) -> Conte
     apply to this turn only; with a `contextBudget` each memory has `tokens` (and, when
     cut, `excerpt`) and the context `tokens` and `budget`; `filter` keeps the turn to the
     episodes it keeps, inside both searches; `now` is the turn's own time (`timeAware`).
-    The `Server-Timing` header says where the turn's time went (ms): embed, semantic,
-    keyword (the legs run at the same time), standing, fuse, pack, entities, shape."""
+    The `Server-Timing` header says where the turn's time went (ms): embed, each source's
+    search (semantic, keyword, standing-read: they run at the same time, beside the entity
+    search), standing (ranking the standing ones), fuse, pack, shape."""
     started = time.perf_counter()
     scope = body.checked(request)
     context = orchestration_of(request).context(
@@ -267,14 +276,14 @@ def post_context(request: Request, response: Response, body: ContextIn) -> Conte
     return out
 
 
+# Server-Timing's steps, in the order a turn takes them: each source's comes from the source.
 TIMED_STEPS = (
     "embed",
-    "semantic",
-    "keyword",
+    *(source.step for source in SOURCES),
+    "entities",
     "standing",
     "fuse",
     "pack",
-    "entities",
     "shape",
     "total",
 )

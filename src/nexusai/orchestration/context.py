@@ -1,17 +1,17 @@
-"""A turn's context: what the LLM sees for one turn (`turn.execute` assembles it). The
-message is embedded once, and that one vector serves every source and the entity search."""
+"""A turn's context: what the LLM sees for one turn (`turn.assemble` makes it). The message
+is embedded once, and that one vector serves every source and the entity search."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from nexusai.models import Entity, Episode
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.retrieval import Legs
 from nexusai.timewords import TimeWindow
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Context:
     session_id: int
     message: str
@@ -21,11 +21,11 @@ class Context:
     # Pinned episodes and the user's rules and preferences (`orchestration/standing.py`).
     standing: list[FusedEpisode] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    legs: Legs | None = None  # both legs' full lists, when asked for
+    # Both legs' full lists by name ("semantic", "keyword"), when asked for.
+    legs: Mapping[str, list[Episode]] | None = None
     timings: dict[str, float] = field(default_factory=dict)  # ms per step, for Server-Timing
     budget: int = 0  # the contextBudget the memories were packed into (0: none)
     window: TimeWindow | None = None  # the time the message named, searched within (timeAware)
-    # What packing chose from: fusion's list and the standing candidates (`nexus eval` packs
-    # them again at other budgets).
+    # What packing chose from: fusion's list and the standing ones carried.
     fused: list[FusedEpisode] = field(default_factory=list)
     standing_candidates: list[FusedEpisode] = field(default_factory=list)

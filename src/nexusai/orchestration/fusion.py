@@ -1,15 +1,16 @@
-"""Weighted Reciprocal Rank Fusion of the semantic and keyword rankings. Pure: no I/O.
+"""Weighted Reciprocal Rank Fusion of named rankings (the spec's two legs, and any source
+given a weight). Pure: no I/O.
 
-    RRF(d) = w_semantic / (k + rank_semantic(d)) + w_keyword / (k + rank_keyword(d))
+    RRF(d) = sum over lists L of  w_L / (k + rank_L(d))
 
 Ranks are 1-based; a list an episode is absent from adds nothing. The spec guards only the
-keyword side against score-0 bleed-through; both are guarded here, so a strategy whose
+keyword side against score-0 bleed-through; every list is guarded here, so a source whose
 weight is 0 brings no episode into the result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -47,6 +48,38 @@ class FusedEpisode:
         return self.episode.content[start:end]
 
 
+def fuse_weighted(
+    lists: Mapping[str, Sequence[Episode]], weights: Mapping[str, float], limit: int
+) -> list[FusedEpisode]:
+    """Weighted RRF over any number of named lists, best first, at most `limit`: a list
+    adds `weights[name] / (k + rank)` for each episode it holds, and a list without a
+    weight above 0 adds nothing. The sums run in `lists`' order (so that a score is the
+    same float every time). Ties go to the better single rank, then the lower id, so the
+    order never depends on chance."""
+    k = RETRIEVAL.RRF_K
+    scores: dict[int, float] = {}
+    episodes: dict[int, Episode] = {}
+    ranks: dict[str, dict[int, int]] = {name: {} for name in lists}
+    for name, ranked in lists.items():
+        weight, first = weights.get(name, 0.0), ranks[name]
+        for rank, episode in enumerate(ranked, start=1):
+            first.setdefault(episode.id, rank)
+            contribution = weight / (k + rank)
+            if contribution > 0 and rank == first[episode.id]:
+                scores[episode.id] = scores.get(episode.id, 0.0) + contribution
+                episodes.setdefault(episode.id, episode)
+
+    def order(episode_id: int) -> tuple[float, int, int]:
+        best = min(found[episode_id] for found in ranks.values() if episode_id in found)
+        return (-scores[episode_id], best, episode_id)
+
+    semantic, keyword = ranks.get("semantic", {}), ranks.get("keyword", {})
+    return [
+        FusedEpisode(episodes[i], scores[i], semantic.get(i), keyword.get(i))
+        for i in sorted(scores, key=order)[: max(limit, 0)]
+    ]
+
+
 def fuse_ranked(
     semantic: Sequence[Episode],
     keyword: Sequence[Episode],
@@ -54,30 +87,6 @@ def fuse_ranked(
     keyword_weight: float,
     limit: int,
 ) -> list[FusedEpisode]:
-    """Fused episodes with their score and ranks, best first, at most `limit`. Ties go to
-    the better single rank, then the lower id, so the order never depends on chance."""
-    k = RETRIEVAL.RRF_K
-    scores: dict[int, float] = {}
-    episodes: dict[int, Episode] = {}
-    ranks: dict[str, dict[int, int]] = {"semantic": {}, "keyword": {}}
-    for side, ranked, weight in (
-        ("semantic", semantic, semantic_weight),
-        ("keyword", keyword, keyword_weight),
-    ):
-        for rank, episode in enumerate(ranked, start=1):
-            ranks[side].setdefault(episode.id, rank)
-            contribution = weight / (k + rank)
-            if contribution > 0 and rank == ranks[side][episode.id]:
-                scores[episode.id] = scores.get(episode.id, 0.0) + contribution
-                episodes.setdefault(episode.id, episode)
-
-    def order(episode_id: int) -> tuple[float, int, int]:
-        best = min(
-            ranks["semantic"].get(episode_id, 10**9), ranks["keyword"].get(episode_id, 10**9)
-        )
-        return (-scores[episode_id], best, episode_id)
-
-    return [
-        FusedEpisode(episodes[i], scores[i], ranks["semantic"].get(i), ranks["keyword"].get(i))
-        for i in sorted(scores, key=order)[: max(limit, 0)]
-    ]
+    """The spec's fusion of its two legs: `fuse_weighted` over them."""
+    lists = {"semantic": semantic, "keyword": keyword}
+    return fuse_weighted(lists, {"semantic": semantic_weight, "keyword": keyword_weight}, limit)

@@ -1,29 +1,28 @@
-"""The fusion modes, one object each: what a mode needs from the two legs, and how it
-fuses what they found. A turn's plan (`turn.plan`) asks the mode the `fusion` setting
-names, and its executor fuses with it, for every face and `nexus eval` alike.
+"""The fusion modes, one object each: what a mode needs of the sources, how it fuses what
+they found, and what it warns of. A turn's plan (`turn.plan`) asks the mode the `fusion`
+setting names, and `turn.assemble` fuses with it, for every face and `nexus eval` alike.
 
-A new mode is a class here with `asks` and `fuse`, and its line in `MODES`.
+A new mode is a class here with `asks` and `fuse`, and its line in `MODES`. Modes take
+plain values, not the settings: the settings take their `fusion` choices from `MODES`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from nexusai.orchestration.fusion import FusedEpisode, fuse_ranked
+from nexusai.models import Episode
+from nexusai.orchestration.fusion import FusedEpisode, fuse_weighted
 from nexusai.orchestration.learned import rank_learned
-from nexusai.orchestration.packing import PACK_DEPTH
 from nexusai.ranking.model import Ranker, shipped
 
-if TYPE_CHECKING:  # settings takes its `fusion` choices from MODES, below
-    from nexusai.orchestration.retrieval import Legs
-    from nexusai.orchestration.settings import RuntimeSettings
+Found = Mapping[str, Sequence[Episode]]  # each fused source's candidates, by its name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Asks:
-    """What a mode needs of the legs for one turn."""
+    """What a mode needs of the sources for one turn."""
 
     depth: int  # rows each leg is asked for
     both: bool  # both legs, whatever their weights
@@ -39,43 +38,59 @@ class FusionMode(ABC):
     packer: str  # how a budgeted turn packs what it fuses (`packing.PACKERS`)
 
     @abstractmethod
-    def asks(self, settings: RuntimeSettings, legs: bool) -> Asks:
-        """With `legs`, both legs are asked in full (a client re-fuses them)."""
+    def asks(self, pool: int, legs: bool, recent: int) -> Asks:
+        """For a turn whose packing chooses from `pool` memories and whose prompt holds
+        `recent` turns; with `legs`, both legs are asked in full (a client re-fuses them)."""
 
     @abstractmethod
     def fuse(
-        self, message: str, found: Legs, settings: RuntimeSettings, limit: int, explain: bool
+        self,
+        message: str,
+        found: Found,
+        weights: Mapping[str, float],
+        limit: int,
+        explain: bool,
     ) -> list[FusedEpisode]:
         """The fused memories, best first, at most `limit`."""
 
-
-def pool_limit(settings: RuntimeSettings) -> int:
-    """How many fused memories packing chooses from: the spec's `semanticLimit` without a
-    budget, a deeper list with one."""
-    if settings.context_budget <= 0:
-        return settings.semantic_limit
-    return max(settings.semantic_limit, PACK_DEPTH)
+    def warnings(self, embedder: str, weights: Mapping[str, float]) -> list[str]:
+        """What a turn in this mode says of its settings before it searches."""
+        return []
 
 
 class RRF(FusionMode):
-    """The spec's weighted Reciprocal Rank Fusion, both sides guarded."""
+    """The spec's weighted Reciprocal Rank Fusion, every list guarded: each source with a
+    weight counts by it."""
 
     name = "rrf"
     packer = "placed"  # its scores say the order: worth is read from the place
 
-    def asks(self, settings: RuntimeSettings, legs: bool) -> Asks:
-        limit = pool_limit(settings)
-        return Asks(limit, legs, None, limit)
+    def asks(self, pool: int, legs: bool, recent: int) -> Asks:
+        return Asks(depth=pool, both=legs, headroom=None, limit=pool)
 
     def fuse(
-        self, message: str, found: Legs, settings: RuntimeSettings, limit: int, explain: bool
+        self,
+        message: str,
+        found: Found,
+        weights: Mapping[str, float],
+        limit: int,
+        explain: bool,
     ) -> list[FusedEpisode]:
-        weights = (settings.semantic_weight, settings.keyword_weight)
-        return fuse_ranked(found.semantic, found.keyword, *weights, limit)
+        return fuse_weighted(found, weights, limit)
+
+    def warnings(self, embedder: str, weights: Mapping[str, float]) -> list[str]:
+        if any(weights.values()):
+            return []
+        # Within the spec's ranges, so allowed; but a turn with no memories says why.
+        return [
+            "semanticWeight and keywordWeight are both 0, so no memories are retrieved:"
+            " set one above 0 (PATCH /settings)"
+        ]
 
 
 class Learned(FusionMode):
-    """The learned ranker over both legs' deeper lists; every third place RRF (1, 1)'s."""
+    """The learned ranker over both legs' deeper lists (read by name); every third place
+    RRF (1, 1)'s."""
 
     name = "learned"
     packer = "dense"  # its scores are probabilities: worth per token can be weighed
@@ -83,23 +98,40 @@ class Learned(FusionMode):
     def __init__(self, ranker: Ranker) -> None:
         self.ranker = ranker
 
-    def asks(self, settings: RuntimeSettings, legs: bool) -> Asks:
-        headroom = None if legs else settings.recent_limit
-        return Asks(self.ranker.depth, True, headroom, pool_limit(settings))
+    def asks(self, pool: int, legs: bool, recent: int) -> Asks:
+        headroom = None if legs else recent
+        return Asks(depth=self.ranker.depth, both=True, headroom=headroom, limit=pool)
 
     def fuse(
-        self, message: str, found: Legs, settings: RuntimeSettings, limit: int, explain: bool
+        self,
+        message: str,
+        found: Found,
+        weights: Mapping[str, float],
+        limit: int,
+        explain: bool,
     ) -> list[FusedEpisode]:
-        return rank_learned(message, found.semantic, found.keyword, self.ranker, limit, explain)
+        semantic, keyword = found.get("semantic", []), found.get("keyword", [])
+        return rank_learned(message, semantic, keyword, self.ranker, limit, explain)
+
+    def warnings(self, embedder: str, weights: Mapping[str, float]) -> list[str]:
+        trained = self.ranker.trained_on.get("embedder", embedder)
+        if trained == embedder:
+            return []
+        return [
+            f"the learned ranker was trained on {trained}'s vectors and this service"
+            f" embeds with {embedder}, so its order is not what was measured: train"
+            " one for this embedder (nexus ranker train) and point NEXUS_RANKER at it"
+        ]
 
 
-def fusion_mode(settings: RuntimeSettings, ranker: Ranker | None = None) -> FusionMode:
-    """The mode the `fusion` setting names; `ranker` for the learned one (the shipped one
-    when None)."""
-    if settings.fusion == Learned.name:
-        return Learned(ranker or shipped())
-    return RRF()
+# Every mode by name, the spec's first: the `fusion` setting takes its choices and default
+# from here. A factory gets the ranker a learned mode is to use (None: the shipped one).
+MODES: dict[str, Callable[[Ranker | None], FusionMode]] = {
+    RRF.name: lambda ranker: RRF(),
+    Learned.name: lambda ranker: Learned(ranker or shipped()),
+}
 
 
-# Every mode, by name: the `fusion` setting takes its choices and default from here.
-MODES: tuple[str, ...] = (RRF.name, Learned.name)
+def fusion_mode(name: str, ranker: Ranker | None = None) -> FusionMode:
+    """The mode `name` (the `fusion` setting) names; `ranker` for the learned one."""
+    return MODES[name](ranker)

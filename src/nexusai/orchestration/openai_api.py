@@ -197,7 +197,7 @@ def _turn(
     check_message(request, message, "messages: the last user message")
     llm = require_llm(orchestration.llm)  # after the input's own 4xx, before any write
     rule = None if asked.filter is None else asked.filter.to_filter()
-    turn = TurnRequest(session_id, message, rule, asked.now, scope=scope)
+    turn = TurnRequest(session_id, message, rule=rule, now=asked.now, scope=scope)
     context = orchestration.context(turn, asked.settings)
     messages = _with_memories(context, asked.messages)
     model = None if asked.model == OUR_MODEL else asked.model

@@ -157,10 +157,10 @@ SETTINGS: tuple[Setting, ...] = (
         str,
         0,
         0,
-        MODES[0],  # the spec's RRF
+        next(iter(MODES)),  # the spec's RRF
         "How the two legs become one list: the spec's weighted RRF, or the learned ranker"
         " (both legs asked deeper, every candidate scored; the weights then do nothing)",
-        choices=MODES,
+        choices=tuple(MODES),
     ),
 )
 BY_NAME = {s.name: s for s in SETTINGS}

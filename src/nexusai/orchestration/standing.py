@@ -38,18 +38,6 @@ _VECTORS_MAX = 20_000
 _VECTORS_LOCK = threading.Lock()  # turns run in many threads; an OrderedDict is not safe
 
 
-def standing_candidates(
-    found: Sequence[Episode],
-    embedder: Embedder,
-    vector: Vector | None,
-    limit: int,
-    floor: float = 0.0,
-) -> list[FusedEpisode]:
-    """The standing memories a turn carries of `found`: `carried` of them ranked by the
-    message (without a vector, the newest `limit` recognised ones, no floor)."""
-    return carried(ranked(found, embedder, vector), limit, floor if vector is not None else 0.0)
-
-
 def ranked(
     found: Sequence[Episode], embedder: Embedder, vector: Vector | None
 ) -> list[FusedEpisode]:

@@ -1,13 +1,26 @@
 """One turn, for every face, `nexus eval` and ranker training: a `TurnRequest`, a pure
-`plan` of it under the settings and fusion mode, and the one `execute` that runs it.
+`plan` of it, `gather` (all the I/O) and a pure `assemble`.
 
-    request --plan(settings, mode)--> TurnPlan --execute(memory, embedder)--> Context
+    request --plan(settings, mode)--> TurnPlan --gather(memory, embedder)--> Gathered
+    (TurnPlan, Gathered) --assemble--> Context
 
-A new candidate source is one module beside `sources.py`'s and one line in `SOURCES`.
+A new candidate source is one class in `sources.py` (or a module beside it) and one line
+in `SOURCES`; a new fusion mode is one class in `modes.py` and one line in `MODES`.
 """
 
+from nexusai.orchestration.turn.assemble import assemble
 from nexusai.orchestration.turn.execute import execute, run_turn
+from nexusai.orchestration.turn.gather import Gathered, gather
 from nexusai.orchestration.turn.plan import TurnPlan, plan
 from nexusai.orchestration.turn.request import TurnRequest
 
-__all__ = ["TurnPlan", "TurnRequest", "execute", "plan", "run_turn"]
+__all__ = [
+    "Gathered",
+    "TurnPlan",
+    "TurnRequest",
+    "assemble",
+    "execute",
+    "gather",
+    "plan",
+    "run_turn",
+]

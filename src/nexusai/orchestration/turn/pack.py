@@ -8,21 +8,20 @@ from collections.abc import Sequence
 
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.layout import block_tokens
-from nexusai.orchestration.packing import PACKERS, pack_turn
+from nexusai.orchestration.packing import pack_turn
 from nexusai.orchestration.turn.plan import TurnPlan
 
 Packed = tuple[list[FusedEpisode], list[FusedEpisode], list[str]]
 
 
 def pack(turn: TurnPlan, fused: list[FusedEpisode], standing: Sequence[FusedEpisode]) -> Packed:
-    """(standing ones kept, memories, warnings): packing by the mode's packer into the
+    """(standing ones kept, memories, warnings): packing by the plan's packer into the
     budget (at most `memoryLimit` memories; without a budget, the spec's first
     `semanticLimit`), the memories then in the plan's order (`memoryOrder`)."""
     settings = turn.settings
     budget = settings.context_budget
     limit = settings.memory_limit if budget > 0 else settings.semantic_limit
-    packer = PACKERS[turn.mode.packer]
-    kept, memories = pack_turn(fused, standing, turn.message, budget, limit, packer)
+    kept, memories = pack_turn(fused, standing, turn.message, budget, limit, turn.packer)
     if turn.order == "time":
         memories = sorted(memories, key=lambda f: (f.episode.occurred_at, f.episode.id))
     return kept, memories, _left_out(budget, fused, standing, kept, memories)

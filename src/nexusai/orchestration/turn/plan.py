@@ -1,22 +1,26 @@
-"""A turn's plan: everything the settings and the fusion mode decide about it, before any
-I/O. Pure, so that what a turn will do can be read (and tested) without running it."""
+"""A turn's plan: everything the settings, the fusion mode and the sources decide about
+it, before any I/O. Pure, so that what a turn will do can be read (and tested) without a
+store or a model: the filter after `timeAware`, the sources asked and how deep, whether
+the message is embedded, each fused source's weight, the packer and the order."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from nexusai.embedders import Embedder, Vector
-from nexusai.models import EpisodeFilter, Scope
+from nexusai.embedders import Vector
+from nexusai.models import EpisodeFilter, Scope, to_utc_text
 from nexusai.orchestration.memory_client import MemoryClient
-from nexusai.orchestration.modes import FusionMode, Learned
-from nexusai.orchestration.retrieval import LegQuery, wants_keyword, within_named_time
+from nexusai.orchestration.modes import FusionMode
+from nexusai.orchestration.packing import PACK_DEPTH, PACKERS, Packer
 from nexusai.orchestration.settings import RuntimeSettings
-from nexusai.orchestration.turn.request import TurnRequest
-from nexusai.timewords import TimeWindow, asks_for_order
+from nexusai.orchestration.turn.request import LegQuery, TurnRequest
+from nexusai.orchestration.turn.sources import BY_NAME, SOURCES
+from nexusai.timewords import TimeWindow, asks_for_order, named_window
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TurnPlan:
     request: TurnRequest
     settings: RuntimeSettings
@@ -25,20 +29,23 @@ class TurnPlan:
     window: TimeWindow | None  # that time (timeAware), or None
     depth: int  # rows each leg is asked for
     headroom: int | None  # rows the keyword leg asks past `depth` (None: the spec's, depth)
-    semantic: bool  # whether the semantic leg is asked
-    keyword: bool  # whether the keyword leg is asked
+    sources: tuple[str, ...]  # the sources asked, in `SOURCES`' order
+    weights: dict[str, float]  # each fused source's weight (RRF reads them)
     embed: bool  # whether the message is embedded here (not given, and something reads it)
-    fused: int  # how many memories fusion gives packing
+    pool: int  # how many memories fusion gives packing
+    packer: Packer  # how a budgeted turn packs them (the mode's; the eval gives fitted ones)
     order: str  # the memories' order: "rank" or "time" (`memoryOrder`, "auto" resolved)
 
     @property
     def message(self) -> str:
         return self.request.message
 
-    @property
-    def keeps_legs(self) -> bool:
-        """Whether the turn's answer carries both legs' lists."""
-        return self.request.legs
+    def asks(self, source: str) -> bool:
+        return source in self.sources
+
+    def fused(self) -> tuple[str, ...]:
+        """The sources asked that fusion reads, in the order it sums them."""
+        return tuple(name for name in self.sources if name in self.weights)
 
     def leg_query(
         self,
@@ -50,62 +57,69 @@ class TurnPlan:
         """What every source of the turn searches with: one scope, one filter, the recent
         turns left out."""
         return LegQuery(
-            memory,
-            self.message,
-            vector,
-            scope.session_ids,
-            list(recent_ids),
-            self.depth,
-            self.settings.keyword_budget,
-            scope.every_session,
-            self.headroom,
-            self.rule,
+            memory=memory,
+            query=self.message,
+            query_vector=vector,
+            session_ids=scope.session_ids,
+            recent_ids=list(recent_ids),
+            limit=self.depth,
+            keyword_budget=self.settings.keyword_budget,
+            every_session=scope.every_session,
+            headroom=self.headroom,
+            rule=self.rule,
         )
 
-    def warnings(self, embedder: Embedder) -> list[str]:
-        """What the turn says of its settings before it searches."""
-        said = []
-        ranker = self.mode.ranker if isinstance(self.mode, Learned) else None
-        trained = ranker.trained_on.get("embedder", embedder.name) if ranker else embedder.name
-        if trained != embedder.name:
-            said.append(
-                f"the learned ranker was trained on {trained}'s vectors and this service"
-                f" embeds with {embedder.name}, so its order is not what was measured: train"
-                " one for this embedder (nexus ranker train) and point NEXUS_RANKER at it"
-            )
-        weights = (self.settings.semantic_weight, self.settings.keyword_weight)
-        if weights == (0, 0) and ranker is None:
-            # Within the spec's ranges, so allowed; but a turn with no memories says why.
-            said.append(
-                "semanticWeight and keywordWeight are both 0, so no memories are retrieved:"
-                " set one above 0 (PATCH /settings)"
-            )
-        return said
+    def warnings(self, embedder: str) -> list[str]:
+        """What the turn says of its settings before it searches (`embedder`: the name of
+        the one that embeds the message)."""
+        return self.mode.warnings(embedder, self.weights)
 
 
 def plan(settings: RuntimeSettings, request: TurnRequest, mode: FusionMode) -> TurnPlan:
-    """The turn as these settings and this mode would run it: the filter after
-    `timeAware`, each leg's depth and headroom, which legs are asked, whether the message
-    is embedded."""
+    """The turn as these settings and this mode would run it."""
     rule, window = within_named_time(settings, request.message, request.now, request.rule)
-    asks = mode.asks(settings, request.legs)
+    asks = mode.asks(pool_limit(settings), request.legs, settings.recent_limit)
     both = request.legs or asks.both
-    semantic = both or settings.semantic_weight > 0
-    wanted = semantic or settings.entity_limit > 0
+    sources = tuple(s.name for s in SOURCES if s.wanted(settings, both))
+    reads = any(BY_NAME[n].reads_vector(settings) for n in sources) or settings.entity_limit > 0
+    weights = {s.name: w for s in SOURCES if (w := s.weight(settings)) is not None}
     return TurnPlan(
-        request,
-        settings,
-        mode,
-        rule,
-        window,
-        asks.depth,
-        asks.headroom,
-        semantic,
-        wants_keyword(settings, both),
-        wanted and request.vector is None,
-        asks.limit,
-        _order(settings.memory_order, request.message),
+        request=request,
+        settings=settings,
+        mode=mode,
+        rule=rule,
+        window=window,
+        depth=asks.depth,
+        headroom=asks.headroom,
+        sources=sources,
+        weights=weights,
+        embed=reads and request.vector is None,
+        pool=asks.limit,
+        packer=PACKERS[mode.packer],
+        order=_order(settings.memory_order, request.message),
     )
+
+
+def pool_limit(settings: RuntimeSettings) -> int:
+    """How many fused memories packing chooses from: the spec's `semanticLimit` without a
+    budget, a deeper list with one."""
+    if settings.context_budget <= 0:
+        return settings.semantic_limit
+    return max(settings.semantic_limit, PACK_DEPTH)
+
+
+def within_named_time(
+    settings: RuntimeSettings, message: str, now: datetime | None, rule: EpisodeFilter | None
+) -> tuple[EpisodeFilter | None, TimeWindow | None]:
+    """With `timeAware` "filter", the turn's filter narrowed to the time its message names
+    (read against `now`, the clock's when None), and that time; else the filter as given."""
+    window = (
+        None if settings.time_aware == "off" else named_window(message, now or datetime.now(UTC))
+    )
+    if window is None:
+        return rule, None
+    start, end = to_utc_text(window.start), to_utc_text(window.end)
+    return (rule or EpisodeFilter()).narrowed(start, end), window
 
 
 def _order(setting: str, message: str) -> str:

@@ -1,0 +1,151 @@
+"""The first half of a turn: all of its I/O, at once where it can be. The scope, the recent
+turns and the sources that need no vector start while the message is embedded; then the
+sources that search by the vector and the entity search run side by side. What they give
+is a `Gathered`, which `assemble` turns into the context without touching a store, so that
+the eval and the ranker's training gather a question once and assemble it many ways."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from nexusai.embedders import Embedder, Vector
+from nexusai.models import Entity, Episode, Scope
+from nexusai.observability import EMBED_SECONDS, stopwatch, timed
+from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.memory_client import MemoryClient
+from nexusai.orchestration.standing import ranked
+from nexusai.orchestration.turn.plan import TurnPlan
+from nexusai.orchestration.turn.request import LegQuery
+from nexusai.orchestration.turn.sources import BY_NAME, Source
+
+log = logging.getLogger("nexusai.context")
+
+# Work that waits on I/O (SQLite, Qdrant, or the memory service over HTTP) runs beside
+# other work of the same turn, so a turn costs the slower of the two, not the sum.
+POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="nexus-turn")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gathered:
+    """What a turn's I/O gave: the scope and the vector it searched with, the recent turns,
+    each source's candidates without them, the standing ones ranked by the message, the
+    entities, and what it said and how long each step took."""
+
+    scope: Scope
+    vector: Vector | None
+    embedder: str  # the name of the embedder the turn's vector is (or would be) made by
+    recent: list[Episode]
+    found: dict[str, list[Episode]]
+    standing: list[FusedEpisode]  # pinned, then the recognised ones nearest the message
+    entities: list[Entity]
+    warnings: list[str]
+    timings: dict[str, float]
+
+
+def gather(turn: TurnPlan, memory: MemoryClient, embedder: Embedder) -> Gathered:
+    """Everything the plan asks to be read, each source's rows without the recent turns
+    the prompt holds (the one place they are dropped)."""
+    timings: dict[str, float] = {}
+    request, settings = turn.request, turn.settings
+    scope_call = (
+        _known(request.scope) if request.scope else POOL.submit(memory.scope, request.session_id)
+    )
+    recent_call = (
+        POOL.submit(memory.recent_episodes, request.session_id, settings.recent_limit)
+        if settings.recent_limit
+        else None
+    )
+    sources = [BY_NAME[name] for name in turn.sources]
+    early = {
+        s.name: _started(s, lambda: turn.leg_query(memory, scope_call.result()), timings)
+        for s in sources
+        if s.early
+    }
+    warnings: list[str] = []
+    vector = request.vector
+    if turn.embed:
+        with stopwatch(timings, "embed"):
+            vector = embed_query(embedder, turn.message)
+        if vector is None:
+            warnings.append("the embedder failed: only keyword memories this turn")
+    scope = scope_call.result()  # NotFound for an unknown session
+    if rebuilding := memory.vectors_rebuilding():
+        warnings.append(
+            f"the vector index is being rebuilt: {rebuilding} episodes are found by keyword"
+            " only until it ends"
+        )
+    recent = recent_call.result() if recent_call else []
+    asked = turn.leg_query(memory, scope, vector, [episode.id for episode in recent])
+    late = {s.name: POOL.submit(_clocked, s, asked, timings) for s in sources if not s.early}
+    entities = _entities(turn, asked, timings)
+    found = {name: call.result() for name, call in {**early, **late}.items()}
+    found = _without_recent({name: found[name] for name in turn.sources}, recent)
+    with stopwatch(timings, "standing"):
+        standing = ranked(found.pop("standing", []), embedder, vector)
+    return Gathered(
+        scope=scope,
+        vector=vector,
+        embedder=embedder.name,
+        recent=recent,
+        found=found,
+        standing=standing,
+        entities=entities.result() if entities else [],
+        warnings=warnings,
+        timings=timings,
+    )
+
+
+def _entities(
+    turn: TurnPlan, asked: LegQuery, timings: dict[str, float]
+) -> Future[list[Entity]] | None:
+    """The entity search, beside the late sources: it needs only the vector and scope."""
+    limit = turn.settings.entity_limit
+    if limit <= 0:
+        return None
+
+    def search() -> list[Entity]:
+        with stopwatch(timings, "entities"):
+            return asked.memory.search_entities(asked.query_vector, asked.session_ids, limit)
+
+    return POOL.submit(search)
+
+
+def embed_query(embedder: Embedder, text: str) -> Vector | None:
+    """The query vector, or None when the embedder fails: the turn goes on without it."""
+    try:
+        with timed(EMBED_SECONDS):
+            return embedder.embed_query(text)
+    except Exception as exc:
+        log.warning("embedding the query failed, semantic and entity search sit out: %s", exc)
+        return None
+
+
+def _started(
+    source: Source, query: Callable[[], LegQuery], timings: dict[str, float]
+) -> Future[list[Episode]]:
+    """An early source in the pool, for a query made there (it waits for the scope, which
+    was submitted first, so already has a thread)."""
+    return POOL.submit(lambda: _clocked(source, query(), timings))
+
+
+def _clocked(source: Source, asked: LegQuery, timings: dict[str, float]) -> list[Episode]:
+    with stopwatch(timings, source.step):
+        return source.find(asked)
+
+
+def _without_recent(
+    found: dict[str, list[Episode]], recent: list[Episode]
+) -> dict[str, list[Episode]]:
+    """Every source's candidates without the turns the prompt holds (the semantic leg left
+    them out inside its query too, to fill its depth)."""
+    shown = {episode.id for episode in recent}
+    return {name: [e for e in rows if e.id not in shown] for name, rows in found.items()}
+
+
+def _known(scope: Scope) -> Future[Scope]:
+    known: Future[Scope] = Future()
+    known.set_result(scope)
+    return known

@@ -193,6 +193,11 @@ def pg_pool(pg_url: str) -> Iterator[ConnectionPool]:
         yield pool
 
 
+# What a test's own HTTP call to a live server waits for, past httpx's 5 s default: a busy
+# two-core machine running the whole suite has answered slower than that.
+HTTP_TIMEOUT = 30.0
+
+
 # The development sets, read where the workplace keeps them beside the checkout (never copied
 # into it: LoCoMo is non-commercial, BEAM states no licence). Written here once.
 DEV_DATA = Path(__file__).parents[2] / "shared" / "data"

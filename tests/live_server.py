@@ -17,6 +17,8 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from tests.conftest import HTTP_TIMEOUT
+
 
 @contextmanager
 def live_server(app: FastAPI) -> Iterator[str]:
@@ -58,7 +60,10 @@ def start_server(
     deadline = time.monotonic() + 120
     while True:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+            if (
+                httpx.get(f"http://127.0.0.1:{port}/health", timeout=HTTP_TIMEOUT).status_code
+                == 200
+            ):
                 return process
         except httpx.TransportError:
             pass

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import HTTP_TIMEOUT
 from tests.live_server import free_port, start_server
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
@@ -50,9 +51,11 @@ def test_refused_commands_touch_nothing_and_upkeep_stays_clean(tmp_path: Path) -
     service = start_server(data_dir, port, log=str(log))
     url = f"http://127.0.0.1:{port}"
     try:
-        sid = httpx.post(f"{url}/sessions", json={}).json()["id"]
+        sid = httpx.post(f"{url}/sessions", json={}, timeout=HTTP_TIMEOUT).json()["id"]
         turns = [{"speaker": "user", "content": f"turn {i} about the garden"} for i in range(20)]
-        assert httpx.post(f"{url}/sessions/{sid}/episodes", json={"episodes": turns}).is_success
+        assert httpx.post(
+            f"{url}/sessions/{sid}/episodes", json={"episodes": turns}, timeout=HTTP_TIMEOUT
+        ).is_success
         line = {"session": "s", "speaker": "user", "content": "hello"}
         (tmp_path / "one.jsonl").write_text(json.dumps(line) + "\n")
         before = _snapshot(data_dir / "vectors")
@@ -63,8 +66,10 @@ def test_refused_commands_touch_nothing_and_upkeep_stays_clean(tmp_path: Path) -
             assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # no traceback
         assert _snapshot(data_dir / "vectors") == before
         more = [{"speaker": "user", "content": "and one more about roses"}]
-        assert httpx.post(f"{url}/sessions/{sid}/episodes", json={"episodes": more}).is_success
-        assert httpx.get(f"{url}/health").json()["episodes"] == 21
+        assert httpx.post(
+            f"{url}/sessions/{sid}/episodes", json={"episodes": more}, timeout=HTTP_TIMEOUT
+        ).is_success
+        assert httpx.get(f"{url}/health", timeout=HTTP_TIMEOUT).json()["episodes"] == 21
     finally:
         service.terminate()
         service.wait(timeout=60)

@@ -15,7 +15,7 @@ from nexusai.llm import OpenAIChat
 from nexusai.memory.service import Memory
 from nexusai.models import NewEpisode
 from nexusai.orchestration.settings import SettingsStore
-from tests.conftest import SwitchableEmbedder
+from tests.conftest import HTTP_TIMEOUT, SwitchableEmbedder
 from tests.live_server import free_port
 
 
@@ -106,10 +106,11 @@ def test_settings_context_and_chat_against_a_running_service(
     ):
         import httpx
 
-        sid = httpx.post(f"{url}/sessions").json()["id"]
+        sid = httpx.post(f"{url}/sessions", timeout=HTTP_TIMEOUT).json()["id"]
         httpx.post(
             f"{url}/sessions/{sid}/episodes",
             json={"speaker": "user", "content": "I adopted a puppy called Biscuit"},
+            timeout=HTTP_TIMEOUT,
         )
         result = runner.invoke(
             cli, ["settings", "set", "keywordWeight=1", "recentLimit=0", "--url", url]
@@ -157,13 +158,15 @@ def test_context_takes_a_budget_a_filter_and_a_time_and_marks_excerpts(
     )
     runner = CliRunner()
     with live_server(create_app(config, embedder)) as url:
-        sid = httpx.post(f"{url}/sessions").json()["id"]
+        sid = httpx.post(f"{url}/sessions", timeout=HTTP_TIMEOUT).json()["id"]
         said = [
             {"speaker": "assistant", "content": long, "occurredAt": "2026-01-05T10:00:00Z"},
             {"speaker": "user", "content": "Miso likes tuna", "occurredAt": "2026-03-05T10:00:00Z"},
         ]
-        httpx.post(f"{url}/sessions/{sid}/episodes", json={"episodes": said})
-        httpx.patch(f"{url}/settings", json={"fusion": "learned", "recentLimit": 0})
+        httpx.post(f"{url}/sessions/{sid}/episodes", json={"episodes": said}, timeout=HTTP_TIMEOUT)
+        httpx.patch(
+            f"{url}/settings", json={"fusion": "learned", "recentLimit": 0}, timeout=HTTP_TIMEOUT
+        )
         asked = ["context", "--session", str(sid), "--url", url, "What is Miso allergic to?"]
         budgeted = runner.invoke(cli, [*asked, "--budget", "200"])
         assert budgeted.exit_code == 0, budgeted.output
@@ -175,6 +178,7 @@ def test_context_takes_a_budget_a_filter_and_a_time_and_marks_excerpts(
         served = httpx.post(
             f"{url}/context",
             json={"sessionId": sid, "message": asked[-1], "settings": {"contextBudget": 200}},
+            timeout=HTTP_TIMEOUT,
         ).json()
         assert prompt.output == served["prompt"] + "\n"  # the block, as the LLM gets it
         assert "5 March 2026\nuser: Miso likes tuna" in prompt.output
@@ -380,7 +384,12 @@ def test_projects_sessions_and_add_from_the_cli_with_a_key(
         pinned = runner.invoke(cli, ["pin", str(dog), *base])
         assert pinned.output == f"episode {dog} pinned\n"
         headers = {"Authorization": "Bearer k-1"}
-        assert httpx.get(f"{url}/episodes/{dog}", headers=headers).json()["pinned"] is True
+        assert (
+            httpx.get(f"{url}/episodes/{dog}", headers=headers, timeout=HTTP_TIMEOUT).json()[
+                "pinned"
+            ]
+            is True
+        )
         assert runner.invoke(cli, ["pin", str(dog), "--off", *base]).output.endswith("unpinned\n")
         assert "does not exist" in runner.invoke(cli, ["pin", "999", *base]).output
         missing = runner.invoke(cli, ["chat", "--session", "999", *base], input="hello\n")
@@ -473,7 +482,9 @@ def test_import_goes_through_a_running_service_with_url(
         sent = CliRunner().invoke(cli, ["import", "--url", url, str(data), "--project", "p"])
         assert sent.exit_code == 0, sent.output
         assert "1 episodes" in sent.output
-        found = httpx.get(f"{url}/episodes/search", params={"q": "Lisbon"}).json()
+        found = httpx.get(
+            f"{url}/episodes/search", params={"q": "Lisbon"}, timeout=HTTP_TIMEOUT
+        ).json()
         assert [e["content"] for e in found] == ["I live in Lisbon"]
 
 
@@ -562,7 +573,7 @@ def test_chat_exits_1_when_the_llm_fails(config: Config, embedder: SwitchableEmb
     ):
         import httpx
 
-        sid = httpx.post(f"{url}/sessions").json()["id"]
+        sid = httpx.post(f"{url}/sessions", timeout=HTTP_TIMEOUT).json()["id"]
         state.mode = "error"
         result = CliRunner().invoke(
             cli, ["chat", "--session", str(sid), "--url", url], input="hello\n\n"

@@ -26,7 +26,7 @@ from nexusai.embedders import Vector
 from nexusai.memory.service import Memory
 from nexusai.memory.vectors import EdgeVectorIndex, VectorPoint
 from nexusai.models import NewEpisode
-from tests.conftest import SwitchableEmbedder
+from tests.conftest import HTTP_TIMEOUT, SwitchableEmbedder
 from tests.live_server import live_server
 from tests.openai_stub import openai_stub
 
@@ -282,12 +282,17 @@ def test_a_hanging_failing_or_garbled_embedder_or_llm_piles_nothing_up(tmp_path:
         )
         app = create_app(config)
         with live_server(app) as url:
-            session = httpx.post(f"{url}/sessions", json={}).json()["id"]
+            session = httpx.post(f"{url}/sessions", json={}, timeout=HTTP_TIMEOUT).json()["id"]
             httpx.post(
                 f"{url}/sessions/{session}/episodes",
                 json={"speaker": "user", "content": "my bicycle is a green gravel bike"},
+                timeout=HTTP_TIMEOUT,
             )
-            httpx.patch(f"{url}/settings", json={"keywordWeight": 1.0, "recentLimit": 0})
+            httpx.patch(
+                f"{url}/settings",
+                json={"keywordWeight": 1.0, "recentLimit": 0},
+                timeout=HTTP_TIMEOUT,
+            )
             turn = {"sessionId": session, "message": "what colour is my bicycle?"}
             _calls(url, "/context", turn, 32)  # warm: every pool at its working size
             others, sockets = _others(), _sockets()

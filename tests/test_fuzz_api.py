@@ -23,6 +23,7 @@ from nexusai.app import create_app
 from nexusai.config import Config
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.llm import OpenAIChat
+from tests.conftest import HTTP_TIMEOUT
 from tests.live_server import live_server
 from tests.openai_stub import openai_stub
 
@@ -49,9 +50,13 @@ def served(
         with live_server(app) as url:
             import httpx
 
-            sid = httpx.post(f"{url}/sessions", json={"title": "seed"}).json()["id"]
+            sid = httpx.post(
+                f"{url}/sessions", json={"title": "seed"}, timeout=HTTP_TIMEOUT
+            ).json()["id"]
             httpx.post(
-                f"{url}/sessions/{sid}/episodes", json={"speaker": "user", "content": "seed text"}
+                f"{url}/sessions/{sid}/episodes",
+                json={"speaker": "user", "content": "seed text"},
+                timeout=HTTP_TIMEOUT,
             )
             yield url
 

@@ -22,6 +22,7 @@ from nexusai.client import Client
 from nexusai.models import Episode
 from nexusai.orchestration.fusion import fuse_ranked
 from nexusai.schemas import EpisodeOut
+from tests.conftest import HTTP_TIMEOUT
 from tests.live_server import server_process
 
 KEY = "inspector-test-key"
@@ -84,7 +85,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
 
 def _wait_indexed(url: str) -> None:
     for _ in range(600):  # /ready answers 503 while the start reads ahead, then 200
-        ready = httpx.get(f"{url}/ready")
+        ready = httpx.get(f"{url}/ready", timeout=HTTP_TIMEOUT)
         if ready.status_code == 200 and ready.json()["pendingVectors"] == 0:
             return
         time.sleep(0.1)
@@ -116,14 +117,17 @@ def test_legs_refuse_at_any_weights_to_the_servers_order(served: dict[str, Any])
 def test_turn_settings_are_checked_and_never_saved(served: dict[str, Any]) -> None:
     url, session = served["url"], served["sessions"]["spring"]
     headers = {"Authorization": f"Bearer {KEY}"}
-    before = httpx.get(f"{url}/settings", headers=headers).json()
+    before = httpx.get(f"{url}/settings", headers=headers, timeout=HTTP_TIMEOUT).json()
     body = {"sessionId": session, "message": "dog", "settings": {"semanticLimit": 500}}
-    refused = httpx.post(f"{url}/context", json=body, headers=headers)
+    refused = httpx.post(f"{url}/context", json=body, headers=headers, timeout=HTTP_TIMEOUT)
     assert refused.status_code == 422
     assert refused.json()["detail"] == "semanticLimit must be from 1 to 100, got 500"
     body["settings"] = {"keywordWeight": 3}
-    assert httpx.post(f"{url}/context", json=body, headers=headers).status_code == 200
-    assert httpx.get(f"{url}/settings", headers=headers).json() == before
+    assert (
+        httpx.post(f"{url}/context", json=body, headers=headers, timeout=HTTP_TIMEOUT).status_code
+        == 200
+    )
+    assert httpx.get(f"{url}/settings", headers=headers, timeout=HTTP_TIMEOUT).json() == before
 
 
 def test_episode_detail_has_vector_state_and_entities(client: TestClient) -> None:
@@ -148,15 +152,15 @@ def test_eval_results_come_from_the_data_directory(client: TestClient, tmp_path:
 
 def test_the_page_is_open_offline_and_its_data_is_not(served: dict[str, Any]) -> None:
     url = served["url"]
-    page = httpx.get(f"{url}/ui/")
+    page = httpx.get(f"{url}/ui/", timeout=HTTP_TIMEOUT)
     assert page.status_code == 200
     assert "memory inspector" in page.text
     for asset in re.findall(r'(?:src|href)="([^"]+)"', page.text):
         assert "//" not in asset, f"{asset}: the page must work with no network"
         if not asset.startswith("data:"):
-            assert httpx.get(f"{url}/ui/{asset}").status_code == 200, asset
-    assert httpx.get(f"{url}/eval-results").status_code == 401
-    assert httpx.get(f"{url}/sessions").status_code == 401
+            assert httpx.get(f"{url}/ui/{asset}", timeout=HTTP_TIMEOUT).status_code == 200, asset
+    assert httpx.get(f"{url}/eval-results", timeout=HTTP_TIMEOUT).status_code == 401
+    assert httpx.get(f"{url}/sessions", timeout=HTTP_TIMEOUT).status_code == 401
 
 
 # -- in a real browser ---------------------------------------------------------------------
@@ -437,7 +441,12 @@ def test_eval_plot_marks_the_current_weights(
             assert apart, (a, b)
     assert len(page.query_selector_all("#eval-table tr")) == 1 + len(rows)
     headers = {"Authorization": f"Bearer {KEY}"}
-    httpx.patch(f"{served['url']}/settings", json={"fusion": "learned"}, headers=headers)
+    httpx.patch(
+        f"{served['url']}/settings",
+        json={"fusion": "learned"},
+        headers=headers,
+        timeout=HTTP_TIMEOUT,
+    )
     try:  # at fusion learned no weights are "current"
         page.reload()
         _enter_key(page)
@@ -445,7 +454,12 @@ def test_eval_plot_marks_the_current_weights(
         page.wait_for_selector("#eval-plot svg")
         assert page.query_selector("#eval-plot line.current") is None
     finally:
-        httpx.patch(f"{served['url']}/settings", json={"fusion": "rrf"}, headers=headers)
+        httpx.patch(
+            f"{served['url']}/settings",
+            json={"fusion": "rrf"},
+            headers=headers,
+            timeout=HTTP_TIMEOUT,
+        )
     opened = tmp_path / "mine.json"
     opened.write_text(json.dumps({"results": rows[:3]}))
     page.set_input_files("#eval-file", str(opened))

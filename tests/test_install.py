@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import HTTP_TIMEOUT
 from tests.live_server import free_port
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
@@ -75,7 +76,7 @@ def _health(port: int, serve: subprocess.Popen[bytes]) -> dict[str, object]:
                 f"nexus serve exited: {serve.stderr.read().decode() if serve.stderr else ''}"
             )
         try:
-            answer = httpx.get(f"http://127.0.0.1:{port}/health")
+            answer = httpx.get(f"http://127.0.0.1:{port}/health", timeout=HTTP_TIMEOUT)
             if answer.status_code == 200:
                 return dict(answer.json())
         except httpx.TransportError:

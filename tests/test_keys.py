@@ -26,7 +26,7 @@ from nexusai.config import Config
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.keys import KeyStore
 from nexusai.memory.service import Memory
-from tests.conftest import SwitchableEmbedder, entities_settled
+from tests.conftest import HTTP_TIMEOUT, SwitchableEmbedder, entities_settled
 from tests.live_server import live_server
 
 ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
@@ -384,14 +384,20 @@ def test_mcp_tools_speak_with_the_callers_key(tmp_path: Path, embedder: Switchab
         admin = _as(ADMIN)
         ids = {}
         for name in ("alpha", "bravo"):
-            project = httpx.post(f"{url}/projects", json={"name": name}, headers=admin).json()
+            project = httpx.post(
+                f"{url}/projects", json={"name": name}, headers=admin, timeout=HTTP_TIMEOUT
+            ).json()
             made = httpx.post(
-                f"{url}/sessions", json={"projectId": project["id"], "title": "chat"}, headers=admin
+                f"{url}/sessions",
+                json={"projectId": project["id"], "title": "chat"},
+                headers=admin,
+                timeout=HTTP_TIMEOUT,
             ).json()
             httpx.post(
                 f"{url}/sessions/{made['id']}/episodes",
                 json={"speaker": "user", "content": f"the {name} {MARKER} plan"},
                 headers=admin,
+                timeout=HTTP_TIMEOUT,
             )
             ids[name] = made["id"]
         keys = KeyStore(app.state.memory.store)

@@ -16,7 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from nexusai.app import create_app
 from nexusai.config import Config
-from tests.conftest import SwitchableEmbedder
+from tests.conftest import HTTP_TIMEOUT, SwitchableEmbedder
 from tests.live_server import live_server
 
 TOOLS = {"remember", "recall", "context", "entities", "forget", "pin", "sessions"}
@@ -260,7 +260,9 @@ def test_over_stdio_against_a_running_service_with_its_key(
 ) -> None:
     keyed = Config.from_env({}, data_dir=tmp_path / "served", extractor="none", api_key="k-7")
     with live_server(create_app(keyed, embedder)) as url:
-        assert httpx.post(f"{url}/mcp/", json={}).status_code == 401  # the same key rule
+        assert (
+            httpx.post(f"{url}/mcp/", json={}, timeout=HTTP_TIMEOUT).status_code == 401
+        )  # the same key rule
         environment = {**os.environ, "NEXUS_URL": url, "NEXUS_API_KEY": "k-7"}
         environment["NEXUS_DATA_DIR"] = str(tmp_path / "unused")  # no store is opened
         over_stdio(environment, tmp_path / "stderr.txt")

@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from nexusai.observability import JsonFormatter, RequestIdFilter, configure_logging, request_id
+from tests.conftest import HTTP_TIMEOUT
 from tests.live_server import free_port, start_server
 
 
@@ -65,8 +66,8 @@ def test_a_served_process_logs_every_line_in_one_format(tmp_path: Path) -> None:
     port = free_port()
     process = start_server(tmp_path / "data", port, log=str(log), NEXUS_LOG_FORMAT="json")
     try:
-        httpx.get(f"http://127.0.0.1:{port}/health")
-        httpx.get(f"http://127.0.0.1:{port}/no-such-route")
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=HTTP_TIMEOUT)
+        httpx.get(f"http://127.0.0.1:{port}/no-such-route", timeout=HTTP_TIMEOUT)
     finally:
         process.terminate()
         process.wait(timeout=60)

@@ -14,7 +14,7 @@ import pytest
 from nexusai.app import create_app
 from nexusai.config import Config
 from nexusai.llm import OpenAIChat
-from tests.conftest import SwitchableEmbedder
+from tests.conftest import HTTP_TIMEOUT, SwitchableEmbedder
 from tests.live_server import live_server
 from tests.openai_stub import StubState, openai_stub
 
@@ -98,9 +98,11 @@ def test_streaming_in_openais_format_and_both_turns_stored(served: Served) -> No
     assert "".join(pieces).strip() == "Your dog is called Biscuit."
     import httpx
 
-    sessions = httpx.get(f"{served.url}/sessions").json()
+    sessions = httpx.get(f"{served.url}/sessions", timeout=HTTP_TIMEOUT).json()
     [session] = [s for s in sessions if s["title"] == "stream"]
-    stored = httpx.get(f"{served.url}/sessions/{session['id']}/episodes").json()
+    stored = httpx.get(
+        f"{served.url}/sessions/{session['id']}/episodes", timeout=HTTP_TIMEOUT
+    ).json()
     assert [(e["speaker"], e["content"].strip()) for e in stored] == [
         ("user", "Name my dog, please"),
         ("assistant", "Your dog is called Biscuit."),
@@ -110,7 +112,9 @@ def test_streaming_in_openais_format_and_both_turns_stored(served: Served) -> No
 def test_the_session_header_wins_and_errors_come_in_openais_shape(served: Served) -> None:
     import httpx
 
-    sid = httpx.post(f"{served.url}/sessions", json={"title": "by id"}).json()["id"]
+    sid = httpx.post(
+        f"{served.url}/sessions", json={"title": "by id"}, timeout=HTTP_TIMEOUT
+    ).json()["id"]
     ai = openai.OpenAI(
         base_url=f"{served.url}/v1",
         api_key="unused",
@@ -120,7 +124,7 @@ def test_the_session_header_wins_and_errors_come_in_openais_shape(served: Served
     ai.chat.completions.create(
         model="nexusai", user="ignored", messages=[{"role": "user", "content": "hello"}]
     )
-    stored = httpx.get(f"{served.url}/sessions/{sid}/episodes").json()
+    stored = httpx.get(f"{served.url}/sessions/{sid}/episodes", timeout=HTTP_TIMEOUT).json()
     assert stored[0]["content"] == "hello"
     anonymous = openai.OpenAI(base_url=f"{served.url}/v1", api_key="unused", max_retries=0)
     with pytest.raises(openai.UnprocessableEntityError, match="X-Nexus-Session"):
@@ -146,8 +150,12 @@ def test_without_an_llm_it_is_503_in_openais_shape(
 def user_episodes(served: Served, session: str) -> list[str]:
     import httpx
 
-    [found] = [s for s in httpx.get(f"{served.url}/sessions").json() if s["title"] == session]
-    stored = httpx.get(f"{served.url}/sessions/{found['id']}/episodes").json()
+    [found] = [
+        s
+        for s in httpx.get(f"{served.url}/sessions", timeout=HTTP_TIMEOUT).json()
+        if s["title"] == session
+    ]
+    stored = httpx.get(f"{served.url}/sessions/{found['id']}/episodes", timeout=HTTP_TIMEOUT).json()
     return [e["content"] for e in stored if e["speaker"] == "user"]
 
 
@@ -243,6 +251,7 @@ def test_what_cannot_work_is_a_400_naming_the_field(
         f"{served.url}/v1/chat/completions",
         json={**body, **extra},
         headers={"X-Nexus-Project": "p"},
+        timeout=HTTP_TIMEOUT,
     )
     assert answer.status_code == 400
     error = answer.json()["error"]
@@ -251,14 +260,16 @@ def test_what_cannot_work_is_a_400_naming_the_field(
         "unsupported_parameter",
         "invalid_request_error",
     )
-    assert httpx.get(f"{served.url}/sessions").json() == []  # refused before anything was made
+    assert (
+        httpx.get(f"{served.url}/sessions", timeout=HTTP_TIMEOUT).json() == []
+    )  # refused before anything was made
 
 
 def test_a_bad_field_names_itself_with_a_string_code(served: Served) -> None:
     import httpx
 
     body = {"model": "nexusai", "user": "s", "messages": [{"role": 3, "content": "hi"}]}
-    answer = httpx.post(f"{served.url}/v1/chat/completions", json=body)
+    answer = httpx.post(f"{served.url}/v1/chat/completions", json=body, timeout=HTTP_TIMEOUT)
     error = answer.json()["error"]
     assert answer.status_code == 422
     assert (error["param"], error["code"]) == ("messages[0].role", "invalid_value")
@@ -273,8 +284,11 @@ def test_without_an_llm_no_session_is_made(config: Config, embedder: SwitchableE
             "user": "new-name",
             "messages": [{"role": "user", "content": "hi"}],
         }
-        assert httpx.post(f"{url}/v1/chat/completions", json=body).status_code == 503
-        assert httpx.get(f"{url}/sessions").json() == []
+        assert (
+            httpx.post(f"{url}/v1/chat/completions", json=body, timeout=HTTP_TIMEOUT).status_code
+            == 503
+        )
+        assert httpx.get(f"{url}/sessions", timeout=HTTP_TIMEOUT).json() == []
 
 
 def test_a_non_ascii_project_name_passes_through_the_header(served: Served) -> None:
@@ -284,9 +298,11 @@ def test_a_non_ascii_project_name_passes_through_the_header(served: Served) -> N
     )
     body = {"model": "nexusai", "user": "t", "messages": [{"role": "user", "content": "hi"}]}
     raw = {b"X-Nexus-Project": "café".encode()}  # raw UTF-8, as curl sends it
-    answered = httpx.post(f"{served.url}/v1/chat/completions", json=body, headers=raw)
+    answered = httpx.post(
+        f"{served.url}/v1/chat/completions", json=body, headers=raw, timeout=HTTP_TIMEOUT
+    )
     assert answered.status_code == 200, answered.text
-    names = [p["name"] for p in httpx.get(f"{served.url}/projects").json()]
+    names = [p["name"] for p in httpx.get(f"{served.url}/projects", timeout=HTTP_TIMEOUT).json()]
     assert names == ["café"]
 
 
@@ -297,15 +313,24 @@ def test_every_refusal_under_v1_comes_in_openais_shape(
     with live_server(create_app(keyed, embedder)) as url:
         post = f"{url}/v1/chat/completions"
         admin = {"Authorization": "Bearer admin", "Content-Type": "application/json"}
-        malformed = httpx.post(post, content=b'{"messages": [', headers=admin)
-        twice = httpx.post(post, content=b'{"user": "a", "user": "b"}', headers=admin)
-        latin = httpx.post(post, content=b'{"user": "caf\xe9"}', headers=admin)
+        malformed = httpx.post(post, content=b'{"messages": [', headers=admin, timeout=HTTP_TIMEOUT)
+        twice = httpx.post(
+            post, content=b'{"user": "a", "user": "b"}', headers=admin, timeout=HTTP_TIMEOUT
+        )
+        latin = httpx.post(
+            post, content=b'{"user": "caf\xe9"}', headers=admin, timeout=HTTP_TIMEOUT
+        )
         escaped = {**admin, "X-Nexus-Project": "%ZZ"}
         said = {"user": "s", "messages": [{"role": "user", "content": "hi"}]}
-        percent = httpx.post(post, json=said, headers=escaped)
-        unkeyed = httpx.post(post, json={"messages": []})
-        text = httpx.post(post, content=b"{}", headers={**admin, "Content-Type": "text/plain"})
-        listed = httpx.get(f"{url}/v1/models")
+        percent = httpx.post(post, json=said, headers=escaped, timeout=HTTP_TIMEOUT)
+        unkeyed = httpx.post(post, json={"messages": []}, timeout=HTTP_TIMEOUT)
+        text = httpx.post(
+            post,
+            content=b"{}",
+            headers={**admin, "Content-Type": "text/plain"},
+            timeout=HTTP_TIMEOUT,
+        )
+        listed = httpx.get(f"{url}/v1/models", timeout=HTTP_TIMEOUT)
     assert "given twice" in twice.json()["error"]["message"]
     assert "not UTF-8" in latin.json()["error"]["message"]
     assert "%25" in percent.json()["error"]["message"]
@@ -328,9 +353,9 @@ def test_every_chat_face_takes_settings_now_and_the_query_limit(
         openai_stub() as (llm_url, state),
         live_server(create_app(short, embedder, OpenAIChat(llm_url, "llama3"))) as url,
     ):
-        sid = httpx.post(f"{url}/sessions", json={"title": "t"}).json()["id"]
+        sid = httpx.post(f"{url}/sessions", json={"title": "t"}, timeout=HTTP_TIMEOUT).json()["id"]
         said = {"speaker": "user", "content": "The garden got tulips", "occurredAt": "2026-01-05"}
-        httpx.post(f"{url}/sessions/{sid}/episodes", json=said)
+        httpx.post(f"{url}/sessions/{sid}/episodes", json=said, timeout=HTTP_TIMEOUT)
         ai = openai.OpenAI(
             base_url=f"{url}/v1",
             api_key="unused",
@@ -351,14 +376,14 @@ def test_every_chat_face_takes_settings_now_and_the_query_limit(
         )
         assert "The garden got tulips" not in system_prompt(state)  # February holds nothing
         chat = {"sessionId": sid, "message": "the garden in February?", **turn}
-        assert httpx.post(f"{url}/chat", json=chat).status_code == 200
+        assert httpx.post(f"{url}/chat", json=chat, timeout=HTTP_TIMEOUT).status_code == 200
         assert "The garden got tulips" not in system_prompt(state)
         with pytest.raises(openai.UnprocessableEntityError, match="limit is 40"):
             ai.chat.completions.create(
                 model="nexusai", messages=[{"role": "user", "content": "x" * 41}]
             )
         bad = {**chat, "settings": {"contextBudget": -1}}
-        assert httpx.post(f"{url}/chat", json=bad).status_code == 422
+        assert httpx.post(f"{url}/chat", json=bad, timeout=HTTP_TIMEOUT).status_code == 422
         with pytest.raises(openai.UnprocessableEntityError, match="now"):
             ai.chat.completions.create(
                 model="nexusai",

@@ -15,7 +15,7 @@ from nexusai.app import create_app
 from nexusai.client import Client, UnavailableError
 from nexusai.config import Config
 from nexusai.llm import OpenAIChat
-from tests.conftest import SwitchableEmbedder
+from tests.conftest import HTTP_TIMEOUT, SwitchableEmbedder
 from tests.live_server import live_server
 from tests.openai_stub import StubState, openai_stub
 
@@ -31,7 +31,9 @@ class Served:
         return sum(r["path"].endswith("/chat/completions") for r in self.llm.requests)
 
     def said(self, session_id: int) -> list[tuple[str, str]]:
-        stored = httpx.get(f"{self.url}/sessions/{session_id}/episodes").json()
+        stored = httpx.get(
+            f"{self.url}/sessions/{session_id}/episodes", timeout=HTTP_TIMEOUT
+        ).json()
         return [(e["speaker"], e["content"]) for e in stored]
 
 
@@ -45,7 +47,9 @@ def served(config: Config, embedder: SwitchableEmbedder) -> Iterator[Served]:
 
 
 def new_session(served: Served) -> int:
-    return int(httpx.post(f"{served.url}/sessions", json={"title": "t"}).json()["id"])
+    return int(
+        httpx.post(f"{served.url}/sessions", json={"title": "t"}, timeout=HTTP_TIMEOUT).json()["id"]
+    )
 
 
 def test_the_openai_sdk_retrying_a_slow_turn_gets_its_one_answer(served: Served) -> None:
@@ -74,14 +78,21 @@ def test_the_same_body_after_its_answer_is_a_new_turn_on_every_face(served: Serv
         for said in ("ok", "tell me more", "ok"):
             nexus.chat(sid, said)
         nexus.chat(sid, "sure")
-        again = httpx.post(f"{served.url}/chat", json={"sessionId": sid, "message": "sure"})
+        again = httpx.post(
+            f"{served.url}/chat", json={"sessionId": sid, "message": "sure"}, timeout=HTTP_TIMEOUT
+        )
         assert "Idempotent-Replayed" not in again.headers
         streamed = {"sessionId": sid, "message": "sure", "stream": True}
-        assert "event: done" in httpx.post(f"{served.url}/chat", json=streamed).text
+        assert (
+            "event: done"
+            in httpx.post(f"{served.url}/chat", json=streamed, timeout=HTTP_TIMEOUT).text
+        )
     body = {"model": "nexusai", "messages": [{"role": "user", "content": "ok"}]}
     headers = {"X-Nexus-Session": str(sid)}
     for _ in range(2):
-        httpx.post(f"{served.url}/v1/chat/completions", json=body, headers=headers)
+        httpx.post(
+            f"{served.url}/v1/chat/completions", json=body, headers=headers, timeout=HTTP_TIMEOUT
+        )
     users = [text for speaker, text in served.said(sid) if speaker == "user"]
     assert users == ["ok", "tell me more", "ok", "sure", "sure", "sure", "ok", "ok"]
     assert served.llm_calls() == 8
@@ -124,20 +135,22 @@ def test_episode_batches_with_a_key_are_stored_once(served: Served) -> None:
     url = f"{served.url}/sessions/{sid}/episodes"
     batch = {"episodes": [{"speaker": "user", "content": "I live in Lisbon"}]}
     key = {"Idempotency-Key": "batch-1"}
-    first = httpx.post(url, json=batch, headers=key)
-    again = httpx.post(url, json=batch, headers=key)
+    first = httpx.post(url, json=batch, headers=key, timeout=HTTP_TIMEOUT)
+    again = httpx.post(url, json=batch, headers=key, timeout=HTTP_TIMEOUT)
     assert first.status_code == again.status_code == 201
     assert again.json() == first.json()
     other = {"episodes": [{"speaker": "user", "content": "I live in Porto"}]}
-    reused = httpx.post(url, json=other, headers=key)
+    reused = httpx.post(url, json=other, headers=key, timeout=HTTP_TIMEOUT)
     assert reused.status_code == 422
     assert "Idempotency-Key" in reused.json()["detail"]
     assert "'batch-1'" in reused.json()["detail"]  # the key as sent, not its digest
     elsewhere = new_session(served)
-    moved = httpx.post(f"{served.url}/sessions/{elsewhere}/episodes", json=batch, headers=key)
+    moved = httpx.post(
+        f"{served.url}/sessions/{elsewhere}/episodes", json=batch, headers=key, timeout=HTTP_TIMEOUT
+    )
     assert moved.status_code == 422  # the same key for another session is the client's bug
     assert served.said(elsewhere) == []
-    httpx.post(url, json=batch)  # without a key, a batch is a batch
+    httpx.post(url, json=batch, timeout=HTTP_TIMEOUT)  # without a key, a batch is a batch
     assert served.said(sid) == [("user", "I live in Lisbon")] * 2
 
 

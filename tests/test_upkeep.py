@@ -22,7 +22,7 @@ from nexusai.memory.store import EpisodeStore
 from nexusai.models import NewEpisode
 from nexusai.orchestration.turn.request import LegQuery
 from nexusai.orchestration.turn.sources import semantic_leg
-from tests.conftest import BOTH_STORES, SwitchableEmbedder
+from tests.conftest import BOTH_STORES, HTTP_TIMEOUT, SwitchableEmbedder
 from tests.live_server import free_port, start_server
 
 FACTS = [
@@ -112,7 +112,7 @@ def test_sigkill_mid_stream_loses_no_acknowledged_episode(tmp_path: Path) -> Non
     process = start_server(tmp_path, port)
     acknowledged: list[int] = []
     try:
-        sid = httpx.post(f"{url}/sessions").json()["id"]
+        sid = httpx.post(f"{url}/sessions", timeout=HTTP_TIMEOUT).json()["id"]
         with httpx.Client(base_url=url, timeout=10) as client:
             for i in range(400):
                 if i == 150:

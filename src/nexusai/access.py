@@ -39,10 +39,6 @@ class Principal:
 ADMIN = Principal(None)
 
 
-class Forbidden(NexusError):
-    status_code = 403
-
-
 class NotAdmitted(NexusError):
     """A route that needs to know who asks was reached without the door: fail closed."""
 

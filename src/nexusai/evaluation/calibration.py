@@ -10,7 +10,6 @@ out, and prints the fit on all of them (what `packing.PLACED_WORTH` holds). And 
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +19,8 @@ import numpy.typing as npt
 
 from nexusai.errors import InvalidInput
 from nexusai.evaluation.budgets import Entry, Fold, Packed
-from nexusai.orchestration.packing import Placed, PlacedWorth, shortest_options, stems_of
+from nexusai.orchestration.packing import Placed, PlacedWorth, shortest_options, stems_of, terms
+from nexusai.ranking.model import probabilities
 
 L2 = 1.0  # a light pull to 0: four weights, thousands of rows
 STEPS = 30  # Newton's method: converged in well under this
@@ -29,12 +29,7 @@ STEPS = 30  # Newton's method: converged in well under this
 def features(entry: Entry) -> npt.NDArray[np.float64]:
     """A row per memory of the fused list: 1, log(place + 1), log(tokens), excerpt."""
     options = shortest_options(entry.fused, stems_of(entry.message))
-    return np.array(
-        [
-            [1.0, math.log(place + 1), math.log(max(f.tokens, 1)), float(f.excerpt is not None)]
-            for place, f in enumerate(options)
-        ]
-    ).reshape(-1, 4)
+    return np.array([terms(place, f) for place, f in enumerate(options)]).reshape(-1, 4)
 
 
 def fit(entries: Sequence[Entry]) -> PlacedWorth:
@@ -58,7 +53,7 @@ def _logistic(
 ) -> npt.NDArray[np.float64]:
     beta = np.zeros(x.shape[1])
     for _ in range(STEPS):
-        p = 1.0 / (1.0 + np.exp(-x @ beta))
+        p = probabilities(x @ beta)
         gradient = x.T @ (w * (p - y)) + L2 * beta
         hessian = (x * (w * p * (1 - p))[:, None]).T @ x + L2 * np.eye(len(beta))
         beta -= np.linalg.solve(hessian, gradient)

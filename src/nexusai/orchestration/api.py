@@ -30,11 +30,11 @@ from nexusai.orchestration.chat import (
 )
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.learned import probability
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SETTINGS, Value
 from nexusai.orchestration.turn import TurnRequest
 from nexusai.orchestration.turn.sources import SOURCES
+from nexusai.ranking.model import probability
 from nexusai.schemas import (
     ChatOut,
     ContextOut,

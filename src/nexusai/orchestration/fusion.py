@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from nexusai.config import RETRIEVAL
 from nexusai.models import Episode
+from nexusai.ranking.features import rrf_term
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,6 @@ def fuse_weighted(
     weight above 0 adds nothing. The sums run in `lists`' order (so that a score is the
     same float every time). Ties go to the better single rank, then the lower id, so the
     order never depends on chance."""
-    k = RETRIEVAL.RRF_K
     scores: dict[int, float] = {}
     episodes: dict[int, Episode] = {}
     ranks: dict[str, dict[int, int]] = {name: {} for name in lists}
@@ -64,7 +63,7 @@ def fuse_weighted(
         weight, first = weights.get(name, 0.0), ranks[name]
         for rank, episode in enumerate(ranked, start=1):
             first.setdefault(episode.id, rank)
-            contribution = weight / (k + rank)
+            contribution = float(rrf_term(weight, rank))
             if contribution > 0 and rank == first[episode.id]:
                 scores[episode.id] = scores.get(episode.id, 0.0) + contribution
                 episodes.setdefault(episode.id, episode)

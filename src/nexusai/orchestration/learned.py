@@ -9,7 +9,6 @@ under 0.01 of overall recall (docs/evaluation.md)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,11 +21,6 @@ from nexusai.ranking.model import Ranker
 
 EXPLAINED = 3  # features shown per memory with explain
 RRF_EVERY = 3  # every third memory is RRF's: docs/evaluation.md has 2 to 5 measured
-
-
-def probability(score: float) -> float:
-    """The ranker's score (log-odds) as its estimate, from 0 to 1, that a memory answers."""
-    return 1.0 / (1.0 + math.exp(-score))
 
 
 def rank_learned(

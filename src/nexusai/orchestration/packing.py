@@ -33,7 +33,7 @@ from nexusai.orchestration.layout import (
     Tally,
     line_tokens,
 )
-from nexusai.orchestration.learned import probability
+from nexusai.ranking.model import probability
 from nexusai.tokens import count_tokens
 
 # A memory longer than this may enter as an excerpt of about `EXCERPT_TOKENS` tokens,
@@ -155,13 +155,15 @@ class PlacedWorth:
     excerpt: float
 
     def chance(self, place: int, option: FusedEpisode) -> float:
-        logit = (
-            self.bias
-            + self.place * math.log(place + 1)
-            + self.tokens * math.log(max(option.tokens, 1))
-            + self.excerpt * (option.excerpt is not None)
-        )
-        return 1.0 / (1.0 + math.exp(-logit))
+        weights = (self.bias, self.place, self.tokens, self.excerpt)
+        return probability(sum(w * x for w, x in zip(weights, terms(place, option), strict=True)))
+
+
+def terms(place: int, option: FusedEpisode) -> tuple[float, float, float, float]:
+    """What `PlacedWorth` weighs of a memory at `place`: 1, log(place + 1), log(tokens),
+    and whether it is an excerpt (what `evaluation.calibration` fits them to)."""
+    excerpt = float(option.excerpt is not None)
+    return (1.0, math.log(place + 1), math.log(max(option.tokens, 1)), excerpt)
 
 
 # Fitted on LoCoMo and BEAM 1-10 by `nexus eval all` (it prints the fit on every

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -135,9 +136,15 @@ def _leg_columns(
 
 
 def _reciprocal(ranks: Matrix) -> Matrix:
-    """1 / (k + rank), 0 where the leg did not find it."""
-    found: Matrix = np.where(ranks > 0, 1.0 / (RRF_K + np.maximum(ranks, 1)), 0.0)
+    """RRF's term at weight 1, 0 where the leg did not find it."""
+    found: Matrix = np.where(ranks > 0, rrf_term(1.0, np.maximum(ranks, 1)), 0.0)
     return found
+
+
+def rrf_term(weight: Any, rank: Any) -> Any:
+    """What a list adds to an episode's RRF score at its 1-based `rank`: the one formula,
+    for a number (`orchestration.fusion`) or an array of them (the `rrf` feature)."""
+    return weight / (RRF_K + rank)
 
 
 def named_speakers(query: str, speakers: Iterable[str]) -> set[str]:

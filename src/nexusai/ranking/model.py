@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,17 @@ FORMAT = "nexusai-ranker/1"
 SHIPPED = Path(__file__).parent / "weights" / "ranker.json"
 ARRAYS = ("feature", "threshold", "left", "right", "value")
 Ints = npt.NDArray[np.int64]
+
+
+def probability(log_odds: float) -> float:
+    """A score in log-odds (the ranker's, a fitted worth's) as a chance from 0 to 1."""
+    return 1.0 / (1.0 + math.exp(-log_odds))
+
+
+def probabilities(log_odds: Matrix) -> Matrix:
+    """`probability` of every entry of an array (the fits' Newton steps)."""
+    chances: Matrix = 1.0 / (1.0 + np.exp(-log_odds))
+    return chances
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,10 @@ from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.memory.standing import standing_kind
 from nexusai.memory.store import EpisodeStore
 from nexusai.models import Episode, NewEpisode
-from nexusai.orchestration.chat import build_prompt, memory_block
+from nexusai.orchestration.chat import build_prompt
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.layout import memory_block
 from nexusai.orchestration.settings import DEFAULTS
 from nexusai.orchestration.turn import TurnRequest, run_turn
 from nexusai.tokens import count_tokens

@@ -24,12 +24,11 @@ from nexusai.orchestration.chat import (
     chat_events,
     chat_turn,
     last_stored,
-    memory_block,
-    memory_tokens,
     require_llm,
 )
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.layout import memory_block, memory_tokens
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SETTINGS, Value
 from nexusai.orchestration.turn import TurnRequest

@@ -16,13 +16,7 @@ from nexusai.errors import NexusError
 from nexusai.llm import LLMError, Message, OpenAIChat
 from nexusai.models import Episode, NewEpisode
 from nexusai.orchestration.context import Context
-from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.layout import (
-    MEMORIES_CAPTION,
-    STANDING_CAPTION,
-    block_tokens,
-    render,
-)
+from nexusai.orchestration.layout import memory_block
 from nexusai.orchestration.memory_client import MemoryClient
 
 USER, ASSISTANT = "user", "assistant"
@@ -53,29 +47,6 @@ SYSTEM = (
     "Use the memories and known entities below when they help you answer; they may be "
     "out of date, so prefer what the user says now. Do not recite them unprompted."
 )
-
-
-def _searched(context: Context) -> list[FusedEpisode]:
-    """The memories not also standing ones: the prompt gives each once, as standing."""
-    standing = {m.episode.id for m in context.standing}
-    return [m for m in context.memories if m.episode.id not in standing]
-
-
-def memory_block(context: Context) -> str:
-    """The standing memories, the memories and the entities of a turn, as the system
-    message presents them (`layout`: the memories grouped by conversation, each group dated)."""
-    parts = [
-        render(STANDING_CAPTION, context.standing, dated=False),
-        render(MEMORIES_CAPTION, _searched(context)),
-    ]
-    if context.entities:
-        parts.append("Known entities:\n" + "\n".join(f"- {e.describe()}" for e in context.entities))
-    return "\n\n".join(part for part in parts if part)
-
-
-def memory_tokens(context: Context) -> int:
-    """What the block's standing and memory sections cost: what `contextBudget` holds."""
-    return block_tokens(context.standing, _searched(context))
 
 
 def build_prompt(context: Context) -> list[Message]:

@@ -9,6 +9,8 @@ holds a list can never read as another speaker's, or run into the next memory. G
 come in the order of their best memory. Against `- [2023-05-08] speaker: ` on every line
 this saves about 6 tokens a memory; the LLM still reads who said each line, and when. The
 standing section is not dated: a rule or preference applies now, whenever it was said.
+The block a turn's memories make of the prompt (`memory_block`) is here too, so that
+`/context` shows the prompt without importing chat.
 
 `Tally` counts a section while packing fills it, so that a budget holds the text the LLM
 gets: `count_tokens(render(...))` is always what the tally says.
@@ -22,6 +24,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from nexusai.models import Episode
+from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.tokens import count_tokens
 
@@ -176,3 +179,26 @@ def block_tokens(standing: Sequence[FusedEpisode], memories: Sequence[FusedEpiso
     kept = section_tokens(STANDING_CAPTION, standing, dated=False)
     searched = section_tokens(MEMORIES_CAPTION, memories)
     return kept + searched + (SECTION_BREAK if kept and searched else 0)
+
+
+def _searched(context: Context) -> list[FusedEpisode]:
+    """The memories not also standing ones: the prompt gives each once, as standing."""
+    standing = {m.episode.id for m in context.standing}
+    return [m for m in context.memories if m.episode.id not in standing]
+
+
+def memory_block(context: Context) -> str:
+    """The standing memories, the memories and the entities of a turn, as the system
+    message presents them (`layout`: the memories grouped by conversation, each group dated)."""
+    parts = [
+        render(STANDING_CAPTION, context.standing, dated=False),
+        render(MEMORIES_CAPTION, _searched(context)),
+    ]
+    if context.entities:
+        parts.append("Known entities:\n" + "\n".join(f"- {e.describe()}" for e in context.entities))
+    return "\n\n".join(part for part in parts if part)
+
+
+def memory_tokens(context: Context) -> int:
+    """What the block's standing and memory sections cost: what `contextBudget` holds."""
+    return block_tokens(context.standing, _searched(context))

@@ -34,12 +34,12 @@ from nexusai.orchestration.api import check_message, visible_session
 from nexusai.orchestration.chat import (
     SYSTEM,
     last_stored,
-    memory_block,
     require_llm,
     store_reply,
     store_user_message,
 )
 from nexusai.orchestration.context import Context
+from nexusai.orchestration.layout import memory_block
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.turn import TurnRequest
 from nexusai.schemas import MAX_ID, CamelModel, FilterIn, IsoTime, check_storable

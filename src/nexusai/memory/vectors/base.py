@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 SCOPE_KEY = "session_id"
+Condition = TypeVar("Condition")
+
+
+def qdrant_conditions(
+    session_ids: Sequence[int] | None,
+    exclude_ids: Sequence[int],
+    only_ids: Sequence[int] | None,
+    in_sessions: Callable[[list[int]], Condition],
+    has_id: Callable[[list[int]], Condition],
+) -> tuple[list[Condition], list[Condition]]:
+    """A search's filter as Qdrant's (must, must_not), in either Qdrant library's own
+    condition types (`in_sessions`: the scope key is one of these; `has_id`: the point is
+    one of these): the scope, the ids it is kept to, and the ids it leaves out."""
+    must = []
+    if session_ids is not None:
+        must.append(in_sessions([*map(int, session_ids)]))
+    if only_ids is not None:
+        must.append(has_id([*map(int, only_ids)]))
+    must_not = [has_id([*map(int, exclude_ids)])] if exclude_ids else []
+    return must, must_not
 
 
 @dataclass(frozen=True)

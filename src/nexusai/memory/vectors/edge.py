@@ -15,7 +15,13 @@ import qdrant_edge as edge
 
 from nexusai.config import VECTOR_LAYOUTS as LAYOUTS
 from nexusai.errors import first_line
-from nexusai.memory.vectors.base import SCOPE_KEY, VectorPoint, int_id, scope_payload
+from nexusai.memory.vectors.base import (
+    SCOPE_KEY,
+    VectorPoint,
+    int_id,
+    qdrant_conditions,
+    scope_payload,
+)
 from nexusai.memory.vectors.edge_build import run_build
 from nexusai.memory.vectors.edge_layout import (
     RESCORED,
@@ -173,14 +179,13 @@ class EdgeVectorIndex:
     ) -> list[tuple[int, float]]:
         if finds_nothing(session_ids, limit) or finds_nothing(only_ids, limit):
             return []
-        must: list[edge.FieldCondition | edge.HasIdCondition] = []
-        if session_ids is not None:
-            must.append(
-                edge.FieldCondition(SCOPE_KEY, match=edge.MatchAny([*map(int, session_ids)]))
-            )
-        if only_ids is not None:
-            must.append(edge.HasIdCondition(set(map(int, only_ids))))
-        must_not = [edge.HasIdCondition(set(map(int, exclude_ids)))] if exclude_ids else []
+        must, must_not = qdrant_conditions(
+            session_ids,
+            exclude_ids,
+            only_ids,
+            _in_sessions,
+            lambda ids: edge.HasIdCondition(set(ids)),
+        )
         request = edge.QueryRequest(
             limit=limit,
             query=edge.Query.Nearest([float(x) for x in vector]),
@@ -411,3 +416,7 @@ def _drop_leftovers(path: Path) -> None:
             sibling.unlink()
         elif sibling.is_dir():
             shutil.rmtree(sibling, ignore_errors=True)
+
+
+def _in_sessions(ids: list[int]) -> edge.FieldCondition | edge.HasIdCondition:
+    return edge.FieldCondition(SCOPE_KEY, match=edge.MatchAny(ids))

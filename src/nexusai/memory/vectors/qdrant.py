@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from nexusai.memory.vectors.base import SCOPE_KEY, VectorPoint, scope_payload
+from nexusai.memory.vectors.base import SCOPE_KEY, VectorPoint, qdrant_conditions, scope_payload
 from nexusai.models import finds_nothing
+
+if TYPE_CHECKING:  # an optional extra: imported where it is used
+    from qdrant_client import models
 
 
 class QdrantVectorIndex:
@@ -70,17 +74,12 @@ class QdrantVectorIndex:
 
         if finds_nothing(session_ids, limit) or finds_nothing(only_ids, limit):
             return []
-        must: list[models.Condition] = []
-        if session_ids is not None:
-            must.append(
-                models.FieldCondition(
-                    key=SCOPE_KEY, match=models.MatchAny(any=[*map(int, session_ids)])
-                )
-            )
-        if only_ids is not None:
-            must.append(models.HasIdCondition(has_id=[*map(int, only_ids)]))
-        must_not: list[models.Condition] = (
-            [models.HasIdCondition(has_id=[*map(int, exclude_ids)])] if exclude_ids else []
+        must, must_not = qdrant_conditions(
+            session_ids,
+            exclude_ids,
+            only_ids,
+            _in_sessions,
+            _has_id,
         )
         response = self._client.query_points(
             self.collection,
@@ -122,3 +121,15 @@ class QdrantVectorIndex:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _in_sessions(ids: list[int]) -> models.Condition:
+    from qdrant_client import models
+
+    return models.FieldCondition(key=SCOPE_KEY, match=models.MatchAny(any=ids))
+
+
+def _has_id(ids: list[int]) -> models.Condition:
+    from qdrant_client import models
+
+    return models.HasIdCondition(has_id=list(ids))

@@ -278,6 +278,23 @@ def test_eval_beam_smoke_on_one_chat(tmp_path: Path, dev_data: Path) -> None:
     assert "better single leg" in result.output
 
 
+def test_beam_tiers_are_sets_named_by_their_folders(tmp_path: Path, dev_data: Path) -> None:
+    """`--beam` given twice: each tier a set of its own name (folds are a set's name and a
+    conversation's, so two tiers' chat 1 never share one); two of one name are refused."""
+    from nexusai.cli.eval import load_sets
+    from nexusai.errors import InvalidInput
+
+    for tier in ("beam", "beam500k"):
+        (tmp_path / tier).mkdir()
+        (tmp_path / tier / "1").symlink_to(dev_data / "beam" / "1")
+    sets = load_sets(None, (tmp_path / "beam", tmp_path / "beam500k"), ())
+    assert [s.name for s in sets] == ["beam", "beam500k"]
+    again = tmp_path / "other" / "beam"
+    again.mkdir(parents=True)
+    with pytest.raises(InvalidInput, match="two datasets are named beam"):
+        load_sets(None, (tmp_path / "beam", again), ())
+
+
 def test_eval_jsonl_and_the_worst_case_across_sets(tmp_path: Path) -> None:
     """The documented JSONL format, evaluated twice as two sets: the worst case is there."""
     import json

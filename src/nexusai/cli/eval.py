@@ -186,9 +186,11 @@ def dataset_options(fn: F) -> F:
             ),
             click.option(
                 "--beam",
+                "beam_folders",
+                multiple=True,
                 type=click.Path(exists=True, file_okay=False, path_type=Path),
-                default=None,
-                help="A folder of BEAM chats",
+                help="A folder of BEAM chats, a set named by the folder (beam, beam500k);"
+                " may be given again",
             ),
             click.option(
                 "--jsonl",
@@ -204,25 +206,36 @@ def dataset_options(fn: F) -> F:
 
 
 def load_sets(
-    locomo: Path | None, beam: Path | None, jsonl_files: tuple[Path, ...]
+    locomo: Path | None, beam_folders: tuple[Path, ...], jsonl_files: tuple[Path, ...]
 ) -> list[EvalSet]:
-    """The sets the options name, in that order; InvalidInput when none is given."""
+    """The sets the options name, in that order; InvalidInput when none is given, or when
+    two have one name (a fold is a set's name and a conversation's)."""
     from nexusai.evaluation.datasets import load_beam, load_jsonl, load_locomo
 
-    if not (locomo or beam or jsonl_files):
+    if not (locomo or beam_folders or jsonl_files):
         raise InvalidInput("say which datasets to use: --locomo FILE, --beam DIR, --jsonl FILE")
     sets = [load_locomo(locomo)] if locomo else []
-    sets += [load_beam(beam)] if beam else []
-    return sets + [load_jsonl(f) for f in jsonl_files]
+    sets += [load_beam(folder) for folder in beam_folders]
+    sets += [load_jsonl(f) for f in jsonl_files]
+    names = [s.name for s in sets]
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        raise InvalidInput(
+            f"two datasets are named {twice[0]}: a BEAM set is named by its folder, so give"
+            " folders of different names"
+        )
+    return sets
 
 
 @eval_group.command(name="all")
 @dataset_options
 @eval_options
 def eval_all(
-    locomo: Path | None, beam: Path | None, jsonl_files: tuple[Path, ...], **common: Any
+    locomo: Path | None,
+    beam_folders: tuple[Path, ...],
+    jsonl_files: tuple[Path, ...],
+    **common: Any,
 ) -> None:
     """Every dataset given, a table each, and the worst case of each weight pair across them."""
     from nexusai.evaluation.report import run_eval
 
-    run_eval(load_sets(locomo, beam, jsonl_files), _options(**common))
+    run_eval(load_sets(locomo, beam_folders, jsonl_files), _options(**common))

@@ -34,7 +34,7 @@ def ranker_group() -> None:
 @clean_errors
 def train_command(
     locomo: Path | None,
-    beam: Path | None,
+    beam_folders: tuple[Path, ...],
     jsonl_files: tuple[Path, ...],
     out: Path,
     depth: int,
@@ -49,4 +49,4 @@ def train_command(
     require_extra("lightgbm", "train", "nexus ranker train")
     from nexusai.evaluation.training import train
 
-    train(load_sets(locomo, beam, jsonl_files), out, depth)
+    train(load_sets(locomo, beam_folders, jsonl_files), out, depth)

@@ -95,11 +95,12 @@ _BEAM_MARKER = re.compile(r"\s*->->\s*[\d,\s]+$")
 
 def load_beam(folder: Path, chosen: Sequence[str] | None = None) -> EvalSet:
     """Chats are the numbered folders (chat.json, probing_questions.json); sessions are its
-    batches, dated by the first user message's time anchor; every message an episode."""
+    batches, dated by the first user message's time anchor; every message an episode. The
+    set is named by its folder ("beam", "beam500k"), so that tiers are reported apart."""
     chats = sorted((p.name for p in folder.iterdir() if p.is_dir()), key=_number_first)
     picked = [c for c in chats if not chosen or c in chosen]
     _check_chosen(chosen, picked, folder)
-    result = EvalSet("beam")
+    result = EvalSet(folder.resolve().name or "beam")
     for chat in picked:
         batches = json.loads((folder / chat / "chat.json").read_text(encoding="utf-8"))
         probes = json.loads((folder / chat / "probing_questions.json").read_text(encoding="utf-8"))

@@ -130,7 +130,7 @@ def test_a_turn_embeds_its_query_once_and_gets_entities(
 class Broken(Extractor):
     name = "broken"
 
-    def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
+    def extract(self, texts: Sequence[str], pause: object = None) -> list[list[Mention]]:
         raise RuntimeError("extractor crashed")
 
 
@@ -276,7 +276,7 @@ class Scripted(Extractor):
     def __init__(self, mentions: list[list[Mention]]) -> None:
         self.mentions = mentions
 
-    def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
+    def extract(self, texts: Sequence[str], pause: object = None) -> list[list[Mention]]:
         return [self.mentions.pop(0) for _ in texts]
 
 

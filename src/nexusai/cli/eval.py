@@ -75,10 +75,20 @@ def eval_options(fn: F) -> F:
                 show_default=True,
                 help="Store every N messages as one episode (long episodes)",
             ),
+            fresh_vectors_option,
         ]
     ):
         fn = option(fn)
     return clean_errors(fn)
+
+
+fresh_vectors_option = click.option(
+    "--fresh-vectors",
+    is_flag=True,
+    default=False,
+    help="Embed every text again, not reading the vectors earlier runs kept (in"
+    " ~/.cache/nexusai/eval-vectors, or beside NEXUS_MODEL_CACHE_DIR's models)",
+)
 
 
 def _cutoffs(_: click.Context, param: click.Parameter, raw: str) -> list[int]:
@@ -101,6 +111,7 @@ def _options(
     turns_per_episode: int,
     keyword_budget: int,
     time_aware: str,
+    fresh_vectors: bool,
 ) -> EvalOptions:
     from nexusai.evaluation.report import EvalOptions
 
@@ -114,6 +125,7 @@ def _options(
         plot_out,
         keyword_budget=keyword_budget,
         time_aware=time_aware,
+        kept_vectors=not fresh_vectors,
     )
 
 

@@ -16,12 +16,13 @@ from rich.progress import Progress
 from rich.table import Table
 
 from nexusai.config import Config
-from nexusai.embedders import Embedder, create_embedder
+from nexusai.embedders import Embedder
 from nexusai.evaluation.budgets import BUDGETS, SOURCES
 from nexusai.evaluation.calibration import standing_floor
 from nexusai.evaluation.datasets import EvalSet
 from nexusai.evaluation.harness import Also, budget_rows, evaluate, plot
 from nexusai.evaluation.learned import LearnedEval
+from nexusai.evaluation.vectors import eval_embedder
 from nexusai.orchestration.modes import RRF, Learned
 from nexusai.orchestration.packing import PlacedWorth
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings, read_settings_file
@@ -82,6 +83,7 @@ class EvalOptions:
     learned: bool = True
     keyword_budget: int = 0
     time_aware: str = "off"
+    kept_vectors: bool = True  # each text's vector read back from earlier runs
 
     def base(self) -> RuntimeSettings:
         """The settings every turn starts from."""
@@ -94,7 +96,7 @@ def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
     # Wide enough for every column: a narrow terminal wraps lines, it never elides numbers.
     console = Console(width=max(Console().width, 120))
     config = Config.from_env()
-    embedder = create_embedder(config)
+    embedder = eval_embedder(config, options.kept_vectors)
     configured = configured_settings(config)
     extra = [RECOMMENDED, (configured["semanticWeight"], configured["keywordWeight"])]
     learned = _learned(console, sets, embedder, options)

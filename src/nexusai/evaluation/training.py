@@ -14,7 +14,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from nexusai.config import Config
-from nexusai.embedders import Embedder, create_embedder
+from nexusai.embedders import Embedder
 from nexusai.evaluation.datasets import EvalSet
 from nexusai.evaluation.harness import SWEEP, imported, replayed
 from nexusai.evaluation.learned import (
@@ -28,6 +28,7 @@ from nexusai.evaluation.learned import (
     rank_ids,
 )
 from nexusai.evaluation.metrics import recall_at
+from nexusai.evaluation.vectors import eval_embedder
 from nexusai.orchestration.settings import DEFAULTS
 from nexusai.ranking.model import Ranker, save
 
@@ -43,7 +44,7 @@ class Collected:
 
 def train(sets: Sequence[EvalSet], out: Path, depth: int = DEPTH) -> Ranker:
     console = Console(width=max(Console().width, 110))
-    embedder = create_embedder(Config.from_env())
+    embedder = eval_embedder(Config.from_env())
     collected = _collect(console, sets, depth, embedder)
     everything = [p for c in collected for p in c.pools]
     table = _cross_validated_table(console, collected, depth)

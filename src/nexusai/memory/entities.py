@@ -36,6 +36,7 @@ class EntityMemory:
         extractor: Extractor | None,
         stopping: threading.Event,
         batch_size: int = 256,
+        pause: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -43,6 +44,7 @@ class EntityMemory:
         self.extractor = extractor
         self.batch_size = batch_size
         self._stopping = stopping
+        self._pause = pause  # what extraction waits at between its steps
 
     # -- writes -----------------------------------------------------------------------
 
@@ -52,7 +54,12 @@ class EntityMemory:
         if self.extractor is None or not episodes:
             return True
         try:
-            found = self.extractor.extract([e.content for e in episodes])
+            texts = [e.content for e in episodes]
+            found = (
+                self.extractor.extract(texts, self._pause)
+                if self._pause
+                else self.extractor.extract(texts)
+            )
             touched: set[int] = set()
             with self.store.atomic() as conn:
                 for episode, mentions in zip(episodes, found, strict=True):

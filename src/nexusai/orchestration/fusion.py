@@ -39,6 +39,20 @@ class FusedEpisode:
     tokens: int = 0  # packed into a budget: what its line in the prompt costs
     excerpt: tuple[int, int] | None = None  # packed as a passage: its span in the content
 
+    def priced(self, tokens: int, excerpt: tuple[int, int] | None = None) -> FusedEpisode:
+        """The memory as packing gives it: whole (or as the `excerpt`), costing `tokens`.
+        Made directly, not by `dataclasses.replace`: packing makes millions in an eval."""
+        return FusedEpisode(
+            self.episode,
+            self.score,
+            self.semantic_rank,
+            self.keyword_rank,
+            self.moved,
+            self.placed_by,
+            tokens,
+            excerpt,
+        )
+
     @property
     def content(self) -> str:
         """What the LLM gets of it: the whole text, or the excerpt packing cut."""

@@ -53,8 +53,8 @@ STANDING_SHARE = 0.25
 def whole(fused: FusedEpisode) -> FusedEpisode:
     """The memory as it is, its line's cost counted (the text's count kept by
     `content_tokens`)."""
-    whole = replace(fused, excerpt=None)
-    return replace(whole, tokens=line_tokens(whole, content_tokens(fused.episode)))
+    bare = fused.priced(0)
+    return bare.priced(line_tokens(bare, content_tokens(fused.episode)))
 
 
 # An episode's whole text counted once, not on every turn that packs it (a long reply is
@@ -199,13 +199,38 @@ def _shortest(fused: FusedEpisode, terms: tuple[str, ...]) -> FusedEpisode:
     excerpt is grown back)."""
     if len(fused.episode.content) <= EXCERPT_OVER_CHARS:
         return whole(fused)
-    return _excerpt(fused, *excerpt_span(fused.episode.content, terms))
+    start, end, counted = _passage(fused.episode, terms)
+    cut = fused.priced(0, (start, end))
+    return cut.priced(line_tokens(cut, counted), (start, end))
 
 
 def _excerpt(fused: FusedEpisode, start: int, end: int) -> FusedEpisode:
     """The memory as the passage from `start` to `end`, its line's cost counted."""
-    cut = replace(fused, excerpt=(start, end))
-    return replace(cut, tokens=line_tokens(cut, count_tokens(cut.content.strip())))
+    cut = fused.priced(0, (start, end))
+    return cut.priced(line_tokens(cut, count_tokens(cut.content.strip())), (start, end))
+
+
+# A long episode's passage for a message's words, and what its text costs, kept: `nexus
+# eval` packs one fused list at many budgets, floors and fits (the same passages each
+# time), and a turn's packer weighs each memory's passage before growing some back.
+_PASSAGES: OrderedDict[tuple[int, int, tuple[str, ...]], tuple[int, int, int]] = OrderedDict()
+_PASSAGES_MAX = 100_000
+_PASSAGES_LOCK = threading.Lock()
+
+
+def _passage(episode: Episode, terms: tuple[str, ...]) -> tuple[int, int, int]:
+    """(start, end, tokens of the stripped passage) of `excerpt_span`."""
+    key = (episode.id, hash(episode.content), terms)
+    with _PASSAGES_LOCK:
+        found = _PASSAGES.get(key)
+    if found is None:
+        start, end = excerpt_span(episode.content, terms)
+        found = (start, end, count_tokens(episode.content[start:end].strip()))
+        with _PASSAGES_LOCK:
+            _PASSAGES[key] = found
+            if len(_PASSAGES) > _PASSAGES_MAX:
+                _PASSAGES.popitem(last=False)
+    return found
 
 
 def stems_of(message: str) -> tuple[str, ...]:

@@ -3,6 +3,7 @@ vector and keyword legs, and the standing episodes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated
 from urllib.parse import quote
 
@@ -32,7 +33,15 @@ from nexusai.schemas import (
     VectorHit,
 )
 
-router = APIRouter(route_class=StrictJSONRoute)
+
+def _a_turns_read(memory: MemoryHandle) -> Iterator[None]:
+    """Each read a turn makes of this service is a turn in flight while it runs: extraction
+    behind waits for it (in one process, orchestration holds the whole turn)."""
+    with memory.turns.turn():
+        yield
+
+
+router = APIRouter(route_class=StrictJSONRoute, dependencies=[Depends(_a_turns_read)])
 
 
 @router.get("/sessions/{session_id}/scope", tags=["retrieval"], responses=errors(404, 422))

@@ -50,3 +50,13 @@ def test_a_turns_reads_are_turns_in_flight_on_every_face(client: TestClient) -> 
     assert memory.turns.entered == before + 1  # one turn, however many reads it made
     client.get(f"/sessions/{session}/scope").raise_for_status()
     assert memory.turns.entered == before + 2
+
+
+def test_fenced_code_is_not_read_for_names(spacy_extractor: SpacyExtractor) -> None:
+    code = (
+        "```python\n# Connect to Redis on Amazon Web Services\nfrom flask import Flask\n"
+        "app = Flask(__name__)\n```"
+    )
+    said = f"Ask Maria in Lisbon.\n{code}\nThen Berlin."
+    names = {m.name for m in spacy_extractor.extract([said])[0]}
+    assert names == {"Maria", "Lisbon", "Berlin"}  # read whole, Flask and AWS come too

@@ -200,9 +200,11 @@ class SpacyExtractor(Extractor):
     ) -> list[list[Mention]]:
         """The texts of a batch (an import's conversation, a turn and its reply) vouch for
         each other: a word one of them writes in lower case is no name at a sentence's
-        start in another ("Wanna", "Glad"). `pause` comes before each piece's recognition
-        (tens of milliseconds of a long message)."""
+        start in another ("Wanna", "Glad"). Fenced code is not read for names (`prose`).
+        `pause` comes before each piece's recognition (tens of milliseconds of a long
+        message)."""
         lower = lowercase_words(texts)
+        texts = [prose(text) for text in texts]
         pieces = [(i, piece) for i, text in enumerate(texts) for piece in pieces_of(text)]
         found: list[list[Mention]] = [[] for _ in texts]
         for i, doc in self._recognised(pieces, pause):
@@ -228,6 +230,19 @@ PAUSE_CHARS = 4_000
 # spaCy refuses a text over its max_length (1,000,000 characters) and needs about 1 GB per
 # 100,000 characters to parse one: a longer message is read in pieces of at most this.
 PIECE_CHARS = 100_000
+
+
+# A fenced block of code (``` to ```, or to the end of a message cut off inside one).
+_FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
+
+
+def prose(text: str) -> str:
+    """The text without its fenced code, each block a line break. Measured on 300 messages
+    of BEAM's 500K tier (2,054 characters on average, 45 with code): spaCy took 0.79 of the
+    time and found 742 of 871 mentions, no new ones. Of 40 of those it left out, 33 were
+    commands and identifiers taken for people and firms ("Define", "Insert", "GroupId");
+    the rest were tools named in code ("Flask", "Redis") and one person in a comment."""
+    return _FENCED.sub("\n", text) if "```" in text else text
 
 
 def pieces_of(text: str, size: int = PIECE_CHARS) -> list[str]:

@@ -17,9 +17,13 @@ from nexusai.errors import ConfigError
 
 
 class RETRIEVAL:
-    """Retrieval constants from the spec. RRF_K is not a setting."""
+    """Retrieval constants, none of them a setting: the spec's (RRF_K, the weights' defaults)
+    and the depth fusion ranks to for a budget."""
 
     RRF_K: Final = 60
+    # How deep fusion ranks for a budgeted turn (the pool packing chooses from), and so how
+    # deep the learned mode asks each leg and its ranker is trained: one number, here.
+    POOL_DEPTH: Final = 50
     SEMANTIC_WEIGHT: Final = 1.0
     KEYWORD_WEIGHT: Final = 0.0
 

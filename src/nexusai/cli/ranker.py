@@ -8,6 +8,7 @@ import click
 
 from nexusai.cli.common import clean_errors, require_extra
 from nexusai.cli.eval import dataset_options, load_sets
+from nexusai.config import RETRIEVAL
 
 
 @click.group(name="ranker")
@@ -27,7 +28,7 @@ def ranker_group() -> None:
 @click.option(
     "--depth",
     type=click.IntRange(5, 100),
-    default=50,
+    default=RETRIEVAL.POOL_DEPTH,
     show_default=True,
     help="Candidates asked of each leg per turn",
 )

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from nexusai.config import RETRIEVAL
 from nexusai.keywords import query_terms
 from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode
@@ -43,8 +44,7 @@ EXCERPT_OVER_CHARS = 540
 EXCERPT_TOKENS = 80
 EXCERPT_CHARS = 360
 CHARS_PER_TOKEN = EXCERPT_CHARS / EXCERPT_TOKENS
-# How deep fusion ranks for a budgeted turn: the pool packing chooses from.
-PACK_DEPTH = 50
+PACK_DEPTH = RETRIEVAL.POOL_DEPTH  # how deep fusion ranks for a budgeted turn
 # Recognised standing memories take at most this share of a budget (pinned ones may take
 # all of it): the rest is the searched memories'.
 STANDING_SHARE = 0.25

@@ -90,6 +90,11 @@ def line_tokens(fused: FusedEpisode, content_tokens: int) -> int:
     return LINE_BREAK + _speaker_tokens(fused.episode.speaker) + content_tokens + cuts
 
 
+def whole_line_tokens(episode: Episode, content_tokens: int) -> int:
+    """`line_tokens` of the whole memory: no cut ends."""
+    return LINE_BREAK + _speaker_tokens(episode.speaker) + content_tokens
+
+
 @functools.lru_cache(maxsize=4096)
 def _speaker_tokens(speaker: str) -> int:
     return count_tokens(f"{speaker}:")

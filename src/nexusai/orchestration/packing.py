@@ -33,6 +33,7 @@ from nexusai.orchestration.layout import (
     STANDING_CAPTION,
     Tally,
     line_tokens,
+    whole_line_tokens,
 )
 from nexusai.ranking.model import probability
 from nexusai.tokens import count_tokens
@@ -53,8 +54,7 @@ STANDING_SHARE = 0.25
 def whole(fused: FusedEpisode) -> FusedEpisode:
     """The memory as it is, its line's cost counted (the text's count kept by
     `content_tokens`)."""
-    bare = fused.priced(0)
-    return bare.priced(line_tokens(bare, content_tokens(fused.episode)))
+    return fused.priced(whole_line_tokens(fused.episode, content_tokens(fused.episode)))
 
 
 # An episode's whole text counted once, not on every turn that packs it (a long reply is

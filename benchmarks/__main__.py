@@ -17,6 +17,7 @@ BENCHMARKS = {
     "import-long": "benchmarks.bench_import_long",
     "import-short": "benchmarks.bench_import_short",
     "extracting": "benchmarks.bench_extracting",
+    "extract-long": "benchmarks.bench_extract_long",
     "export": "benchmarks.bench_export",
     "http": "benchmarks.bench_http",
     "soak": "benchmarks.bench_soak",

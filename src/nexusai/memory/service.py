@@ -14,7 +14,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 from nexusai.config import Config
@@ -102,9 +101,8 @@ class Memory:
         self.extraction_due = threading.Event()  # set when writes left entities to extract
         self.vectors_due = threading.Event()  # set when writes left more vectors than they made
         self.forgetting = background.Forgetting()
-        self.turns = background.TurnsFirst()  # extraction waits while one is in flight
         self.entities = EntityMemory(
-            store, embedder, entity_vectors, extractor, self.stopping, batch_size, self.turns.wait
+            store, embedder, entity_vectors, extractor, self.stopping, batch_size
         )
         self._rebuilding = 0  # episodes whose lost vectors are being made again
         self._threads: list[threading.Thread] = []  # the background work, once started
@@ -451,9 +449,6 @@ class Memory:
         return sorted(hits, key=lambda hit: (-hit[1], hit[0]))
 
     # -- reads (what orchestration's MemoryClient asks for) -------------------------------
-
-    def turn(self) -> AbstractContextManager[None]:
-        return self.turns.turn()
 
     def scope(self, session_id: int) -> Scope:
         return self.store.scope(session_id)

@@ -9,10 +9,9 @@ stays a 404, a memory service that is down or slow a 503 that names it.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import TypeVar
 
 import httpx
@@ -75,9 +74,6 @@ class HttpMemoryClient:
     def ping(self) -> None:
         """Raises MemoryUnavailable unless the memory service answers its health check."""
         self._send(Endpoints.health())
-
-    def turn(self) -> AbstractContextManager[None]:
-        return contextlib.nullcontext()  # the memory service counts each of the turn's reads
 
     def scope(self, session_id: int) -> Scope:
         return _scope(self._send(Endpoints.scope(session_id)))

@@ -9,18 +9,12 @@ pass one contract test suite (tests/test_memory_client.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import Protocol
 
 from nexusai.models import Entity, Episode, EpisodeFilter, NewEpisode, Scope
 
 
 class MemoryClient(Protocol):
-    def turn(self) -> AbstractContextManager[None]:
-        """A turn in flight while entered: the memory's background work (entity extraction)
-        waits for it between its small steps. Over HTTP each of the turn's reads is."""
-        ...
-
     def scope(self, session_id: int) -> Scope:
         """The session's project's sessions, or just the session; and whether that is
         every session in the store."""

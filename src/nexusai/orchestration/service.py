@@ -34,5 +34,4 @@ class Orchestration:
         turn); `overrides` change them for this turn only (validated like a PATCH, not
         saved)."""
         settings = self.settings.get().with_changes(overrides or {})
-        with self.memory.turn():  # extraction behind waits for it
-            return run_turn(self.memory, self.embedder, settings, request, self.ranker)
+        return run_turn(self.memory, self.embedder, settings, request, self.ranker)

@@ -3,7 +3,6 @@ vector and keyword legs, and the standing episodes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Annotated
 from urllib.parse import quote
 
@@ -33,15 +32,7 @@ from nexusai.schemas import (
     VectorHit,
 )
 
-
-def _a_turns_read(memory: MemoryHandle) -> Iterator[None]:
-    """Each read a turn makes of this service is a turn in flight while it runs: extraction
-    behind waits for it (in one process, orchestration holds the whole turn)."""
-    with memory.turns.turn():
-        yield
-
-
-router = APIRouter(route_class=StrictJSONRoute, dependencies=[Depends(_a_turns_read)])
+router = APIRouter(route_class=StrictJSONRoute)
 
 
 @router.get("/sessions/{session_id}/scope", tags=["retrieval"], responses=errors(404, 422))

@@ -217,9 +217,10 @@ _FENCED = re.compile(r"```.*?(?:```|\Z)", re.S)
 def prose(text: str) -> str:
     """The text without its fenced code, each block a line break. Measured on 300 messages
     of BEAM's 500K tier (2,054 characters on average, 45 with code; `python -m benchmarks
-    extract-long`): spaCy took 0.78 of the time and found 742 of 871 mentions, no new ones. Of 40 of those it left out, 33 were
-    commands and identifiers taken for people and firms ("Define", "Insert", "GroupId");
-    the rest were tools named in code ("Flask", "Redis") and one person in a comment."""
+    extract-long`): spaCy took 0.78 of the time and found 742 of 871 mentions, no new ones.
+    Of 40 of those it left out, 33 were commands and identifiers taken for people and
+    firms ("Define", "Insert", "GroupId"); the rest were tools named in code ("Flask",
+    "Redis") and one person in a comment."""
     return _FENCED.sub("\n", text) if "```" in text else text
 
 

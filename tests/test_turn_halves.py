@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nexusai.models import Episode, Scope
+from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode, fuse_ranked
 from nexusai.orchestration.modes import RRF, Learned
 from nexusai.orchestration.packing import PACK_DEPTH, PACKERS
@@ -24,7 +24,6 @@ def ep(i: int, text: str = "", standing: str | None = None) -> Episode:
 
 def gathered(**found: list[Episode]) -> Gathered:
     return Gathered(
-        scope=Scope([1]),
         vector=[0.0] * 4,
         embedder="minilm",
         recent=[],

@@ -30,6 +30,7 @@ import numpy as np
 
 from nexusai.embedders.base import Embedder, Vector
 from nexusai.embedders.bert_onnx import Header, build_graph
+from nexusai.embedders.minilm import default_cache_dir
 from nexusai.errors import ConfigError
 from nexusai.onnx_session import session_options
 
@@ -217,7 +218,7 @@ class E5Embedder(Embedder):
 
 def _exported(model: E5File, cache_dir: Path | None, int8: bool) -> Path:
     digest = model.digest
-    folder = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nexusai"
+    folder = cache_dir or default_cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"e5-small-{digest}{'-int8' if int8 else ''}.onnx"
     if path.exists():

@@ -273,18 +273,11 @@ def read(chat: Imported, embedder: Embedder, text: str, settings: RuntimeSetting
     return Read(replace(request, legs=False), gathered, spent, turn.window)
 
 
-def replayed(
-    asked: Read,
-    settings: RuntimeSettings,
-    ranker: Ranker | None = None,
-    packer: Packer | None = None,
-) -> Context:
-    """The turn `settings` give the question (`ranker` the learned mode's; `packer` in
-    place of the mode's), assembled from what was read for it: as a live turn gives it,
-    when `asked` was read at the depth these settings ask (tests/test_congruence.py)."""
+def replayed(asked: Read, settings: RuntimeSettings, ranker: Ranker | None = None) -> Context:
+    """The turn `settings` give the question (`ranker` the learned mode's), assembled
+    from what was read for it: as a live turn gives it, when `asked` was read at the depth
+    these settings ask (tests/test_congruence.py)."""
     turn = plan(_asked(settings), asked.request, fusion_mode(settings.fusion, ranker))
-    if packer is not None:
-        turn = replace(turn, packer=packer)
     return assemble(turn, asked.gathered)
 
 

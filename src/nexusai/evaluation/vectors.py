@@ -7,7 +7,6 @@ cached one is the vector that run made."""
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import sqlite3
 import threading
@@ -18,6 +17,7 @@ import numpy as np
 
 from nexusai.config import Config
 from nexusai.embedders import Embedder, Vector, create_embedder
+from nexusai.embedders.minilm import default_cache_dir
 
 _Maker = Callable[[list[str]], list[Vector]]
 
@@ -30,8 +30,7 @@ def eval_embedder(config: Config, kept: bool = True) -> Embedder:
 
 def default_folder(cache_dir: Path | None) -> Path:
     """Beside the models' cache (`NEXUS_MODEL_CACHE_DIR`, else `~/.cache/nexusai`)."""
-    base = cache_dir or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nexusai"
-    return base / "eval-vectors"
+    return (cache_dir or default_cache_dir()) / "eval-vectors"
 
 
 class KeptVectors(Embedder):

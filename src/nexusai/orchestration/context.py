@@ -26,6 +26,4 @@ class Context:
     timings: dict[str, float] = field(default_factory=dict)  # ms per step, for Server-Timing
     budget: int = 0  # the contextBudget the memories were packed into (0: none)
     window: TimeWindow | None = None  # the time the message named, searched within (timeAware)
-    # What packing chose from: fusion's list and the standing ones carried.
-    fused: list[FusedEpisode] = field(default_factory=list)
-    standing_candidates: list[FusedEpisode] = field(default_factory=list)
+    fused: list[FusedEpisode] = field(default_factory=list)  # what packing chose from

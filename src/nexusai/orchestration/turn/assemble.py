@@ -40,5 +40,4 @@ def assemble(turn: TurnPlan, gathered: Gathered) -> Context:
         budget=settings.context_budget,
         window=turn.window,
         fused=fused,
-        standing_candidates=standing,
     )

@@ -30,11 +30,10 @@ POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="nexus-turn")
 
 @dataclass(frozen=True, kw_only=True)
 class Gathered:
-    """What a turn's I/O gave: the scope and the vector it searched with, the recent turns,
-    each source's candidates without them, the standing ones ranked by the message, the
-    entities, and what it said and how long each step took."""
+    """What a turn's I/O gave: the vector it searched with, the recent turns, each source's
+    candidates without them, the standing ones ranked by the message, the entities, and
+    what it said and how long each step took."""
 
-    scope: Scope
     vector: Vector | None
     embedder: str  # the name of the embedder the turn's vector is (or would be) made by
     recent: list[Episode]
@@ -81,12 +80,11 @@ def gather(turn: TurnPlan, memory: MemoryClient, embedder: Embedder) -> Gathered
     asked = turn.leg_query(memory, scope, vector, [episode.id for episode in recent])
     late = {s.name: POOL.submit(_clocked, s, asked, timings) for s in sources if not s.early}
     entities = _entities(turn, asked, timings)
-    found = {name: call.result() for name, call in {**early, **late}.items()}
-    found = _without_recent({name: found[name] for name in turn.sources}, recent)
+    calls = {**early, **late}
+    found = _without_recent({name: calls[name].result() for name in turn.sources}, recent)
     with stopwatch(timings, "standing"):
         standing = ranked(found.pop("standing", []), embedder, vector)
     return Gathered(
-        scope=scope,
         vector=vector,
         embedder=embedder.name,
         recent=recent,

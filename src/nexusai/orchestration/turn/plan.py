@@ -33,15 +33,16 @@ class TurnPlan:
     weights: dict[str, float]  # each fused source's weight (RRF reads them)
     embed: bool  # whether the message is embedded here (not given, and something reads it)
     pool: int  # how many memories fusion gives packing
-    packer: Packer  # how a budgeted turn packs them (the mode's; the eval gives fitted ones)
     order: str  # the memories' order: "rank" or "time" (`memoryOrder`, "auto" resolved)
 
     @property
     def message(self) -> str:
         return self.request.message
 
-    def asks(self, source: str) -> bool:
-        return source in self.sources
+    @property
+    def packer(self) -> Packer:
+        """How a budgeted turn packs what fusion gives: the mode's packer."""
+        return PACKERS[self.mode.packer]
 
     def fused(self) -> tuple[str, ...]:
         """The sources asked that fusion reads, in the order it sums them."""
@@ -95,7 +96,6 @@ def plan(settings: RuntimeSettings, request: TurnRequest, mode: FusionMode) -> T
         weights=weights,
         embed=reads and request.vector is None,
         pool=asks.limit,
-        packer=PACKERS[mode.packer],
         order=_order(settings.memory_order, request.message),
     )
 

@@ -1,15 +1,16 @@
-"""Where a turn's candidates come from, each behind one small protocol: the spec's two legs
-and the standing memories. A source says what it needs (the message's vector, to search or
+"""Where a turn's candidates come from, as data (`SOURCES`): the spec's two legs and the
+standing memories. A source says what it needs (the message's vector, to search or
 to rank by) and whether it counts in fusion (its weight; a learned mode's features read it
 by name); the plan asks the sources it wants, `gather` runs them at once and times each.
 
-A new source is a class here (or a module beside it) and one line in `SOURCES`: it is
+A new source is one `Source` in `SOURCES` (its `find` here or in a module beside it): it is
 fetched, timed in `Server-Timing` and handed to fusion by its name. It counts in fusion
 only with a weight (RRF) or a ranker feature that reads it (the learned mode)."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from nexusai.models import Episode
 from nexusai.observability import RETRIEVAL_SECONDS, timed
@@ -18,95 +19,33 @@ from nexusai.orchestration.standing import STANDING_DEPTH
 from nexusai.orchestration.turn.request import LegQuery
 
 
-class Source(Protocol):
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """One place a turn's candidates come from, as data: what it is called, when it runs,
+    what it needs and what it counts for."""
+
     name: str
     step: str  # its step in the turn's Server-Timing header
     # Whether it searches without the message's vector: it then runs while the message is
     # embedded, and the recent turns are dropped from what it found after.
     early: bool
-
-    def wanted(self, settings: RuntimeSettings, both: bool) -> bool:
-        """Whether a turn under these settings asks it (`both`: both legs in full)."""
-        ...
-
-    def weight(self, settings: RuntimeSettings) -> float | None:
-        """Its weight in RRF under these settings; None: it is not fused."""
-        ...
-
-    def reads_vector(self, settings: RuntimeSettings) -> bool:
-        """Whether it reads the message's vector (to search, or to rank what it found): a
-        plan that asks it embeds the message."""
-        ...
-
-    def find(self, asked: LegQuery) -> list[Episode]:
-        """Its candidates for the turn, best first, within the turn's scope and filter."""
-        ...
+    # Whether a turn under these settings asks it (`both`: both legs in full, whatever
+    # their weights).
+    wanted: Callable[[RuntimeSettings, bool], bool]
+    # Its weight in RRF under these settings; None: it is not fused.
+    weight: Callable[[RuntimeSettings], float | None]
+    # Whether it reads the message's vector (to search, or to rank what it found): a plan
+    # that asks it embeds the message.
+    reads_vector: Callable[[RuntimeSettings], bool]
+    # Its candidates for the turn, best first, within the turn's scope and filter.
+    find: Callable[[LegQuery], list[Episode]]
 
 
-class Semantic:
-    """Nearest by meaning in the vector index: the spec's semantic leg (the recent turns
-    are left out inside its query, so that it still gives `depth` rows)."""
-
-    name, step, early = "semantic", "semantic", False
-
-    def wanted(self, settings: RuntimeSettings, both: bool) -> bool:
-        return both or settings.semantic_weight > 0
-
-    def weight(self, settings: RuntimeSettings) -> float | None:
-        return settings.semantic_weight
-
-    def reads_vector(self, settings: RuntimeSettings) -> bool:
-        return True
-
-    def find(self, asked: LegQuery) -> list[Episode]:
-        return semantic_leg(asked)
-
-
-class Keyword:
-    """BM25 over the keyword index: the spec's keyword leg (not asked at weight 0, the
-    spec's skipped call, unless both legs are wanted)."""
-
-    name, step, early = "keyword", "keyword", True
-
-    def wanted(self, settings: RuntimeSettings, both: bool) -> bool:
-        return both or settings.keyword_weight > 0
-
-    def weight(self, settings: RuntimeSettings) -> float | None:
-        return settings.keyword_weight
-
-    def reads_vector(self, settings: RuntimeSettings) -> bool:
-        return False
-
-    def find(self, asked: LegQuery) -> list[Episode]:
-        return keyword_leg(asked)
-
-
-class Standing:
+def standing_episodes(asked: LegQuery) -> list[Episode]:
     """The scope's pinned episodes and recognised rules and preferences, whatever the
-    search finds; the recognised ones ranked by their cosine to the message
-    (`orchestration/standing.py`), so it reads the vector. Not fused: they are a section of
-    their own."""
-
-    name, step, early = "standing", "standing-read", True
-
-    def wanted(self, settings: RuntimeSettings, both: bool) -> bool:
-        return True
-
-    def weight(self, settings: RuntimeSettings) -> float | None:
-        return None
-
-    def reads_vector(self, settings: RuntimeSettings) -> bool:
-        # The recognised ones are chosen by their cosine to the message; pinned ones are not.
-        return settings.standing_limit > 0
-
-    def find(self, asked: LegQuery) -> list[Episode]:
-        found = asked.memory.standing_episodes(asked.filter_ids(), STANDING_DEPTH, asked.rule)
-        return asked.within(found)
-
-
-# In the order fusion sums them (the spec's semantic leg first).
-SOURCES: tuple[Source, ...] = (Semantic(), Keyword(), Standing())
-BY_NAME: dict[str, Source] = {source.name: source for source in SOURCES}
+    search finds (`orchestration/standing.py` ranks them by the message)."""
+    found = asked.memory.standing_episodes(asked.filter_ids(), STANDING_DEPTH, asked.rule)
+    return asked.within(found)
 
 
 def semantic_leg(asked: LegQuery) -> list[Episode]:
@@ -133,3 +72,41 @@ def keyword_leg(asked: LegQuery) -> list[Episode]:
             asked.rule,
         )
     return asked.within(rows)
+
+
+# In the order fusion sums them (the spec's semantic leg first).
+SOURCES: tuple[Source, ...] = (
+    # Nearest by meaning: the spec's semantic leg (the recent turns are left out inside
+    # its query, so that it still gives `depth` rows).
+    Source(
+        name="semantic",
+        step="semantic",
+        early=False,
+        wanted=lambda settings, both: both or settings.semantic_weight > 0,
+        weight=lambda settings: settings.semantic_weight,
+        reads_vector=lambda settings: True,
+        find=semantic_leg,
+    ),
+    # BM25: the spec's keyword leg, not asked at weight 0 (the spec's skipped call).
+    Source(
+        name="keyword",
+        step="keyword",
+        early=True,
+        wanted=lambda settings, both: both or settings.keyword_weight > 0,
+        weight=lambda settings: settings.keyword_weight,
+        reads_vector=lambda settings: False,
+        find=keyword_leg,
+    ),
+    # Pinned, rules and preferences: not fused (a section of their own), but the
+    # recognised ones are ranked by their cosine to the message, so they read the vector.
+    Source(
+        name="standing",
+        step="standing-read",
+        early=True,
+        wanted=lambda settings, both: True,
+        weight=lambda settings: None,
+        reads_vector=lambda settings: settings.standing_limit > 0,
+        find=standing_episodes,
+    ),
+)
+BY_NAME: dict[str, Source] = {source.name: source for source in SOURCES}

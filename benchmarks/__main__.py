@@ -25,6 +25,7 @@ BENCHMARKS = {
     "project": "benchmarks.bench_project",
     "search": "benchmarks.bench_search",
     "start": "benchmarks.bench_start",
+    "recommended": "benchmarks.bench_recommended",
     "memory": "benchmarks.bench_memory",
     "keyword-scale": "benchmarks.bench_keyword_scale",
     "pg-keyword": "benchmarks.bench_pg_keyword",

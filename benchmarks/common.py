@@ -38,13 +38,19 @@ def time_ms(fn: Callable[[], object], runs: int, warmup: int = 5) -> list[float]
 
 
 def timed_context(
-    http: httpx.Client, session: int, message: str, rule: dict[str, Any] | None = None
+    http: httpx.Client,
+    session: int,
+    message: str,
+    rule: dict[str, Any] | None = None,
+    settings: dict[str, Any] | None = None,
 ) -> tuple[float, dict[str, float]]:
-    """One `POST /context` turn (with `rule` as its filter): its wall time (ms) and its
-    `Server-Timing` steps (ms)."""
+    """One `POST /context` turn (with `rule` as its filter, `settings` for this turn only):
+    its wall time (ms) and its `Server-Timing` steps (ms)."""
     body: dict[str, Any] = {"sessionId": session, "message": message}
     if rule is not None:
         body["filter"] = rule
+    if settings is not None:
+        body["settings"] = settings
     started = time.perf_counter()
     answer = http.post("/context", json=body)
     elapsed = (time.perf_counter() - started) * 1000

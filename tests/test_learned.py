@@ -11,12 +11,17 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
+from rich.console import Console
 
 from nexusai.app import create_app
 from nexusai.cli import cli
 from nexusai.config import Config
 from nexusai.embedders import Embedder
 from nexusai.errors import ConfigError
+from nexusai.evaluation.datasets import load_jsonl
+from nexusai.evaluation.learned import Recipe, fit
+from nexusai.evaluation.selection import CANDIDATES
+from nexusai.evaluation.training import collect
 from nexusai.ranking.features import FEATURES, MEANINGS
 
 # (what the user said, the assistant's echo of the question, the question): in every
@@ -232,3 +237,23 @@ def test_nexus_serve_with_a_bad_ranker_stops_in_one_line_and_touches_nothing(
         f"Error: NEXUS_RANKER: ranker model {tmp_path / 'nope.json'} does not exist"
     ]
     assert not data.exists()
+
+
+def test_ranker_select_compares_each_way_of_fitting_out_of_fold(tmp_path: Path) -> None:
+    chats = labelled_chats(tmp_path / "chats.jsonl")
+    result = CliRunner().invoke(cli, ["ranker", "select", "--jsonl", str(chats)])
+    assert result.exit_code == 0, result.output
+    for candidate in CANDIDATES:
+        assert candidate.name in result.output
+    assert "worst set" in result.output
+
+
+def test_a_ranker_fitted_without_features_never_splits_on_them(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    [chats] = collect(Console(), [load_jsonl(labelled_chats(tmp_path / "c.jsonl"))], 5, embedder)
+    unused = ("cosine", "bm25", "semantic_rank")
+    ranker = fit(chats.pools, 5, {}, Recipe(unused=unused))
+    split_on = {int(f) for tree in ranker.trees for f in tree["feature"] if f >= 0}
+    assert split_on  # it learned from the others
+    assert not split_on & {FEATURES.index(name) for name in unused}

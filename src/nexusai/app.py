@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -38,6 +39,7 @@ from nexusai.orchestration import openai_api
 from nexusai.orchestration.http_memory import HttpMemoryClient
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SettingsStore
+from nexusai.orchestration.warm import WARM_CHARS, WARM_TURNS, Asked, warm_turns
 from nexusai.ranking.model import Ranker, configured
 from nexusai.schemas import CamelModel
 from nexusai.warmup import Warmup
@@ -219,6 +221,17 @@ def _settings_path(config: Config) -> Path:
     return config.data_dir / ORCHESTRATION_FILE if config.database_url else config.db_path
 
 
+def _newest_messages(memory: Memory) -> list[Asked]:
+    """The newest session's newest messages, each cut to a message's usual length: what
+    the warm turns ask (none in an empty store)."""
+    sessions = memory.store.count_sessions()
+    if not sessions:
+        return []
+    [newest] = memory.store.list_sessions(limit=1, offset=sessions - 1)
+    recent = memory.recent_episodes(newest.id, WARM_TURNS)
+    return [(newest.id, episode.content[:WARM_CHARS]) for episode in recent]
+
+
 @asynccontextmanager
 async def _with_memory(
     app: FastAPI,
@@ -241,6 +254,8 @@ async def _with_memory(
     warmup.run("the keyword index", memory.store.warm)
     if settings is not None:
         warmup.run("the standing memories' vectors", app.state.orchestration.warm)
+        asked = _newest_messages(memory)
+        warmup.run("a turn's path", partial(warm_turns, app.state.orchestration, asked))
     try:
         yield
     finally:

@@ -114,9 +114,10 @@ class Config:
     warm_seconds: float = setting(
         60.0,
         "at start, how long `/ready` may answer 503 while the keyword index (its commonest"
-        " words first) and the newest standing memories' vectors are read ahead, so that"
-        " the first turns are as fast as later ones; 0: ready at once, each read as turns"
-        " ask for it",
+        " words first) and the newest standing memories' vectors are read ahead, and the"
+        " newest session's last 12 messages are asked as `/context` turns (storing"
+        " nothing), so that the first turns are as fast as later ones; 0: ready at once,"
+        " each read as turns ask for it",
     )
     memory_url: str | None = setting(None, "`--role orchestration`: where the memory service is")
     memory_api_key: str | None = setting(

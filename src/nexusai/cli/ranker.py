@@ -51,3 +51,23 @@ def train_command(
     from nexusai.evaluation.training import train
 
     train(load_sets(locomo, beam_folders, jsonl_files), out, depth)
+
+
+@ranker_group.command(name="select")
+@dataset_options
+@clean_errors
+def select_command(
+    locomo: Path | None, beam_folders: tuple[Path, ...], jsonl_files: tuple[Path, ...]
+) -> None:
+    """Compare ways of fitting the ranker, out of fold, within token budgets.
+
+    Each way (the shipped one; each without features that may not carry to other chats;
+    stronger regularisation; fewer rounds) is fitted leave-one-conversation-out over every
+    set given, and every question is asked as a budgeted learned turn by the ranker that
+    never saw its conversation. Prints recall within 500, 1,000 and 2,000 tokens per set,
+    and each way's worst set. Needs `pip install 'nexusai[train]'`.
+    """
+    require_extra("lightgbm", "train", "nexus ranker select")
+    from nexusai.evaluation.selection import select
+
+    select(load_sets(locomo, beam_folders, jsonl_files))

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ PARAMS: dict[str, Any] = {
     "deterministic": True,
 }
 ROUNDS = 200
+UNUSED: tuple[str, ...] = ()  # features the shipped ranker may not split on
 
 
 @dataclass
@@ -119,8 +120,27 @@ def pool(dataset: str, conversation: str, question: Asked, asked: Read, depth: i
     )
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """How a ranker is fitted: LightGBM's parameters, its rounds, and the features it may
+    not split on (`unused`: a feature that would not carry to other chats)."""
+
+    params: Mapping[str, Any] = field(default_factory=lambda: dict(PARAMS))
+    rounds: int = ROUNDS
+    unused: tuple[str, ...] = UNUSED
+
+    def described(self) -> dict[str, Any]:
+        return {"params": dict(self.params), "rounds": self.rounds, "unused": list(self.unused)}
+
+
+SHIPPED_RECIPE = Recipe()
+
+
 def fit(
-    pools: Sequence[Pool], depth: int, trained_on: dict[str, Any], rounds: int = ROUNDS
+    pools: Sequence[Pool],
+    depth: int,
+    trained_on: dict[str, Any],
+    recipe: Recipe = SHIPPED_RECIPE,
 ) -> Ranker:
     """Trees fitted to every candidate of `pools` (evidence or not), as a Ranker."""
     lgb = _lightgbm()
@@ -128,12 +148,14 @@ def fit(
     if not any(p.labels.any() for p in used):
         raise InvalidInput("no question's evidence is among its candidates: nothing to learn")
     matrix = np.vstack([p.matrix for p in used])
+    # A constant column is never split on: the trees cannot read an unused feature.
+    matrix[:, [FEATURES.index(name) for name in recipe.unused]] = 0.0
     labels = np.concatenate([p.labels for p in used])
     weights = np.concatenate(
         [np.full(len(p.ids), w) for p, w in zip(used, _balanced(used), strict=True)]
     )
     data = lgb.Dataset(matrix, labels, weight=weights, group=[len(p.ids) for p in used])
-    booster = lgb.train(PARAMS, data, num_boost_round=rounds)
+    booster = lgb.train(dict(recipe.params), data, num_boost_round=recipe.rounds)
     return ranker_from_booster(booster.dump_model(), depth, trained_on)
 
 
@@ -195,7 +217,7 @@ def cross_validated(
     depth: int,
     limits: Sequence[int],
     progress: Callable[[str], None] | None = None,
-    rounds: int = ROUNDS,
+    recipe: Recipe = SHIPPED_RECIPE,
     deep: dict[int, list[FusedEpisode]] | None = None,
 ) -> dict[int, dict[int, list[int]]]:
     """Each pool's memories at each `semanticLimit` in `limits` (ascending), ranked by a
@@ -208,7 +230,7 @@ def cross_validated(
     ranked: dict[int, dict[int, list[int]]] = {}
     for held_out in conversations:
         others = [p for p in pools if p.fold != held_out]
-        ranker = fit(others, depth, {}, rounds)
+        ranker = fit(others, depth, {}, recipe)
         for index, held in enumerate(pools):
             if held.fold == held_out:
                 ranked[index] = {k: rank_ids(ranker, held, k) for k in limits[:-1]}

@@ -19,8 +19,7 @@ from nexusai.evaluation.datasets import EvalSet
 from nexusai.evaluation.harness import SWEEP, imported, replayed
 from nexusai.evaluation.learned import (
     DEPTH,
-    PARAMS,
-    ROUNDS,
+    SHIPPED_RECIPE,
     Pool,
     cross_validated,
     fit,
@@ -45,15 +44,14 @@ class Collected:
 def train(sets: Sequence[EvalSet], out: Path, depth: int = DEPTH) -> Ranker:
     console = Console(width=max(Console().width, 110))
     embedder = eval_embedder(Config.from_env())
-    collected = _collect(console, sets, depth, embedder)
+    collected = collect(console, sets, depth, embedder)
     everything = [p for c in collected for p in c.pools]
     table = _cross_validated_table(console, collected, depth)
     trained_on = {
         "embedder": embedder.name,  # its cosines are features: a turn says when they differ
         "datasets": {c.name: _counts(c.pools) for c in collected},
         "trainedAt": datetime.date.today().isoformat(),
-        "params": PARAMS,
-        "rounds": ROUNDS,
+        **SHIPPED_RECIPE.described(),
         "crossValidated": table,
     }
     ranker = fit(everything, depth, trained_on)
@@ -69,7 +67,7 @@ def _counts(pools: Sequence[Pool]) -> dict[str, int]:
     return {"conversations": len({p.fold for p in pools}), "questions": len(pools)}
 
 
-def _collect(
+def collect(
     console: Console, sets: Sequence[EvalSet], depth: int, embedder: Embedder
 ) -> list[Collected]:
     collected = []

@@ -185,9 +185,13 @@ def context_out(context: Context, explain: bool) -> ContextOut:
     return out
 
 
+_EPISODE = tuple(EpisodeOut.model_fields)  # what a memory says of its episode
+
+
 def _memory(fused: FusedEpisode, budget: int, explain: bool) -> MemoryOut:
-    # Through EpisodeOut, so that the leg's own score never shows as the memory's.
-    memory = MemoryOut.model_validate(EpisodeOut.model_validate(fused.episode))
+    # Only the episode's own fields, so that the leg's score never shows as the memory's;
+    # from a dict, since validating from another model's attributes cost 0.07 ms a memory.
+    memory = MemoryOut.model_validate({name: getattr(fused.episode, name) for name in _EPISODE})
     if budget:  # only then: a turn without a budget is the spec's, byte for byte
         _packed(memory, fused)
     if explain:

@@ -106,7 +106,8 @@ def test_contributions_add_up_to_the_score() -> None:
 def test_the_shipped_ranker_loads_and_says_what_it_was_trained_on() -> None:
     ranker = shipped()
     assert len(ranker.trees) > 10
-    assert set(ranker.trained_on["datasets"]) == {"locomo", "beam"}
+    assert set(ranker.trained_on["datasets"]) == {"locomo", "beam", "beam500k"}
+    assert ranker.trained_on["unused"] == []  # every feature carried (docs/evaluation.md)
 
 
 @pytest.mark.parametrize(

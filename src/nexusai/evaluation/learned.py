@@ -32,8 +32,10 @@ from nexusai.ranking.model import ARRAYS, Ranker, from_trees
 DEPTH = PACK_DEPTH  # candidates asked of each leg: docs/evaluation.md has the depths measured
 LEARNED = replace(DEFAULTS, fusion=Learned.name)  # a learned turn without a budget
 BUDGETED = replace(LEARNED, context_budget=BUDGETS[-1])  # one whose packing chooses
-# Chosen by leave-one-conversation-out cross-validation on LoCoMo and BEAM 1-10 together
-# (docs/evaluation.md has the grid); small enough to score a turn in about a millisecond.
+# Chosen by leave-one-conversation-out cross-validation on LoCoMo and BEAM 1-10 together,
+# then against fewer features, weaker and stronger regularisation and other rounds on all
+# three sets within budgets (`nexus ranker select`; docs/evaluation.md has both tables);
+# small enough to score a turn in about a millisecond.
 PARAMS: dict[str, Any] = {
     "objective": "binary",
     "learning_rate": 0.05,

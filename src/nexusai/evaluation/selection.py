@@ -59,8 +59,11 @@ CANDIDATES = (
     candidate("without the chat's kind", CHAT_KIND),
     candidate("without raw scores", RAW_SCORES),
     candidate("without id spacing", ID_SPACING),
+    candidate("without id spacing or the chat's kind", ID_SPACING + CHAT_KIND),
     candidate("stronger regularisation", num_leaves=7, min_data_in_leaf=200, lambda_l2=10.0),
     candidate("fewer rounds", rounds=100),
+    candidate("more rounds", rounds=400),
+    candidate("larger trees", num_leaves=31, max_depth=8, min_data_in_leaf=20),
 )
 
 

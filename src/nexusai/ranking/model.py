@@ -164,7 +164,8 @@ def configured(path: Path | None) -> Ranker:
 
 @functools.cache
 def shipped() -> Ranker:
-    """The ranker in the package, trained on LoCoMo and BEAM 1-10 (see THIRD_PARTY.md)."""
+    """The ranker in the package, trained on LoCoMo and BEAM's 100K and 500K tiers (see
+    THIRD_PARTY.md)."""
     return load(SHIPPED)
 
 

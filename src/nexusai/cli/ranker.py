@@ -62,10 +62,11 @@ def select_command(
     """Compare ways of fitting the ranker, out of fold, within token budgets.
 
     Each way (the shipped one; without features that may not carry to other chats;
-    stronger or weaker regularisation; fewer or more rounds) is fitted leave-one-conversation-out over every
-    set given, and every question is asked as a budgeted learned turn by the ranker that
-    never saw its conversation. Prints recall within 500, 1,000 and 2,000 tokens per set,
-    and each way's worst set. Needs `pip install 'nexusai[train]'`.
+    stronger or weaker regularisation; fewer or more rounds) is fitted
+    leave-one-conversation-out over every set given, and every question is asked as a
+    budgeted learned turn by the ranker that never saw its conversation. Prints recall
+    within 500, 1,000 and 2,000 tokens per set, each way's mean over the sets (each
+    weighed alike) and its worst set. Needs `pip install 'nexusai[train]'`.
     """
     require_extra("lightgbm", "train", "nexus ranker select")
     from nexusai.evaluation.selection import select

@@ -166,9 +166,9 @@ def terms(place: int, option: FusedEpisode) -> tuple[float, float, float, float]
     return (1.0, math.log(place + 1), math.log(max(option.tokens, 1)), excerpt)
 
 
-# Fitted on LoCoMo and BEAM 1-10 by `nexus eval all` (it prints the fit on every
+# Fitted on LoCoMo and both BEAM tiers by `nexus eval all` (it prints the fit on every
 # conversation given, and scores each with a fit that left it out: docs/evaluation.md).
-PLACED_WORTH = PlacedWorth(bias=-4.644, place=-1.024, tokens=1.087, excerpt=-1.631)
+PLACED_WORTH = PlacedWorth(bias=-3.547, place=-0.98, tokens=0.8, excerpt=-1.726)
 # The room the last memory may be cut to: less says too little to be worth its tokens.
 FILL_TOKENS = 40
 

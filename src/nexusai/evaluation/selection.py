@@ -9,7 +9,7 @@ worst set's mean."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
@@ -20,13 +20,14 @@ from nexusai.config import Config
 from nexusai.evaluation.budgets import Packed, within_budget
 from nexusai.evaluation.datasets import EvalSet
 from nexusai.evaluation.harness import replayed
-from nexusai.evaluation.learned import BUDGETED, DEPTH, PARAMS, Pool, Recipe, fit
+from nexusai.evaluation.learned import BUDGETED, DEPTH, PARAMS, ROUNDS, Pool, Recipe, fit
 from nexusai.evaluation.training import collect
 from nexusai.evaluation.vectors import eval_embedder
 from nexusai.orchestration.modes import Learned
 from nexusai.ranking.features import FEATURES
 
-SELECTION_BUDGETS = (500, 1000, 2000)  # what the issue's aims are stated at
+SELECTION_BUDGETS = (500, 1000, 2000)  # the budgets a recommended turn is judged at
+Figures = dict[str, dict[str, dict[str, float]]]  # candidate -> set -> budget -> recall
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,11 @@ class Candidate:
 def candidate(
     name: str,
     unused: Sequence[str] = (),
-    rounds: int = 200,
+    rounds: int = ROUNDS,
     **params: Any,
 ) -> Candidate:
+    """A way of fitting: the shipped parameters with `params` changed, `rounds` trees, and
+    the `unused` features left out."""
     unknown = [f for f in unused if f not in FEATURES]
     if unknown:
         raise ValueError(f"no such features: {unknown}")
@@ -106,22 +109,9 @@ def compared(
     pools: Sequence[Pool],
     candidates: Sequence[Candidate] = CANDIDATES,
     progress: Callable[[], None] | None = None,
-) -> dict[str, dict[str, dict[str, float]]]:
+) -> Figures:
     """{candidate: {set: {budget: recall}}}, every candidate out of fold on `pools`."""
     return {c.name: out_of_fold(pools, c.recipe, progress=progress) for c in candidates}
-
-
-def combined(name: str, chosen: Sequence[Candidate], base: Mapping[str, Any] = PARAMS) -> Candidate:
-    """The candidates' changes together: their unused features and their parameters."""
-    unused = tuple(dict.fromkeys(f for c in chosen for f in c.recipe.unused))
-    params = {**base}
-    for c in chosen:
-        params.update({k: v for k, v in c.recipe.params.items() if base.get(k) != v})
-    rounds = min((c.recipe.rounds for c in chosen), default=200)
-    return Candidate(name, replace(Recipe(), params=params, rounds=rounds, unused=unused))
-
-
-Figures = dict[str, dict[str, dict[str, float]]]  # candidate -> set -> budget -> recall
 
 
 def select(sets: Sequence[EvalSet], candidates: Sequence[Candidate] = CANDIDATES) -> Figures:

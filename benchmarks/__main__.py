@@ -15,6 +15,7 @@ BENCHMARKS = {
     "entity-precision": "benchmarks.bench_entity_precision",
     "embedders": "benchmarks.bench_embedders",
     "import-long": "benchmarks.bench_import_long",
+    "long-writes": "benchmarks.bench_long_writes",
     "import-short": "benchmarks.bench_import_short",
     "extracting": "benchmarks.bench_extracting",
     "extract-long": "benchmarks.bench_extract_long",

@@ -1,9 +1,10 @@
 """Turns a start asks of itself before `/ready` answers, through the path a `/context`
 turn takes (the turn, then its shaping into the response): the first turns a process
 serves pay for what nothing ran yet (the model's first runs at each length of message,
-the ranker's, the code a turn runs once and the reads of the store's newest pages), and
-without these the first ten after `/ready` had a p95 twice the warm one. Read-only: a
-context turn stores nothing."""
+the ranker's, the code a turn runs once and the reads of the store's newest pages): at
+100,000 episodes the first ten after `/ready` had a p95 1.26 to 1.33 times the warm one
+without these, 0.97 to 1.13 with them (docs/benchmarks.md). Read-only: a context turn
+stores nothing."""
 
 from __future__ import annotations
 

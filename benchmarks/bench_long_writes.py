@@ -21,8 +21,8 @@ from benchmarks.common import Report, sentences, served
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.evaluation.datasets import load_beam
 from nexusai.memory.service import embedding_texts
-from nexusai.memory.texts import compose_context_text, compose_search_text
-from nexusai.models import Episode, NewEpisode
+from nexusai.memory.sqlite.store import SqliteStore
+from nexusai.models import NewEpisode
 
 DATA = Path(__file__).parents[2] / "shared" / "data" / "beam500k"
 BATCH = 50
@@ -41,13 +41,12 @@ def run(quick: bool = False) -> None:
         ["what", "seconds", "messages/s", "vs the embedder"],
     )
     embedder = LocalEmbedder()
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        served(Path(tmp) / "data", NEXUS_EXTRACTOR="spacy") as (http, _),
-    ):
-        written = _written(http, messages)
-        megabyte = _megabyte(http)
-    alone = _embedded(embedder, messages)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data"
+        with served(data, NEXUS_EXTRACTOR="spacy") as (http, _):
+            session, written = _written(http, messages)
+            megabyte = _megabyte(http)
+        alone = _embedded(embedder, data, session)
     report.add(
         "embedder alone, the same texts", f"{alone:.1f}", f"{len(messages) / alone:.1f}", "1.00"
     )
@@ -68,18 +67,15 @@ def _messages(count: int) -> list[NewEpisode]:
     return [e.episode for s in chat.sessions for e in s.episodes][:count]
 
 
-def _written(http: httpx.Client, messages: list[NewEpisode]) -> float:
-    session = http.post("/sessions", json={}).json()["id"]
+def _written(http: httpx.Client, messages: list[NewEpisode]) -> tuple[int, float]:
+    """The session written to, and the seconds the writes took."""
+    session: int = http.post("/sessions", json={}).json()["id"]
     started = time.perf_counter()
     for start in range(0, len(messages), BATCH):
-        body = {
-            "episodes": [
-                {"speaker": m.speaker, "content": m.content}
-                for m in messages[start : start + BATCH]
-            ]
-        }
+        batch = messages[start : start + BATCH]
+        body = {"episodes": [{"speaker": m.speaker, "content": m.content} for m in batch]}
         http.post(f"/sessions/{session}/episodes", json=body, timeout=600).raise_for_status()
-    return time.perf_counter() - started
+    return session, time.perf_counter() - started
 
 
 def _megabyte(http: httpx.Client) -> list[float]:
@@ -94,16 +90,12 @@ def _megabyte(http: httpx.Client) -> list[float]:
     return spent
 
 
-def _embedded(embedder: LocalEmbedder, messages: list[NewEpisode]) -> float:
-    """The embedder alone on what the write path embeds: each message's windows, the
-    message before it as their context."""
-    texts: list[str] = []
-    before = ""
-    for n, m in enumerate(messages):
-        search = compose_search_text(m.speaker, m.content, None)
-        episode = Episode(n, 1, m.speaker, m.content, "", "", {}, None, search, before)
-        texts += embedding_texts(episode, embedder.window_chars)
-        before = compose_context_text(m.speaker, m.content)
+def _embedded(embedder: LocalEmbedder, data: Path, session: int) -> float:
+    """The embedder alone on what the write path embedded for the session's messages, read
+    back from the store the service wrote."""
+    with SqliteStore(data / "nexus.db") as store:
+        episodes = store.list_episodes(session, limit=1_000_000)
+    texts = [t for e in episodes for t in embedding_texts(e, embedder.window_chars)]
     started = time.perf_counter()
     embedder.embed(texts)
     return time.perf_counter() - started

@@ -65,6 +65,7 @@ def test_an_empty_store_starts_ready_with_no_turn_asked(
     with TestClient(create_app(config, embedder)) as client:
         _ready(client)
     assert not [r for r in caplog.records if "failed" in r.getMessage()]
+    assert embedder.calls == 0  # nothing was there to ask, so nothing was embedded
 
 
 def test_the_warm_turns_end_when_told(config: Config, embedder: SwitchableEmbedder) -> None:

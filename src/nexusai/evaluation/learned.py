@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from nexusai.embedders import Embedder
 from nexusai.errors import InvalidInput
-from nexusai.evaluation.budgets import BUDGETS, Packed
+from nexusai.evaluation.budgets import BUDGETS, Fold, Packed
 from nexusai.evaluation.harness import Asked, Imported, Read, Run, read, replayed, summary
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.modes import Learned
@@ -226,24 +226,32 @@ def cross_validated(
     ranker fitted to every other conversation (pool index -> limit -> episode ids, best
     first). `deep`, when given, gets each pool's list as a budgeted turn fuses it (packing
     chooses from it), by the same held-out ranker."""
-    conversations = list(dict.fromkeys(p.fold for p in pools))
-    if len(conversations) < 2:
-        raise InvalidInput("cross-validation needs at least two conversations")
     ranked: dict[int, dict[int, list[int]]] = {}
-    for held_out in conversations:
-        others = [p for p in pools if p.fold != held_out]
-        ranker = fit(others, depth, {}, recipe)
-        for index, held in enumerate(pools):
-            if held.fold == held_out:
-                ranked[index] = {k: rank_ids(ranker, held, k) for k in limits[:-1]}
-                started = time.perf_counter()  # the deepest turn's, as for RRF's rows
-                ranked[index][limits[-1]] = rank_ids(ranker, held, limits[-1])
-                held.latency_ms += (time.perf_counter() - started) * 1000
-                if deep is not None:
-                    deep[index] = replayed(held.read, BUDGETED, ranker).fused
+    for held_out, ranker, indexes in held_out_rankers(pools, depth, recipe):
+        for index in indexes:
+            held = pools[index]
+            ranked[index] = {k: rank_ids(ranker, held, k) for k in limits[:-1]}
+            started = time.perf_counter()  # the deepest turn's, as for RRF's rows
+            ranked[index][limits[-1]] = rank_ids(ranker, held, limits[-1])
+            held.latency_ms += (time.perf_counter() - started) * 1000
+            if deep is not None:
+                deep[index] = replayed(held.read, BUDGETED, ranker).fused
         if progress:
             progress(held_out[1])
     return ranked
+
+
+def held_out_rankers(
+    pools: Sequence[Pool], depth: int, recipe: Recipe = SHIPPED_RECIPE
+) -> Iterator[tuple[Fold, Ranker, list[int]]]:
+    """Leave-one-conversation-out: each conversation (its fold), the ranker `recipe` fits
+    to every other one, and the indexes of its own pools."""
+    conversations = list(dict.fromkeys(p.fold for p in pools))
+    if len(conversations) < 2:
+        raise InvalidInput("cross-validation needs at least two conversations")
+    for held_out in conversations:
+        ranker = fit([p for p in pools if p.fold != held_out], depth, {}, recipe)
+        yield held_out, ranker, [i for i, p in enumerate(pools) if p.fold == held_out]
 
 
 def rank_ids(ranker: Ranker, held: Pool, limit: int) -> list[int]:

@@ -20,7 +20,15 @@ from nexusai.config import Config
 from nexusai.evaluation.budgets import Packed, within_budget
 from nexusai.evaluation.datasets import EvalSet
 from nexusai.evaluation.harness import replayed
-from nexusai.evaluation.learned import BUDGETED, DEPTH, PARAMS, ROUNDS, Pool, Recipe, fit
+from nexusai.evaluation.learned import (
+    BUDGETED,
+    DEPTH,
+    PARAMS,
+    ROUNDS,
+    Pool,
+    Recipe,
+    held_out_rankers,
+)
 from nexusai.evaluation.training import collect
 from nexusai.evaluation.vectors import eval_embedder
 from nexusai.orchestration.modes import Learned
@@ -79,17 +87,18 @@ def out_of_fold(
 ) -> dict[str, dict[str, float]]:
     """{set: {budget: recall}}: every question packed from the budgeted learned turn of
     the ranker fitted, by `recipe`, to every other conversation."""
-    folds = list(dict.fromkeys(p.fold for p in pools))
     packed: dict[str, Packed] = {}
     held: dict[str, list[Pool]] = {}
-    for fold in folds:
-        ranker = fit([p for p in pools if p.fold != fold], DEPTH, {}, recipe)
-        for pool in (p for p in pools if p.fold == fold):
+    for _, ranker, indexes in held_out_rankers(pools, DEPTH, recipe):
+        for pool in (pools[i] for i in indexes):
             fused = replayed(pool.read, BUDGETED, ranker).fused
-            question = pool.question  # carrying what its turn would (the deep read's)
-            standing = question.standing or tuple(pool.read.gathered.standing)
+            question = pool.question  # its turn carries the standing ones its read found
             packed.setdefault(pool.dataset, Packed(Learned.packer)).add(
-                pool.fold, question.text, fused, standing, question.evidence
+                pool.fold,
+                question.text,
+                fused,
+                tuple(pool.read.gathered.standing),
+                question.evidence,
             )
             held.setdefault(pool.dataset, []).append(pool)
         if progress:

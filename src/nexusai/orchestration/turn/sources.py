@@ -74,27 +74,45 @@ def keyword_leg(asked: LegQuery) -> list[Episode]:
     return asked.within(rows)
 
 
+def fused_leg(
+    name: str,
+    *,
+    early: bool,
+    weight: Callable[[RuntimeSettings], float],
+    reads_vector: bool,
+    find: Callable[[LegQuery], list[Episode]],
+) -> Source:
+    """A leg RRF sums by its weight: asked when that weight is above 0 (at 0, the spec's
+    skipped call) or when both legs are wanted whatever their weights; timed under its
+    name."""
+    return Source(
+        name=name,
+        step=name,
+        early=early,
+        wanted=lambda settings, both: both or weight(settings) > 0,
+        weight=weight,
+        reads_vector=lambda settings: reads_vector,
+        find=find,
+    )
+
+
 # In the order fusion sums them (the spec's semantic leg first).
 SOURCES: tuple[Source, ...] = (
     # Nearest by meaning: the spec's semantic leg (the recent turns are left out inside
     # its query, so that it still gives `depth` rows).
-    Source(
-        name="semantic",
-        step="semantic",
+    fused_leg(
+        "semantic",
         early=False,
-        wanted=lambda settings, both: both or settings.semantic_weight > 0,
         weight=lambda settings: settings.semantic_weight,
-        reads_vector=lambda settings: True,
+        reads_vector=True,
         find=semantic_leg,
     ),
-    # BM25: the spec's keyword leg, not asked at weight 0 (the spec's skipped call).
-    Source(
-        name="keyword",
-        step="keyword",
+    # BM25: the spec's keyword leg.
+    fused_leg(
+        "keyword",
         early=True,
-        wanted=lambda settings, both: both or settings.keyword_weight > 0,
         weight=lambda settings: settings.keyword_weight,
-        reads_vector=lambda settings: False,
+        reads_vector=False,
         find=keyword_leg,
     ),
     # Pinned, rules and preferences: not fused (a section of their own), but the

@@ -3,10 +3,13 @@ against the embedder's own rate on the same texts, and the share entity extracti
 
 The messages are BEAM's (read from ../shared/data/beam, never copied), so their lengths
 are those of real long chats: about 2,300 characters on average, some over 100,000.
+NEXUS_IMPORT_LONG_DATA names another folder in BEAM's format (the 500K tier's,
+../shared/data/beam500k) and NEXUS_IMPORT_LONG_CHATS which of its chats (`1,2`).
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 import threading
 import time
@@ -24,18 +27,20 @@ DATA = Path(__file__).parents[2] / "shared" / "data" / "beam"
 
 
 def run(quick: bool = False) -> None:
-    if not DATA.exists():
-        print(f"no BEAM data at {DATA}")
+    data = Path(os.environ.get("NEXUS_IMPORT_LONG_DATA", DATA))
+    if not data.exists():
+        print(f"no BEAM data at {data}")
         return
-    chats = ["1"] if quick else ["1", "2", "3"]
-    conversations = [c.conversation for c in load_beam(DATA, chats).conversations]
+    chats = os.environ.get("NEXUS_IMPORT_LONG_CHATS", "1" if quick else "1,2,3").split(",")
+    conversations = [c.conversation for c in load_beam(data, chats).conversations]
     messages = sum(len(s.episodes) for c in conversations for s in c.sessions)
     chars = sum(
         len(e.episode.content) for c in conversations for s in c.sessions for e in s.episodes
     )
     embedder = LocalEmbedder()
     report = Report(
-        f"Importing long chats: {messages:,} BEAM messages, {chars:,} characters",
+        f"Importing long chats: {messages:,} messages of {data.name} (chats {','.join(chats)}),"
+        f" {chars:,} characters",
         ["what", "seconds", "characters/s", "vs the embedder"],
     )
     for what, seconds, ratio in timed_imports(conversations, embedder):

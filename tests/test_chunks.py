@@ -1,8 +1,18 @@
 from __future__ import annotations
 
 from itertools import pairwise
+from pathlib import Path
 
-from nexusai.memory.chunks import MAX_WINDOWS, OVERLAP, STRIDE, episode_of, point_ids, windows
+from nexusai.memory.chunks import (
+    MAX_WINDOWS,
+    OVERLAP,
+    STRIDE,
+    EpisodeVectors,
+    episode_of,
+    point_ids,
+    windows,
+)
+from nexusai.memory.vectors.edge import EdgeVectorIndex
 
 
 def test_a_short_turn_is_one_window_with_its_context() -> None:
@@ -43,3 +53,19 @@ def test_point_ids_map_back_to_their_episode() -> None:
     assert ids[1] == 42 + STRIDE
     assert {episode_of(p) for p in ids} == {42}
     assert max(point_ids(2**40 - 1)) < 2**63
+
+
+def test_an_older_stores_windows_never_crowd_out_episodes(tmp_path: Path) -> None:
+    """Episodes 1-3 kept eight windows each, all nearer the query than episodes 4-7, which
+    are one vector each (as an episode is embedded now): a search for five episodes still
+    gets five, each once, by its best window."""
+    vectors = EpisodeVectors(EdgeVectorIndex(tmp_path / "episodes", 2))
+    near = [(episode, [[1.0, 0.01 * (episode + w)] for w in range(8)], 1) for episode in (1, 2, 3)]
+    far = [(episode, [[1.0, 0.2 * episode]], 1) for episode in (4, 5, 6, 7)]
+    vectors.upsert([*near, *far])
+    try:
+        found = vectors.search([1.0, 0.0], None, [], 5)
+        assert [episode for episode, _ in found] == [1, 2, 3, 4, 5]
+        assert vectors.search([1.0, 0.0], None, [1], 3)[0][0] == 2
+    finally:
+        vectors.index.close()

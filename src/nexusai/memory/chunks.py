@@ -107,13 +107,15 @@ class EpisodeVectors:
             if only_ids is None
             else [i + window * STRIDE for i in only_ids for window in range(VECTOR_WINDOWS)]
         )
-        fetch = limit * 2
+        # An episode is embedded as VECTOR_WINDOWS points, so that many a result fill the
+        # first fetch (asking twice that cost 0.3 ms of a 50-deep search at 100,000).
+        fetch = limit * VECTOR_WINDOWS
         while True:
             hits = self.index.search(vector, session_ids, excluded, fetch, only)
             best: dict[int, float] = {}
             for point_id, score in hits:
                 best.setdefault(episode_of(point_id), score)
-            # Several windows of one episode can fill the first fetch; then look deeper once.
+            # An older store's further windows can fill the first fetch; then look deeper.
             if len(best) >= limit or len(hits) < fetch or fetch >= limit * MAX_WINDOWS:
                 return list(best.items())[:limit]
             fetch = limit * MAX_WINDOWS

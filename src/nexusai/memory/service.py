@@ -270,8 +270,9 @@ class Memory:
     def extract_behind(self, retry_seconds: float = 30.0) -> None:
         """Until the memory closes: extracts whenever writes leave episodes waiting, and
         every `retry_seconds` besides, so that a failed extraction (an LLM extractor that is
-        down) is tried again. The service runs this in a thread of its own."""
-        background.yield_the_cpu()
+        down) is tried again. The service runs this in a thread of its own, on the time
+        its requests leave (`background.take_idle_time`)."""
+        background.take_idle_time()
         while not self.stopping.is_set():
             try:
                 done = self.extract_pending()

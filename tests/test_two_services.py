@@ -19,7 +19,7 @@ from nexusai.config import Config
 from nexusai.errors import ConfigError
 from nexusai.llm import OpenAIChat
 from nexusai.memory.extractors import SpacyExtractor
-from tests.conftest import SwitchableEmbedder
+from tests.conftest import SwitchableEmbedder, entities_settled
 from tests.live_server import live_server
 from tests.openai_stub import openai_stub
 
@@ -33,12 +33,15 @@ TURNS = [
 QUESTIONS = ["what is my dog called?", "where does Ana live?", "when is the report due?"]
 
 
-def seed(base: Callable[..., Any]) -> int:
-    project = base("POST", "/projects", json={"name": "home"}).json()["id"]
-    first = base("POST", "/sessions", json={"projectId": project}).json()["id"]
-    second = base("POST", "/sessions", json={"projectId": project}).json()["id"]
+def seed(client: httpx.Client | TestClient) -> int:
+    """The turns written in a first session, their entities extracted (behind the write,
+    on the time the turns leave): the id of a second session to ask from."""
+    project = client.post("/projects", json={"name": "home"}).json()["id"]
+    first = client.post("/sessions", json={"projectId": project}).json()["id"]
+    second = client.post("/sessions", json={"projectId": project}).json()["id"]
     episodes = [{"speaker": s, "content": c} for s, c in TURNS]
-    base("POST", f"/sessions/{first}/episodes", json={"episodes": episodes})
+    client.post(f"/sessions/{first}/episodes", json={"episodes": episodes})
+    entities_settled(client)
     return int(second)
 
 
@@ -70,7 +73,7 @@ def split(
 ) -> Iterator[tuple[TestClient, list[str], int]]:
     url, paths = counted_memory
     with httpx.Client(base_url=url) as memory:
-        second = seed(memory.request)
+        second = seed(memory)
     config = Config.from_env({}, data_dir=tmp_path / "orchestration", memory_url=url)
     with TestClient(create_app(config, embedder, role="orchestration")) as orchestration:
         yield orchestration, paths, second
@@ -79,7 +82,7 @@ def split(
 @pytest.fixture
 def single(client: TestClient, spacy_extractor: SpacyExtractor) -> tuple[TestClient, int]:
     client.app.state.memory.entities.extractor = spacy_extractor  # type: ignore[attr-defined]
-    return client, seed(client.request)
+    return client, seed(client)
 
 
 def contexts(client: TestClient, session_id: int) -> list[Any]:
@@ -136,7 +139,7 @@ def test_chat_through_two_services_stores_in_memory(
 ) -> None:
     url, _ = counted_memory
     with httpx.Client(base_url=url) as memory:
-        session = seed(memory.request)
+        session = seed(memory)
     config = Config.from_env({}, data_dir=tmp_path / "orchestration", memory_url=url)
     with openai_stub() as (llm_url, _):
         app = create_app(config, embedder, OpenAIChat(llm_url, "m"), role="orchestration")

@@ -15,13 +15,14 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.common import Report
+from benchmarks.common import Report, embedder_seconds
 from nexusai.config import Config
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.evaluation.datasets import load_beam
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.importing import SourceConversation
-from nexusai.memory.service import Memory, embedding_texts
+from nexusai.memory.service import Memory
+from nexusai.models import Episode
 
 DATA = Path(__file__).parents[2] / "shared" / "data" / "beam"
 
@@ -60,10 +61,8 @@ def timed_imports(
     """(what, seconds, the embedder's time over those seconds): the embedder alone on the
     texts the write path embeds, then the write path without extraction and with spaCy
     extracting behind it, until it returns and until the last entity is extracted."""
-    plain, _, texts = _import(conversations, embedder, None)
-    started = time.perf_counter()
-    embedder.embed(texts)
-    raw = time.perf_counter() - started
+    plain, _, episodes = _import(conversations, embedder, None)
+    raw = embedder_seconds(embedder, episodes)
     written, extracted, _ = _import(conversations, embedder, SpacyExtractor())
     rows = [
         ("embedder alone, on the texts the write path embeds", raw),
@@ -78,9 +77,9 @@ def _import(
     conversations: list[SourceConversation],
     embedder: LocalEmbedder,
     extractor: SpacyExtractor | None,
-) -> tuple[float, float, list[str]]:
+) -> tuple[float, float, list[Episode]]:
     """(seconds until the import returned, seconds until its entities were all extracted,
-    the texts embedded), with extraction behind the writes as `nexus serve` runs it."""
+    the episodes stored), with extraction behind the writes as `nexus serve` runs it."""
     with tempfile.TemporaryDirectory() as tmp:
         config = Config.from_env({}, data_dir=Path(tmp), extractor="none")
         memory = Memory.open(config, embedder, extractor=extractor)
@@ -96,9 +95,8 @@ def _import(
                 time.sleep(0.05)
             extracted = time.perf_counter() - started
             episodes = memory.store.get_episodes(memory.store.episode_ids())
-            texts = [t for e in episodes for t in embedding_texts(e, embedder.window_chars)]
         finally:
             memory.stop()  # as the service stops: the thread first, then the store
             behind.join()
             memory.close()
-    return written, extracted, texts
+    return written, extracted, episodes

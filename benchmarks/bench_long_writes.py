@@ -17,10 +17,9 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.common import Report, sentences, served
+from benchmarks.common import Report, embedder_seconds, sentences, served
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.evaluation.datasets import load_beam
-from nexusai.memory.service import embedding_texts
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import NewEpisode
 
@@ -95,7 +94,4 @@ def _embedded(embedder: LocalEmbedder, data: Path, session: int) -> float:
     back from the store the service wrote."""
     with SqliteStore(data / "nexus.db") as store:
         episodes = store.list_episodes(session, limit=1_000_000)
-    texts = [t for e in episodes for t in embedding_texts(e, embedder.window_chars)]
-    started = time.perf_counter()
-    embedder.embed(texts)
-    return time.perf_counter() - started
+    return embedder_seconds(embedder, episodes)

@@ -76,9 +76,10 @@ def _alternating(http: httpx.Client, queries: Sequence[str]) -> dict[str, list[T
 
 
 def _by_pass(samples: dict[str, list[Timed]]) -> str:
-    """Each pass's p95 ratio (a pass asks every message once each way, in the order kept in
-    `samples`): their median and range."""
-    rrf, recommended = ([ms for ms, _ in timed] for timed in samples.values())
+    """Each pass's p95 ratio of the second turn to the first (`TURNS`' order; a pass asks
+    every message once each way, so the samples hold the passes one after another): their
+    median and range."""
+    rrf, recommended = ([ms for ms, _ in samples[name]] for name in TURNS)
     each = len(rrf) // PASSES
     ratios = sorted(
         percentile(recommended[n * each : (n + 1) * each], 95)

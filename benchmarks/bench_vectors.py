@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import LATENCY_COLUMNS, Report, sentences, time_ms
+from benchmarks.common import LATENCY_COLUMNS, Report, embedder_seconds, sentences, time_ms
 from nexusai.config import VECTOR_LAYOUTS, Config
 from nexusai.embedders.minilm import LocalEmbedder
 from nexusai.memory import vector_state
-from nexusai.memory.service import Memory, embedding_texts
+from nexusai.memory.service import Memory
 from nexusai.memory.vector_state import VectorState
 from nexusai.memory.vectors import EdgeVectorIndex, VectorIndex, VectorPoint
 from nexusai.models import NewEpisode
@@ -58,10 +58,7 @@ def ingest(embedder: LocalEmbedder, count: int, chunk: int = 500) -> tuple[Repor
                 batch = [NewEpisode("user", t) for t in part[i : i + 100]]
                 stored += memory.add_episodes(session_id, batch)
             path_seconds += time.perf_counter() - began
-            as_embedded = [t for e in stored for t in embedding_texts(e, embedder.window_chars)]
-            began = time.perf_counter()
-            embedder.embed(as_embedded)
-            raw_seconds += time.perf_counter() - began
+            raw_seconds += embedder_seconds(embedder, stored)
         assert memory.count_pending_vectors() == 0
         memory.close()
     bare_rate, raw_rate, path_rate = (count / t for t in (bare_seconds, raw_seconds, path_seconds))

@@ -21,7 +21,10 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from nexusai.embedders import Embedder
 from nexusai.evaluation.metrics import percentile
+from nexusai.memory.service import embedding_texts
+from nexusai.models import Episode
 
 console = Console(width=120)
 
@@ -212,3 +215,12 @@ def served(data_dir: Path, **env: str) -> Iterator[tuple[httpx.Client, float]]:
     finally:
         process.terminate()
         process.wait(timeout=60)
+
+
+def embedder_seconds(embedder: Embedder, episodes: Sequence[Episode]) -> float:
+    """The embedder alone on the texts the write path embeds for `episodes` (as stored,
+    each with the turn before it): what a write path's rate is measured against."""
+    texts = [t for e in episodes for t in embedding_texts(e, embedder.window_chars)]
+    started = time.perf_counter()
+    embedder.embed(texts)
+    return time.perf_counter() - started

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from nexusai.errors import InvalidInput
-from nexusai.evaluation.budgets import Entry, Packed, falls, within_budget
+from nexusai.evaluation.budgets import BUDGETS, Entry, Packed, depths, falls, within_budget
 from nexusai.evaluation.calibration import cross_validated, fit, standing_floor
 from nexusai.models import Episode
 from nexusai.orchestration.fusion import FusedEpisode
@@ -34,7 +34,12 @@ def entry(fold: tuple[str, str], first: int, evidence_at: int, many: int = 12) -
         )
         for i in range(many)
     ]
-    return Entry(fold, "the trip", fused, (), [first + evidence_at])
+    return Entry(fold, "the trip", at_every_depth(fused), (), [first + evidence_at])
+
+
+def at_every_depth(fused: list[FusedEpisode]) -> dict[int, list[FusedEpisode]]:
+    """One ranking's first rows as each depth a budget ranks to."""
+    return {depth: fused[:depth] for depth in depths(BUDGETS)}
 
 
 def entries() -> list[Entry]:
@@ -49,7 +54,7 @@ def entries() -> list[Entry]:
 def test_the_fit_finds_evidence_nearer_the_top_more_likely() -> None:
     fitted = fit(entries())
     assert fitted.place < 0
-    first, tenth = entries()[0].fused[0], entries()[0].fused[9]
+    first, tenth = entries()[0].shallowest[0], entries()[0].shallowest[9]
     assert fitted.chance(0, first) > fitted.chance(9, tenth)
 
 
@@ -77,11 +82,14 @@ def test_recall_is_split_by_the_source_that_brought_the_evidence() -> None:
     the pool: each source's part adds up to the recall, and the ceiling counts the pool."""
     packed = Packed("dense")
     found = entry(("talks", "c0"), 0, 0, many=60)
-    legs = [replace(f, keyword_rank=1) if i == 1 else f for i, f in enumerate(found.fused)]
+    ranked = found.shallowest
+    legs = at_every_depth(
+        [replace(f, keyword_rank=1) if i == 1 else f for i, f in enumerate(ranked)]
+    )
     rule = FusedEpisode(
         Episode(5_000, 1, "user", "Always be brief", "2026-03-01", "", {}), 0.9, None, None
     )
-    evidence = [0, 1, 59, 5_000]  # 59: deep in the pool, past what 250 tokens hold
+    evidence = [0, 1, 47, 5_000]  # 47: a long one deep in the pool, past what 250 tokens hold
     packed.add(found.fold, "the trip", legs, (rule,), evidence)
     row = within_budget("dense", packed.given(budgets=(250,)), [evidence], ["x"])["dense"]
     parts = row["foundBy"]["byCategory"]["x"]["250"]

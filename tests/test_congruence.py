@@ -19,12 +19,14 @@ from nexusai.evaluation.harness import (
     SWEEP,
     Imported,
     asked_as_a_turn,
+    budgeted,
     imported,
     read,
     replayed,
 )
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.packing import pack_depth
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
 from nexusai.ranking.model import shipped
 
@@ -89,8 +91,9 @@ def _budgeted(fusion: str, semantic: float = 1.0, keyword: float = 1.0) -> Runti
 def test_budgets_and_the_learned_mode_replay_the_deep_read(
     chat: Imported, minilm: Embedder
 ) -> None:
-    """One deep read serves every budget, each leg alone and both, and the learned mode at
-    every limit and budget: its ranker scores the same candidates a live turn's does."""
+    """One deep read serves every budget (cut to the depth each budget ranks), each leg
+    alone and both, and the learned mode at every limit and budget: its ranker scores the
+    same candidates a live turn's does."""
     ranker = shipped()
     for question in chat.questions:
         deep = read(chat, minilm, question.text, _budgeted("rrf"))
@@ -98,7 +101,9 @@ def test_budgets_and_the_learned_mode_replay_the_deep_read(
             for fusion, pair in (("rrf", (1.0, 0.0)), ("rrf", (0.0, 1.0)), ("learned", (1, 1))):
                 settings = replace(_budgeted(fusion, *pair), context_budget=budget)
                 live = asked_as_a_turn(chat, minilm, question.text, settings)
-                _same(live, replayed(deep, settings, ranker))
+                _same(live, replayed(deep.at(pack_depth(budget)), settings, ranker))
+                lists = budgeted(deep, _budgeted(fusion, *pair), ranker)
+                assert _shown(lists[pack_depth(budget)]) == _shown(live.fused)
         for limit in LIMITS:
             settings = replace(DEFAULTS, fusion="learned", semantic_limit=limit)
             live = asked_as_a_turn(chat, minilm, question.text, settings)

@@ -26,8 +26,12 @@ from nexusai.orchestration.packing import (
     Dense,
     Packer,
     Placed,
+    Stage,
     excerpt_span,
+    pack_depth,
+    pack_in_stages,
     pack_turn,
+    stages,
     stems_of,
     whole,
 )
@@ -325,3 +329,76 @@ def test_memories_can_come_in_time_order(client: TestClient) -> None:
         "2026-03-02",
         "2026-03-03",
     ]
+
+
+def test_a_larger_budget_ranks_deeper_in_stages() -> None:
+    """Up to 1,000 tokens fusion ranks 50, to 2,000 100, above 200; a deeper budget packs
+    each shallower depth's largest budget first (a `semanticLimit` deeper than a stage's
+    depth merges it into the next)."""
+    assert stages(800) == (Stage(800, 50),)
+    assert stages(1000) == (Stage(1000, 50),)
+    assert stages(1500) == (Stage(1000, 50), Stage(1500, 100))
+    assert stages(4000) == (Stage(1000, 50), Stage(2000, 100), Stage(4000, 200))
+    assert stages(4000, least=100) == (Stage(2000, 100), Stage(4000, 200))
+    assert stages(32_000, least=100)[-1] == Stage(32_000, 200)
+    assert [pack_depth(b) for b in (1, 1000, 1001, 2000, 2001)] == [50, 50, 100, 100, 200]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 40), min_size=200, max_size=200),
+    shuffles=st.lists(st.randoms(use_true_random=False), min_size=2, max_size=2),
+    budget=st.integers(100, 3000),
+    packer=st.sampled_from(sorted(PACKERS)),
+)
+def test_what_a_budget_gives_a_larger_one_gives_too_whatever_its_depth(
+    lengths: list[int], shuffles: list[Any], budget: int, packer: str
+) -> None:
+    """A deeper list ranks its candidates again (a learned score reads the whole pool):
+    here each depth's list is its own order and scores of a larger pool. Packed in stages,
+    a larger budget still gives every memory a smaller one gave."""
+    words = ("Miso", "salmon", "weather", "trains", "allergic", "museum", "food")
+    pool = [
+        episode(i + 1, " ".join(words[(i + j) % 7] for j in range(n)))
+        for i, n in enumerate(lengths)
+    ]
+
+    def ranked(depth: int, order: Any) -> list[FusedEpisode]:
+        chosen = pool[:depth]
+        if order is not None:
+            chosen = sorted(chosen, key=lambda e: order.random())
+        return [FusedEpisode(e, -0.02 * i, i + 1, None) for i, e in enumerate(chosen)]
+
+    lists = {50: ranked(50, None), 100: ranked(100, shuffles[0]), 200: ranked(200, shuffles[1])}
+
+    def given_at(b: int) -> set[int]:
+        kept, memories = pack_in_stages(lists, stages(b), [], "Miso allergic", 200, PACKERS[packer])
+        return {f.episode.id for f in [*kept, *memories]}
+
+    smaller = given_at(budget)
+    for larger in (budget + 1, budget + 700, budget * 2, max(budget, 4000)):
+        assert smaller <= given_at(larger)
+
+
+def test_a_budget_of_2000_reaches_past_the_first_50_and_keeps_what_1000_gave(
+    client: TestClient,
+) -> None:
+    """Short memories: 50 run out before 2,000 tokens do, so the list is ranked deeper."""
+    sid = client.post("/sessions", json={}).json()["id"]
+    said = [{"speaker": "user", "content": f"Miso note {i}: salmon"} for i in range(160)]
+    client.post(f"/sessions/{sid}/episodes", json={"episodes": said})
+    for fusion in ("rrf", "learned"):
+        # The 10 recent turns are left out of both legs (the keyword leg drops them from
+        # what it found): a shallower stage is cut as a turn of that budget reads it.
+        asked: dict[str, Any] = {"fusion": fusion, "keywordWeight": 1, "recentLimit": 10}
+        given = {
+            budget: {
+                m["id"]
+                for m in memories(client, sid, "Miso salmon", contextBudget=budget, **asked)[
+                    "memories"
+                ]
+            }
+            for budget in (1000, 2000, 4000)
+        }
+        assert len(given[1000]) <= 50 < len(given[2000]) < len(given[4000])
+        assert given[1000] <= given[2000] <= given[4000]

@@ -19,7 +19,7 @@ DEFAULTS: dict[str, float | str] = {
     "entityLimit": 10,
     "keywordBudget": 0,
     "contextBudget": 0,
-    "memoryLimit": 50,
+    "memoryLimit": 200,
     "standingLimit": 10,
     "standingFloor": 0.35,
     "memoryOrder": "rank",

@@ -21,9 +21,11 @@ class RETRIEVAL:
     and the depth fusion ranks to for a budget."""
 
     RRF_K: Final = 60
-    # How deep fusion ranks for a budgeted turn (the pool packing chooses from), and so how
-    # deep the learned mode asks each leg and its ranker is trained: one number, here.
+    # How deep fusion ranks for a budgeted turn (the pool packing chooses from) at least,
+    # and so how deep the learned mode's ranker is trained: one number, here. A larger
+    # budget ranks deeper, up to POOL_DEPTH_MAX (`orchestration.packing.pack_depth`).
     POOL_DEPTH: Final = 50
+    POOL_DEPTH_MAX: Final = 200
     SEMANTIC_WEIGHT: Final = 1.0
     KEYWORD_WEIGHT: Final = 0.0
 

@@ -1,19 +1,27 @@
 """Recall within a token budget: what a turn packed into `contextBudget` tokens finds, per
 packer, overall and per question category, and how often the evidence it gives was cut to
 an excerpt. The lists are packed by `orchestration.packing`, the stage every turn runs,
-from the fused list a budgeted turn asks for; a packer that is fitted (RRF's `Placed`) is
+from the fused lists a turn of that budget asks for (as deep as the budget ranks, in
+stages: `packing.stages`); a packer that is fitted (RRF's `Placed`) is
 given, for each conversation, the one fitted without it (`evaluation.calibration`)."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.layout import block_tokens
-from nexusai.orchestration.packing import PACKERS, Packer, pack_turn
+from nexusai.orchestration.packing import (
+    PACK_DEPTH,
+    PACKERS,
+    Packer,
+    pack_depth,
+    pack_in_stages,
+    stages,
+)
 from nexusai.orchestration.settings import DEFAULTS, MAX_MEMORIES
 from nexusai.orchestration.standing import carried
 
@@ -28,7 +36,7 @@ SOURCES = ("semantic", "keyword", "both", "standing")  # what brought a given me
 @dataclass(frozen=True)
 class Given:
     """What a packed turn gave of one question: the ids, which came as excerpts, which
-    source brought each in (`found_by`), and every id packing chose from (its ceiling)."""
+    source brought each in (`found_by`), and every id packing chose from."""
 
     ids: frozenset[int]
     cut: frozenset[int]
@@ -46,13 +54,31 @@ def found_by(fused: FusedEpisode) -> str:
 
 @dataclass(frozen=True)
 class Entry:
-    """One question as a budgeted turn packs it."""
+    """One question as a budgeted turn packs it: fusion's list at each depth a budget
+    ranks (`packing.pack_depth`: `depths(BUDGETS)`), packed in stages."""
 
     fold: Fold
     message: str
-    fused: Sequence[FusedEpisode]
+    fused: Mapping[int, Sequence[FusedEpisode]]
     standing: Sequence[FusedEpisode]
     evidence: Sequence[int]
+
+    def pool(self, budget: int) -> frozenset[int]:
+        """Every id a turn of this budget packs from, in any of its stages."""
+        return frozenset(f.episode.id for s in stages(budget) for f in self.fused[s.depth])
+
+    @property
+    def shallowest(self) -> Sequence[FusedEpisode]:
+        """The list every budget up to 1,000 packs from (what RRF's packer is fitted on)."""
+        return self.fused[PACK_DEPTH]
+
+
+def depths(budgets: Sequence[int]) -> dict[int, int]:
+    """{depth: the first of `budgets` that ranks that deep}: one fused list a depth."""
+    found: dict[int, int] = {}
+    for budget in budgets:
+        found.setdefault(pack_depth(budget), budget)
+    return found
 
 
 @dataclass
@@ -67,7 +93,7 @@ class Packed:
         self,
         fold: Fold,
         message: str,
-        fused: Sequence[FusedEpisode],
+        fused: Mapping[int, Sequence[FusedEpisode]],
         standing: Sequence[FusedEpisode],
         evidence: Sequence[int],
     ) -> None:
@@ -86,10 +112,10 @@ class Packed:
         for entry in self.entries:
             packer = packer_for(entry.fold) if packer_for else PACKERS[self.packer]
             standing = carried(entry.standing, DEFAULTS.standing_limit, floor)
-            pool = frozenset(f.episode.id for f in [*entry.fused, *standing])
             for budget, given in out.items():
-                kept, memories = pack_turn(
-                    entry.fused, standing, entry.message, budget, MAX_MEMORIES, packer
+                pool = entry.pool(budget) | {f.episode.id for f in standing}
+                kept, memories = pack_in_stages(
+                    entry.fused, stages(budget), standing, entry.message, MAX_MEMORIES, packer
                 )
                 packed = [*kept, *memories]
                 ids = frozenset(f.episode.id for f in packed)
@@ -133,12 +159,13 @@ def within_budget(
 def _by_source(
     given: dict[int, list[Given]], evidence: Sequence[Sequence[int]], categories: Sequence[str]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Recall split by the source that brought each piece of evidence in, and the pool's
-    ceiling, overall and per category: where the next gain must come from."""
+    """Recall split by the source that brought each piece of evidence in, and the ceiling
+    of the deepest pool (the largest budget's), overall and per category: where the next
+    gain must come from."""
     groups: dict[str, list[int]] = {}
     for i, category in enumerate(categories):
         groups.setdefault(category, []).append(i)
-    first = next(iter(given.values()), [])
+    deepest = given[max(given)] if given else []
 
     def split(members: Sequence[int]) -> dict[str, dict[str, float]]:
         return {
@@ -149,7 +176,9 @@ def _by_source(
         }
 
     def ceiling(members: Sequence[int]) -> float:
-        return _mean([_recall_of(first[i].pool, evidence[i]) for i in members]) if first else 0.0
+        if not deepest:
+            return 0.0
+        return _mean([_recall_of(deepest[i].pool, evidence[i]) for i in members])
 
     every = range(len(evidence))
     found_by = {"overall": split(every), "byCategory": {c: split(m) for c, m in groups.items()}}

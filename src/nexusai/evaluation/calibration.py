@@ -28,7 +28,7 @@ STEPS = 30  # Newton's method: converged in well under this
 
 def features(entry: Entry) -> npt.NDArray[np.float64]:
     """A row per memory of the fused list: 1, log(place + 1), log(tokens), excerpt."""
-    options = shortest_options(entry.fused, stems_of(entry.message))
+    options = shortest_options(entry.shallowest, stems_of(entry.message))
     return np.array([terms(place, f) for place, f in enumerate(options)]).reshape(-1, 4)
 
 
@@ -40,7 +40,7 @@ def fit(entries: Sequence[Entry]) -> PlacedWorth:
         matrix = features(entry)
         evidence = set(entry.evidence)
         rows.append(matrix)
-        labels.append([float(f.episode.id in evidence) for f in entry.fused])
+        labels.append([float(f.episode.id in evidence) for f in entry.shallowest])
         weights.append(np.full(len(matrix), 1.0 / sizes[entry.fold[0]]))
     x, y, w = np.vstack(rows), np.concatenate(labels), np.concatenate(weights)
     if not y.any():

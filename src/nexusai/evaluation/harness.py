@@ -28,7 +28,7 @@ from typing import Any
 from nexusai.config import Config
 from nexusai.embedders import Embedder, Vector
 from nexusai.errors import InvalidInput
-from nexusai.evaluation.budgets import BUDGETS, Fold, Packed, within_budget
+from nexusai.evaluation.budgets import BUDGETS, Fold, Packed, depths, within_budget
 from nexusai.evaluation.calibration import cross_validated, fit
 from nexusai.evaluation.datasets import EvalConversation, EvalSet
 from nexusai.evaluation.metrics import hit_at, percentile, recall_at, reciprocal_rank
@@ -281,6 +281,18 @@ def replayed(asked: Read, settings: RuntimeSettings, ranker: Ranker | None = Non
     return assemble(turn, asked.gathered)
 
 
+def budgeted(
+    asked: Read, settings: RuntimeSettings, ranker: Ranker | None = None
+) -> dict[int, list[FusedEpisode]]:
+    """{depth: the fused list a turn of `settings` packs from at each depth a budget of
+    `BUDGETS` ranks}, each from `asked` (read at the deepest) as a read at that depth
+    gives it."""
+    return {
+        depth: replayed(asked.at(depth), replace(settings, context_budget=budget), ranker).fused
+        for depth, budget in depths(BUDGETS).items()
+    }
+
+
 def _bare(episode: Episode) -> Episode:
     return replace(episode, search_text="", context_text="", metadata={})
 
@@ -386,9 +398,9 @@ def _ask(
                 spent = (time.perf_counter() - started) * 1000
                 run.latency_ms.append(reads[limit].ms + spent)
             ranked.append([f.episode.id for f in turn.memories])
-        if run.packed is not None:  # asked as a budgeted turn asks (deeper), packed at each
-            turn = replayed(deep, replace(weighed, context_budget=BUDGETS[-1]))
-            run.packed.add(fold, question.text, turn.fused, question.standing, question.evidence)
+        if run.packed is not None:  # asked as budgeted turns ask (deeper), packed at each
+            lists = budgeted(deep, weighed)
+            run.packed.add(fold, question.text, lists, question.standing, question.evidence)
     return question, deep
 
 

@@ -21,7 +21,16 @@ import numpy.typing as npt
 from nexusai.embedders import Embedder
 from nexusai.errors import InvalidInput
 from nexusai.evaluation.budgets import BUDGETS, Fold, Packed
-from nexusai.evaluation.harness import Asked, Imported, Read, Run, read, replayed, summary
+from nexusai.evaluation.harness import (
+    Asked,
+    Imported,
+    Read,
+    Run,
+    budgeted,
+    read,
+    replayed,
+    summary,
+)
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.modes import Learned
 from nexusai.orchestration.packing import PACK_DEPTH
@@ -31,7 +40,6 @@ from nexusai.ranking.model import ARRAYS, Ranker, from_trees
 
 DEPTH = PACK_DEPTH  # candidates asked of each leg: docs/evaluation.md has the depths measured
 LEARNED = replace(DEFAULTS, fusion=Learned.name)  # a learned turn without a budget
-BUDGETED = replace(LEARNED, context_budget=BUDGETS[-1])  # one whose packing chooses
 # Chosen by leave-one-conversation-out cross-validation on LoCoMo and BEAM 1-10 together,
 # then against fewer features, weaker and stronger regularisation and other rounds on all
 # three sets within budgets (`nexus ranker select`; docs/evaluation.md has both tables);
@@ -88,9 +96,15 @@ def pools_of(
 ) -> list[Pool]:
     """Every question of one imported conversation, read as a learned turn reads it (from
     the `base` settings' keywordBudget and timeAware): `reads` when the eval read them
-    already, both legs `depth` deep."""
+    already. Both legs are read as deep as the largest budget ranks (what its turns are
+    replayed from: `harness.budgeted`); the pool holds their first `depth`."""
     settings = replace(
-        base, semantic_limit=depth, semantic_weight=1.0, keyword_weight=1.0, fusion="rrf"
+        base,
+        semantic_limit=depth,
+        semantic_weight=1.0,
+        keyword_weight=1.0,
+        fusion="rrf",
+        context_budget=BUDGETS[-1],
     )
     found = []
     for i, question in enumerate(chat.questions):
@@ -220,12 +234,12 @@ def cross_validated(
     limits: Sequence[int],
     progress: Callable[[str], None] | None = None,
     recipe: Recipe = SHIPPED_RECIPE,
-    deep: dict[int, list[FusedEpisode]] | None = None,
+    deep: dict[int, dict[int, list[FusedEpisode]]] | None = None,
 ) -> dict[int, dict[int, list[int]]]:
     """Each pool's memories at each `semanticLimit` in `limits` (ascending), ranked by a
     ranker fitted to every other conversation (pool index -> limit -> episode ids, best
-    first). `deep`, when given, gets each pool's list as a budgeted turn fuses it (packing
-    chooses from it), by the same held-out ranker."""
+    first). `deep`, when given, gets each pool's lists as budgeted turns fuse them (packing
+    chooses from them: `harness.budgeted`), by the same held-out ranker."""
     ranked: dict[int, dict[int, list[int]]] = {}
     for held_out, ranker, indexes in held_out_rankers(pools, depth, recipe):
         for index in indexes:
@@ -235,7 +249,7 @@ def cross_validated(
             ranked[index][limits[-1]] = rank_ids(ranker, held, limits[-1])
             held.latency_ms += (time.perf_counter() - started) * 1000
             if deep is not None:
-                deep[index] = replayed(held.read, BUDGETED, ranker).fused
+                deep[index] = budgeted(held.read, LEARNED, ranker)
         if progress:
             progress(held_out[1])
     return ranked
@@ -287,7 +301,7 @@ class LearnedEval:
         self, results: Sequence[dict[str, Any]], ks: Sequence[int], progress: Callable[[str], None]
     ) -> None:
         """Adds a cross-validated learned row to each set's results."""
-        deep: dict[int, list[FusedEpisode]] = {}
+        deep: dict[int, dict[int, list[FusedEpisode]]] = {}
         ranked = cross_validated(self.pools, self.depth, ks, progress, deep=deep)
         start = 0
         for result in results:

@@ -19,10 +19,10 @@ from rich.table import Table
 from nexusai.config import Config
 from nexusai.evaluation.budgets import Packed, within_budget
 from nexusai.evaluation.datasets import EvalSet
-from nexusai.evaluation.harness import replayed
+from nexusai.evaluation.harness import budgeted
 from nexusai.evaluation.learned import (
-    BUDGETED,
     DEPTH,
+    LEARNED,
     PARAMS,
     ROUNDS,
     Pool,
@@ -91,7 +91,7 @@ def out_of_fold(
     held: dict[str, list[Pool]] = {}
     for _, ranker, indexes in held_out_rankers(pools, DEPTH, recipe):
         for pool in (pools[i] for i in indexes):
-            fused = replayed(pool.read, BUDGETED, ranker).fused
+            fused = budgeted(pool.read, LEARNED, ranker)
             question = pool.question  # its turn carries the standing ones its read found
             packed.setdefault(pool.dataset, Packed(Learned.packer)).add(
                 pool.fold,

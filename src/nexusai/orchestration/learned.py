@@ -32,8 +32,12 @@ def rank_learned(
     explain: bool = False,
 ) -> list[FusedEpisode]:
     """The best `limit` of both lists by the ranker's score, every `RRF_EVERY`-th place
-    given to RRF. Ties go to the better single rank, then the lower id, as in RRF."""
-    semantic, keyword = semantic[: ranker.depth], keyword[: ranker.depth]
+    given to RRF. Ties go to the better single rank, then the lower id, as in RRF. Each
+    list is read as deep as the ranker was trained, or as `limit` where that is deeper
+    (a large budget's pool: `packing.pack_depth`); what a leg gives past that (the
+    keyword leg's headroom for the recent turns) is not read."""
+    depth = max(ranker.depth, limit)
+    semantic, keyword = semantic[:depth], keyword[:depth]
     pool = candidates(query, semantic, keyword)
     if not pool.episodes or limit <= 0:
         return []

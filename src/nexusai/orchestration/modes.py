@@ -89,8 +89,8 @@ class RRF(FusionMode):
 
 
 class Learned(FusionMode):
-    """The learned ranker over both legs' deeper lists (read by name); every third place
-    RRF (1, 1)'s."""
+    """The learned ranker over both legs' deeper lists (read by name), as deep as it was
+    trained or as the pool where that is deeper; every third place RRF (1, 1)'s."""
 
     name = "learned"
     packer = "dense"  # its scores are probabilities: worth per token can be weighed
@@ -100,7 +100,8 @@ class Learned(FusionMode):
 
     def asks(self, pool: int, legs: bool, recent: int) -> Asks:
         headroom = None if legs else recent
-        return Asks(depth=self.ranker.depth, both=True, headroom=headroom, limit=pool)
+        depth = max(self.ranker.depth, pool)  # a large budget's pool is deeper than trained
+        return Asks(depth=depth, both=True, headroom=headroom, limit=pool)
 
     def fuse(
         self,

@@ -20,8 +20,9 @@ import math
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from nexusai.config import RETRIEVAL
 from nexusai.keywords import query_terms
@@ -45,10 +46,42 @@ EXCERPT_OVER_CHARS = 540
 EXCERPT_TOKENS = 80
 EXCERPT_CHARS = 360
 CHARS_PER_TOKEN = EXCERPT_CHARS / EXCERPT_TOKENS
-PACK_DEPTH = RETRIEVAL.POOL_DEPTH  # how deep fusion ranks for a budgeted turn
+PACK_DEPTH = RETRIEVAL.POOL_DEPTH  # how deep fusion ranks for a budgeted turn, at least
+# How deep fusion ranks for a larger budget: (the largest budget ranked that deep, depth),
+# and past the last, `RETRIEVAL.POOL_DEPTH_MAX`. Short memories run out before a large
+# budget does (50 of LoCoMo's fill about 1,700 tokens): measured in docs/evaluation.md,
+# "The pool follows the budget".
+DEPTHS_BY_BUDGET: tuple[tuple[int, int], ...] = ((1000, PACK_DEPTH), (2000, 100))
 # Recognised standing memories take at most this share of a budget (pinned ones may take
 # all of it): the rest is the searched memories'.
 STANDING_SHARE = 0.25
+
+
+class Stage(NamedTuple):
+    """One stage of packing a budgeted turn: a budget, and how deep its list is ranked."""
+
+    budget: int
+    depth: int
+
+
+def pack_depth(budget: int) -> int:
+    """How deep fusion ranks for a turn packed into `budget` tokens."""
+    return next((d for top, d in DEPTHS_BY_BUDGET if budget <= top), RETRIEVAL.POOL_DEPTH_MAX)
+
+
+def stages(budget: int, least: int = 0) -> tuple[Stage, ...]:
+    """The stages a turn packed into `budget` tokens packs in, shallowest first: each
+    shallower depth at the largest budget ranked that deep, then the turn's own budget
+    (each depth at least `least`, the `semanticLimit`; one stage a depth)."""
+    found: list[Stage] = []
+    for top, depth in [*DEPTHS_BY_BUDGET, (budget, RETRIEVAL.POOL_DEPTH_MAX)]:
+        stage = Stage(min(top, budget), max(depth, least))
+        if found and found[-1].depth == stage.depth:
+            found.pop()
+        found.append(stage)
+        if budget <= top:
+            break
+    return tuple(found)
 
 
 def whole(fused: FusedEpisode) -> FusedEpisode:
@@ -317,6 +350,35 @@ def pack_turn(
     taken = {f.episode.id for f in kept}
     rest = [f for f in fused if f.episode.id not in taken]
     return kept, packer.pack(rest, message, Tally(MEMORIES_CAPTION, budget - reserved), limit)
+
+
+def pack_in_stages(
+    lists: Mapping[int, Sequence[FusedEpisode]],
+    staged: Sequence[Stage],
+    standing: Sequence[FusedEpisode],
+    message: str,
+    limit: int,
+    packer: Packer,
+) -> tuple[list[FusedEpisode], list[FusedEpisode]]:
+    """`pack_turn` for a budget whose list (`lists`, by depth) is ranked deeper than a
+    smaller budget's (`stages`): the memories the largest budget of the stage before gives,
+    as it gives them, then the room left packed from this stage's list. A deeper list
+    ranks its candidates again (a learned score reads the whole pool), so packing it alone
+    could leave out what a smaller budget gave; packed in stages, what a budget gives any
+    larger one gives too, at every depth."""
+    *before, (budget, depth) = staged
+    if not before:
+        return pack_turn(lists[depth], standing, message, budget, limit, packer)
+    _, given = pack_in_stages(lists, before, standing, message, limit, packer)
+    kept, reserved = _standing_within(standing, budget)
+    shown = {f.episode.id for f in kept}
+    given = [f for f in given if f.episode.id not in shown]  # now a standing one
+    tally = Tally(MEMORIES_CAPTION, budget - reserved)
+    for f in given:
+        tally.add(f)
+    shown.update(f.episode.id for f in given)
+    rest = [f for f in lists[depth] if f.episode.id not in shown]
+    return kept, given + packer.pack(rest, message, tally, limit - len(given))
 
 
 def _standing_within(

@@ -20,8 +20,9 @@ from nexusai.errors import InvalidInput
 from nexusai.orchestration.modes import MODES
 
 Value = float | str
-# The most memories a budgeted turn may give (the `memoryLimit` setting's top and default).
-MAX_MEMORIES = 50
+# The most memories a budgeted turn may give (the `memoryLimit` setting's top and default):
+# as many as the deepest pool a budget ranks, so that by default the budget decides.
+MAX_MEMORIES = RETRIEVAL.POOL_DEPTH_MAX
 
 
 @dataclass(frozen=True)
@@ -92,10 +93,11 @@ SETTINGS: tuple[Setting, ...] = (
         32_000,
         0,
         "Most tokens a turn's memories may cost in the prompt, as its layout gives them: above"
-        " 0 they are chosen from a deeper list for the most evidence per token (long ones cut"
-        " to the passage that matters), by the ranker's probability at fusion learned and by"
-        " a chance fitted to each place at rrf; what a budget gives, a larger one gives too"
-        " (0: the first semanticLimit memories whole, the spec's turn)",
+        " 0 they are chosen from a deeper list (50 deep up to 1,000 tokens, 100 up to 2,000,"
+        " 200 above) for the most evidence per token (long ones cut to the passage that"
+        " matters), by the ranker's probability at fusion learned and by a chance fitted to"
+        " each place at rrf; what a budget gives, a larger one gives too (0: the first"
+        " semanticLimit memories whole, the spec's turn)",
     ),
     Setting(
         "memoryLimit",

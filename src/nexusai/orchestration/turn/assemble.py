@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from nexusai.observability import stopwatch
 from nexusai.orchestration.context import Context
+from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.standing import carried
 from nexusai.orchestration.turn.gather import Gathered
 from nexusai.orchestration.turn.pack import pack
 from nexusai.orchestration.turn.plan import TurnPlan
+from nexusai.orchestration.turn.sources import BY_NAME
 
 
 def assemble(turn: TurnPlan, gathered: Gathered) -> Context:
@@ -21,11 +23,11 @@ def assemble(turn: TurnPlan, gathered: Gathered) -> Context:
     # Without a vector nothing is near the message: the newest come, and no floor holds.
     floor = settings.standing_floor if gathered.vector is not None else 0.0
     standing = carried(gathered.standing, settings.standing_limit, floor)
-    found = {name: gathered.found.get(name, []) for name in turn.fused()}
     with stopwatch(timings, "fuse"):
-        fused = turn.mode.fuse(turn.message, found, turn.weights, turn.pool, turn.request.explain)
+        lists = {depth: _fused(turn, gathered, depth) for _, depth in turn.stages}
+    fused = lists[turn.stages[-1].depth]
     with stopwatch(timings, "pack"):
-        kept, memories, left_out = pack(turn, fused, standing)
+        kept, memories, left_out = pack(turn, lists, standing)
     legs = {name: gathered.found.get(name, []) for name in ("semantic", "keyword")}
     return Context(
         session_id=turn.request.session_id,
@@ -41,3 +43,17 @@ def assemble(turn: TurnPlan, gathered: Gathered) -> Context:
         window=turn.window,
         fused=fused,
     )
+
+
+def _fused(turn: TurnPlan, gathered: Gathered, depth: int) -> list[FusedEpisode]:
+    """Fusion's list at `depth`: the turn's own, or a shallower stage's from the first rows
+    of each source, as a turn of that smaller budget reads and fuses them."""
+    if depth == turn.pool:
+        found = {name: gathered.found.get(name, []) for name in turn.fused()}
+        return turn.mode.fuse(turn.message, found, turn.weights, turn.pool, turn.request.explain)
+    asks = turn.mode.asks(depth, turn.request.legs, turn.settings.recent_limit)
+    found = {
+        name: gathered.first_rows(name, BY_NAME[name].rows(asks.depth, asks.headroom))
+        for name in turn.fused()
+    }
+    return turn.mode.fuse(turn.message, found, turn.weights, asks.limit, turn.request.explain)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nexusai.embedders import Embedder, Vector
 from nexusai.models import Entity, Episode, Scope
@@ -42,6 +42,15 @@ class Gathered:
     entities: list[Entity]
     warnings: list[str]
     timings: dict[str, float]
+    # Where each source gave a recent turn, dropped from `found` (its 0-based rows): what
+    # a shallower list's cut reads (`first_rows`).
+    dropped: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def first_rows(self, name: str, rows: int) -> list[Episode]:
+        """What `found[name]` holds of the first `rows` the source gave: a search asked for
+        that many, as a shallower turn asks it, with the recent turns dropped."""
+        dropped = sum(1 for at in self.dropped.get(name, ()) if at < rows)
+        return self.found.get(name, [])[: rows - dropped]
 
 
 def gather(turn: TurnPlan, memory: MemoryClient, embedder: Embedder) -> Gathered:
@@ -81,7 +90,7 @@ def gather(turn: TurnPlan, memory: MemoryClient, embedder: Embedder) -> Gathered
     late = {s.name: POOL.submit(_clocked, s, asked, timings) for s in sources if not s.early}
     entities = _entities(turn, asked, timings)
     calls = {**early, **late}
-    found = _without_recent({name: calls[name].result() for name in turn.sources}, recent)
+    found, dropped = _without_recent({name: calls[name].result() for name in turn.sources}, recent)
     with stopwatch(timings, "standing"):
         standing = ranked(found.pop("standing", []), embedder, vector)
     return Gathered(
@@ -93,6 +102,7 @@ def gather(turn: TurnPlan, memory: MemoryClient, embedder: Embedder) -> Gathered
         entities=entities.result() if entities else [],
         warnings=warnings,
         timings=timings,
+        dropped=dropped,
     )
 
 
@@ -136,11 +146,16 @@ def _clocked(source: Source, asked: LegQuery, timings: dict[str, float]) -> list
 
 def _without_recent(
     found: dict[str, list[Episode]], recent: list[Episode]
-) -> dict[str, list[Episode]]:
+) -> tuple[dict[str, list[Episode]], dict[str, tuple[int, ...]]]:
     """Every source's candidates without the turns the prompt holds (the semantic leg left
-    them out inside its query too, to fill its depth)."""
+    them out inside its query too, to fill its depth), and where each dropped one was."""
     shown = {episode.id for episode in recent}
-    return {name: [e for e in rows if e.id not in shown] for name, rows in found.items()}
+    kept = {name: [e for e in rows if e.id not in shown] for name, rows in found.items()}
+    dropped = {
+        name: tuple(at for at, e in enumerate(rows) if e.id in shown)
+        for name, rows in found.items()
+    }
+    return kept, {name: at for name, at in dropped.items() if at}
 
 
 def _known(scope: Scope) -> Future[Scope]:

@@ -4,26 +4,30 @@ left out."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.layout import block_tokens
-from nexusai.orchestration.packing import pack_turn
+from nexusai.orchestration.packing import pack_in_stages
 from nexusai.orchestration.turn.plan import TurnPlan
 
 Packed = tuple[list[FusedEpisode], list[FusedEpisode], list[str]]
 
 
-def pack(turn: TurnPlan, fused: list[FusedEpisode], standing: Sequence[FusedEpisode]) -> Packed:
+def pack(
+    turn: TurnPlan, lists: Mapping[int, list[FusedEpisode]], standing: Sequence[FusedEpisode]
+) -> Packed:
     """(standing ones kept, memories, warnings): packing by the plan's packer into the
-    budget (at most `memoryLimit` memories; without a budget, the spec's first
-    `semanticLimit`), the memories then in the plan's order (`memoryOrder`)."""
+    budget in the plan's stages (`lists`: fusion's list at each stage's depth; at most
+    `memoryLimit` memories; without a budget, the spec's first `semanticLimit`), the
+    memories then in the plan's order (`memoryOrder`)."""
     settings = turn.settings
     budget = settings.context_budget
     limit = settings.memory_limit if budget > 0 else settings.semantic_limit
-    kept, memories = pack_turn(fused, standing, turn.message, budget, limit, turn.packer)
+    kept, memories = pack_in_stages(lists, turn.stages, standing, turn.message, limit, turn.packer)
     if turn.order == "time":
         memories = sorted(memories, key=lambda f: (f.episode.occurred_at, f.episode.id))
+    fused = lists[turn.stages[-1].depth]
     return kept, memories, _left_out(budget, fused, standing, kept, memories)
 
 

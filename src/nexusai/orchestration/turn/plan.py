@@ -13,7 +13,7 @@ from nexusai.embedders import Vector
 from nexusai.models import EpisodeFilter, Scope, to_utc_text
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.modes import FusionMode
-from nexusai.orchestration.packing import PACK_DEPTH, PACKERS, Packer
+from nexusai.orchestration.packing import PACKERS, Packer, Stage, stages
 from nexusai.orchestration.settings import RuntimeSettings
 from nexusai.orchestration.turn.request import LegQuery, TurnRequest
 from nexusai.orchestration.turn.sources import BY_NAME, SOURCES
@@ -33,6 +33,9 @@ class TurnPlan:
     weights: dict[str, float]  # each fused source's weight (RRF reads them)
     embed: bool  # whether the message is embedded here (not given, and something reads it)
     pool: int  # how many memories fusion gives packing
+    # A budgeted turn's packing stages (`packing.stages`): each shallower list is fused
+    # too, so that what a smaller budget gives this one gives. The last is the turn's own.
+    stages: tuple[Stage, ...]
     order: str  # the memories' order: "rank" or "time" (`memoryOrder`, "auto" resolved)
 
     @property
@@ -96,16 +99,22 @@ def plan(settings: RuntimeSettings, request: TurnRequest, mode: FusionMode) -> T
         weights=weights,
         embed=reads and request.vector is None,
         pool=asks.limit,
+        stages=budget_stages(settings),
         order=_order(settings.memory_order, request.message),
     )
 
 
 def pool_limit(settings: RuntimeSettings) -> int:
     """How many fused memories packing chooses from: the spec's `semanticLimit` without a
-    budget, a deeper list with one."""
+    budget, a deeper list with one, the deeper the larger the budget."""
+    return budget_stages(settings)[-1].depth
+
+
+def budget_stages(settings: RuntimeSettings) -> tuple[Stage, ...]:
+    """The stages packing takes (one, the spec's list, without a budget)."""
     if settings.context_budget <= 0:
-        return settings.semantic_limit
-    return max(settings.semantic_limit, PACK_DEPTH)
+        return (Stage(0, settings.semantic_limit),)
+    return stages(settings.context_budget, settings.semantic_limit)
 
 
 def within_named_time(

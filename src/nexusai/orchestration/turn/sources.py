@@ -16,7 +16,7 @@ from nexusai.models import Episode
 from nexusai.observability import RETRIEVAL_SECONDS, timed
 from nexusai.orchestration.settings import RuntimeSettings
 from nexusai.orchestration.standing import STANDING_DEPTH
-from nexusai.orchestration.turn.request import LegQuery
+from nexusai.orchestration.turn.request import LegQuery, keyword_rows
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +39,9 @@ class Source:
     reads_vector: Callable[[RuntimeSettings], bool]
     # Its candidates for the turn, best first, within the turn's scope and filter.
     find: Callable[[LegQuery], list[Episode]]
+    # How many rows it asks for a turn of this depth (and keyword headroom): what a deeper
+    # turn cuts its rows to, to fuse a shallower stage as that turn would.
+    rows: Callable[[int, int | None], int] = lambda depth, headroom: depth
 
 
 def standing_episodes(asked: LegQuery) -> list[Episode]:
@@ -81,6 +84,7 @@ def fused_leg(
     weight: Callable[[RuntimeSettings], float],
     reads_vector: bool,
     find: Callable[[LegQuery], list[Episode]],
+    rows: Callable[[int, int | None], int] = lambda depth, headroom: depth,
 ) -> Source:
     """A leg RRF sums by its weight: asked when that weight is above 0 (at 0, the spec's
     skipped call) or when both legs are wanted whatever their weights; timed under its
@@ -93,6 +97,7 @@ def fused_leg(
         weight=weight,
         reads_vector=lambda settings: reads_vector,
         find=find,
+        rows=rows,
     )
 
 
@@ -114,6 +119,7 @@ SOURCES: tuple[Source, ...] = (
         weight=lambda settings: settings.keyword_weight,
         reads_vector=False,
         find=keyword_leg,
+        rows=keyword_rows,
     ),
     # Pinned, rules and preferences: not fused (a section of their own), but the
     # recognised ones are ranked by their cosine to the message, so they read the vector.

@@ -27,6 +27,7 @@ BENCHMARKS = {
     "search": "benchmarks.bench_search",
     "start": "benchmarks.bench_start",
     "recommended": "benchmarks.bench_recommended",
+    "budgets": "benchmarks.bench_budgets",
     "memory": "benchmarks.bench_memory",
     "keyword-scale": "benchmarks.bench_keyword_scale",
     "pg-keyword": "benchmarks.bench_pg_keyword",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import httpx
 
@@ -41,7 +42,7 @@ def run(quick: bool = False) -> None:
             mark_built(data)
         with served(data) as (http, _):
             _settle(http)
-            samples = _alternating(http, queries)
+            samples = alternating(http, queries, TURNS, PASSES)
     report = Report(
         f"The recommended turn and RRF (1, 1) at {size:,} realistic episodes, one run (ms)",
         ["turn", "count", "p50", "p95", "p95 vs RRF (1, 1)"],
@@ -53,25 +54,32 @@ def run(quick: bool = False) -> None:
         report.add(
             name, len(wall), f"{percentile(wall, 50):.1f}", f"{p95:.1f}", f"{p95 / baseline:.2f}"
         )
-    report.notes.append(_steps(samples))
+    report.notes.append(steps(samples))
     report.notes.append(_by_pass(samples))
     report.notes.append("Target: the recommended turn's p95 at most 1.15 times RRF (1, 1)'s.")
     report.print()
 
 
-def _alternating(http: httpx.Client, queries: Sequence[str]) -> dict[str, list[Timed]]:
+def alternating(
+    http: httpx.Client,
+    queries: Sequence[str],
+    turns: dict[str, dict[str, Any]],
+    passes: int,
+) -> dict[str, list[Timed]]:
+    """Each message asked in a random session at each of `turns`' settings, one after the
+    other, in an order that alternates, `passes` times, after a pass that is not kept."""
     rng = random.Random(3)
     asked = [(rng.randint(1, SESSIONS), q) for q in queries]
     for session, message in asked:  # every word read once, every code path run
-        for settings in TURNS.values():
+        for settings in turns.values():
             timed_context(http, session, message, settings=settings)
-    samples: dict[str, list[Timed]] = {name: [] for name in TURNS}
-    names = list(TURNS)
-    for n in range(PASSES):
+    samples: dict[str, list[Timed]] = {name: [] for name in turns}
+    names = list(turns)
+    for n in range(passes):
         for i, (session, message) in enumerate(asked):
             order = names if (i + n) % 2 == 0 else names[::-1]
             for name in order:
-                samples[name].append(timed_context(http, session, message, settings=TURNS[name]))
+                samples[name].append(timed_context(http, session, message, settings=turns[name]))
     return samples
 
 
@@ -93,7 +101,8 @@ def _by_pass(samples: dict[str, list[Timed]]) -> str:
     )
 
 
-def _steps(samples: dict[str, list[Timed]]) -> str:
+def steps(samples: dict[str, list[Timed]]) -> str:
+    """Each `Server-Timing` step's p50 / p95, turn against turn."""
     names = dict.fromkeys(
         step for timed in samples.values() for _, steps in timed for step in steps
     )

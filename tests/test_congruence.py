@@ -26,7 +26,7 @@ from nexusai.evaluation.harness import (
 )
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.packing import pack_depth
+from nexusai.orchestration.packing import packing_for
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
 from nexusai.ranking.model import shipped
 
@@ -101,9 +101,10 @@ def test_budgets_and_the_learned_mode_replay_the_deep_read(
             for fusion, pair in (("rrf", (1.0, 0.0)), ("rrf", (0.0, 1.0)), ("learned", (1, 1))):
                 settings = replace(_budgeted(fusion, *pair), context_budget=budget)
                 live = asked_as_a_turn(chat, minilm, question.text, settings)
-                _same(live, replayed(deep.at(pack_depth(budget)), settings, ranker))
+                depth = packing_for(budget, question.text).stages[-1].depth
+                _same(live, replayed(deep.at(depth), settings, ranker))
                 lists = budgeted(deep, _budgeted(fusion, *pair), ranker)
-                assert _shown(lists[pack_depth(budget)]) == _shown(live.fused)
+                assert _shown(lists[depth]) == _shown(live.fused)
         for limit in LIMITS:
             settings = replace(DEFAULTS, fusion="learned", semantic_limit=limit)
             live = asked_as_a_turn(chat, minilm, question.text, settings)

@@ -22,15 +22,19 @@ from nexusai.orchestration.layout import (
     section_tokens,
 )
 from nexusai.orchestration.packing import (
+    EXCERPT_CHARS,
+    ORDER_EXCERPT_CHARS,
     PACKERS,
     Dense,
     Packer,
+    Packing,
     Placed,
     Stage,
     excerpt_span,
     pack_depth,
     pack_in_stages,
     pack_turn,
+    packing_for,
     stages,
     stems_of,
     whole,
@@ -402,3 +406,23 @@ def test_a_budget_of_2000_reaches_past_the_first_50_and_keeps_what_1000_gave(
         }
         assert len(given[1000]) <= 50 < len(given[2000]) < len(given[4000])
         assert given[1000] <= given[2000] <= given[4000]
+
+
+def test_a_question_about_order_ranks_deepest_and_gives_short_passages() -> None:
+    """Its answer is every mention of one thread, each short: 200 deep at any budget (so
+    a larger budget still keeps what a smaller one gives), excerpts of about 20 tokens."""
+    asked = packing_for(1000, "In what order did I bring up the trips?")
+    assert asked.stages == (Stage(1000, 200),)
+    assert asked.excerpt_chars == ORDER_EXCERPT_CHARS < EXCERPT_CHARS
+    assert packing_for(1000, "Where did I go?") == Packing((Stage(1000, 50),), EXCERPT_CHARS)
+    long_ones = [
+        FILLER * 2 + f"Then I planned the trip to city {i}. " + FILLER * 2 for i in range(8)
+    ]
+    ranked = fused(*long_ones)
+    usual = pack_turn(ranked, [], "the trip to city", 400, 50, Dense())[1]
+    short = pack_turn(ranked, [], "the trip to city", 400, 50, Dense(), ORDER_EXCERPT_CHARS)[1]
+    assert len(usual) < 8 == len(short)  # each about 20 tokens: all eight fit
+    assert all("trip to city" in f.content for f in short)
+    cut = [f.tokens for f in short if f.excerpt is not None]  # room left grows some back
+    assert cut
+    assert max(cut) < min(f.tokens for f in usual[:-1])

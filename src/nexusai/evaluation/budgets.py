@@ -14,14 +14,7 @@ from typing import Any
 
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.layout import block_tokens
-from nexusai.orchestration.packing import (
-    PACK_DEPTH,
-    PACKERS,
-    Packer,
-    pack_depth,
-    pack_in_stages,
-    stages,
-)
+from nexusai.orchestration.packing import PACKERS, Packer, Packing, pack_in_stages, packing_for
 from nexusai.orchestration.settings import DEFAULTS, MAX_MEMORIES
 from nexusai.orchestration.standing import carried
 
@@ -55,7 +48,7 @@ def found_by(fused: FusedEpisode) -> str:
 @dataclass(frozen=True)
 class Entry:
     """One question as a budgeted turn packs it: fusion's list at each depth a budget
-    ranks (`packing.pack_depth`: `depths(BUDGETS)`), packed in stages."""
+    ranks for it (`depths`), packed in stages."""
 
     fold: Fold
     message: str
@@ -63,21 +56,26 @@ class Entry:
     standing: Sequence[FusedEpisode]
     evidence: Sequence[int]
 
+    def packing(self, budget: int) -> Packing:
+        return packing_for(budget, self.message)
+
     def pool(self, budget: int) -> frozenset[int]:
         """Every id a turn of this budget packs from, in any of its stages."""
-        return frozenset(f.episode.id for s in stages(budget) for f in self.fused[s.depth])
+        staged = self.packing(budget).stages
+        return frozenset(f.episode.id for s in staged for f in self.fused[s.depth])
 
     @property
     def shallowest(self) -> Sequence[FusedEpisode]:
         """The list every budget up to 1,000 packs from (what RRF's packer is fitted on)."""
-        return self.fused[PACK_DEPTH]
+        return self.fused[min(self.fused)]
 
 
-def depths(budgets: Sequence[int]) -> dict[int, int]:
-    """{depth: the first of `budgets` that ranks that deep}: one fused list a depth."""
+def depths(budgets: Sequence[int], message: str = "") -> dict[int, int]:
+    """{depth: the first of `budgets` whose turn of `message` ranks that deep}: one fused
+    list a depth (`packing.packing_for`)."""
     found: dict[int, int] = {}
     for budget in budgets:
-        found.setdefault(pack_depth(budget), budget)
+        found.setdefault(packing_for(budget, message).stages[-1].depth, budget)
     return found
 
 
@@ -114,8 +112,15 @@ class Packed:
             standing = carried(entry.standing, DEFAULTS.standing_limit, floor)
             for budget, given in out.items():
                 pool = entry.pool(budget) | {f.episode.id for f in standing}
+                how = entry.packing(budget)
                 kept, memories = pack_in_stages(
-                    entry.fused, stages(budget), standing, entry.message, MAX_MEMORIES, packer
+                    entry.fused,
+                    how.stages,
+                    standing,
+                    entry.message,
+                    MAX_MEMORIES,
+                    packer,
+                    how.excerpt_chars,
                 )
                 packed = [*kept, *memories]
                 ids = frozenset(f.episode.id for f in packed)

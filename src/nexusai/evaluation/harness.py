@@ -289,7 +289,7 @@ def budgeted(
     gives it."""
     return {
         depth: replayed(asked.at(depth), replace(settings, context_budget=budget), ranker).fused
-        for depth, budget in depths(BUDGETS).items()
+        for depth, budget in depths(BUDGETS, asked.request.message).items()
     }
 
 

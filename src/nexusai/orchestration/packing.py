@@ -37,6 +37,7 @@ from nexusai.orchestration.layout import (
     whole_line_tokens,
 )
 from nexusai.ranking.model import probability
+from nexusai.timewords import asks_for_order
 from nexusai.tokens import count_tokens
 
 # A memory longer than this may enter as an excerpt of about `EXCERPT_TOKENS` tokens,
@@ -52,6 +53,10 @@ PACK_DEPTH = RETRIEVAL.POOL_DEPTH  # how deep fusion ranks for a budgeted turn, 
 # budget does (50 of LoCoMo's fill about 1,700 tokens): measured in docs/evaluation.md,
 # "The pool follows the budget".
 DEPTHS_BY_BUDGET: tuple[tuple[int, int], ...] = ((1000, PACK_DEPTH), (2000, 100))
+# A message that asks in what order things happened is answered by every mention of one
+# thread, each short: its list is ranked as deep as any budget's, and a long memory comes
+# as a passage of about 20 tokens (docs/evaluation.md, "Questions about order").
+ORDER_EXCERPT_CHARS = 90
 # Recognised standing memories take at most this share of a budget (pinned ones may take
 # all of it): the rest is the searched memories'.
 STANDING_SHARE = 0.25
@@ -82,6 +87,23 @@ def stages(budget: int, least: int = 0) -> tuple[Stage, ...]:
         if budget <= top:
             break
     return tuple(found)
+
+
+@dataclass(frozen=True)
+class Packing:
+    """How a budgeted turn packs: its stages, and about how long an excerpt is."""
+
+    stages: tuple[Stage, ...]
+    excerpt_chars: int = EXCERPT_CHARS
+
+
+def packing_for(budget: int, message: str, least: int = 0) -> Packing:
+    """How a turn packed into `budget` tokens packs for `message` (`least`: the
+    `semanticLimit`): an order question's list as deep as any, its excerpts short."""
+    if asks_for_order(message):
+        deepest = max(least, RETRIEVAL.POOL_DEPTH_MAX)
+        return Packing(stages(budget, deepest), ORDER_EXCERPT_CHARS)
+    return Packing(stages(budget, least))
 
 
 def whole(fused: FusedEpisode) -> FusedEpisode:
@@ -126,12 +148,17 @@ class Packer(ABC):
         option) is to answer the message."""
 
     def pack(
-        self, fused: Sequence[FusedEpisode], message: str, tally: Tally, limit: int
+        self,
+        fused: Sequence[FusedEpisode],
+        message: str,
+        tally: Tally,
+        limit: int,
+        chars: int = EXCERPT_CHARS,
     ) -> list[FusedEpisode]:
         """What of `fused` (best first) goes into the section `tally` counts: at most
-        `limit` memories, in fusion's order."""
+        `limit` memories, in fusion's order (an excerpt about `chars` long)."""
         words = stems_of(message)
-        options = shortest_options(fused, words)
+        options = shortest_options(fused, words, chars)
         worth = self.worth(options)
         order = sorted(range(len(options)), key=lambda i: -worth[i] / options[i].tokens)
         taken: dict[int, FusedEpisode] = {}
@@ -221,18 +248,21 @@ def _cut_to(fused: FusedEpisode, terms: tuple[str, ...], tally: Tally) -> FusedE
     return None
 
 
-def shortest_options(fused: Sequence[FusedEpisode], terms: tuple[str, ...]) -> list[FusedEpisode]:
-    """Each memory as packing first weighs it: whole, or a long one as its excerpt around
-    the message's `terms` (`stems_of`)."""
-    return [_shortest(f, terms) for f in fused]
+def shortest_options(
+    fused: Sequence[FusedEpisode], terms: tuple[str, ...], chars: int = EXCERPT_CHARS
+) -> list[FusedEpisode]:
+    """Each memory as packing first weighs it: whole, or a long one as its excerpt of
+    about `chars` around the message's `terms` (`stems_of`)."""
+    return [_shortest(f, terms, chars) for f in fused]
 
 
-def _shortest(fused: FusedEpisode, terms: tuple[str, ...]) -> FusedEpisode:
-    """The memory whole, or, when long, its excerpt (the whole is counted only if the
-    excerpt is grown back)."""
-    if len(fused.episode.content) <= EXCERPT_OVER_CHARS:
+def _shortest(fused: FusedEpisode, terms: tuple[str, ...], chars: int) -> FusedEpisode:
+    """The memory whole, or, when long (over `EXCERPT_OVER_CHARS` at the default length,
+    as much longer at another), its excerpt (the whole is counted only if the excerpt is
+    grown back)."""
+    if len(fused.episode.content) <= chars * EXCERPT_OVER_CHARS // EXCERPT_CHARS:
         return whole(fused)
-    start, end, counted = _passage(fused.episode, terms)
+    start, end, counted = _passage(fused.episode, terms, chars)
     cut = fused.priced(0, (start, end))
     return cut.priced(line_tokens(cut, counted), (start, end))
 
@@ -246,18 +276,18 @@ def _excerpt(fused: FusedEpisode, start: int, end: int) -> FusedEpisode:
 # A long episode's passage for a message's words, and what its text costs, kept: `nexus
 # eval` packs one fused list at many budgets, floors and fits (the same passages each
 # time), and a turn's packer weighs each memory's passage before growing some back.
-_PASSAGES: OrderedDict[tuple[int, int, tuple[str, ...]], tuple[int, int, int]] = OrderedDict()
+_PASSAGES: OrderedDict[tuple[int, int, tuple[str, ...], int], tuple[int, int, int]] = OrderedDict()
 _PASSAGES_MAX = 100_000
 _PASSAGES_LOCK = threading.Lock()
 
 
-def _passage(episode: Episode, terms: tuple[str, ...]) -> tuple[int, int, int]:
+def _passage(episode: Episode, terms: tuple[str, ...], chars: int) -> tuple[int, int, int]:
     """(start, end, tokens of the stripped passage) of `excerpt_span`."""
-    key = (episode.id, hash(episode.content), terms)
+    key = (episode.id, hash(episode.content), terms, chars)
     with _PASSAGES_LOCK:
         found = _PASSAGES.get(key)
     if found is None:
-        start, end = excerpt_span(episode.content, terms)
+        start, end = excerpt_span(episode.content, terms, chars)
         found = (start, end, count_tokens(episode.content[start:end].strip()))
         with _PASSAGES_LOCK:
             _PASSAGES[key] = found
@@ -335,6 +365,7 @@ def pack_turn(
     budget: int,
     limit: int,
     packer: Packer,
+    chars: int = EXCERPT_CHARS,
 ) -> tuple[list[FusedEpisode], list[FusedEpisode]]:
     """A turn's two lists, (standing, memories), from fusion's list and the standing
     candidates (pinned first, then the most relevant). At budget 0 the memories are the
@@ -349,7 +380,8 @@ def pack_turn(
     kept, reserved = _standing_within(standing, budget)
     taken = {f.episode.id for f in kept}
     rest = [f for f in fused if f.episode.id not in taken]
-    return kept, packer.pack(rest, message, Tally(MEMORIES_CAPTION, budget - reserved), limit)
+    tally = Tally(MEMORIES_CAPTION, budget - reserved)
+    return kept, packer.pack(rest, message, tally, limit, chars)
 
 
 def pack_in_stages(
@@ -359,6 +391,7 @@ def pack_in_stages(
     message: str,
     limit: int,
     packer: Packer,
+    chars: int = EXCERPT_CHARS,
 ) -> tuple[list[FusedEpisode], list[FusedEpisode]]:
     """`pack_turn` for a budget whose list (`lists`, by depth) is ranked deeper than a
     smaller budget's (`stages`): the memories the largest budget of the stage before gives,
@@ -368,8 +401,8 @@ def pack_in_stages(
     larger one gives too, at every depth."""
     *before, (budget, depth) = staged
     if not before:
-        return pack_turn(lists[depth], standing, message, budget, limit, packer)
-    _, given = pack_in_stages(lists, before, standing, message, limit, packer)
+        return pack_turn(lists[depth], standing, message, budget, limit, packer, chars)
+    _, given = pack_in_stages(lists, before, standing, message, limit, packer, chars)
     kept, reserved = _standing_within(standing, budget)
     shown = {f.episode.id for f in kept}
     given = [f for f in given if f.episode.id not in shown]  # now a standing one
@@ -378,7 +411,7 @@ def pack_in_stages(
         tally.add(f)
     shown.update(f.episode.id for f in given)
     rest = [f for f in lists[depth] if f.episode.id not in shown]
-    return kept, given + packer.pack(rest, message, tally, limit - len(given))
+    return kept, given + packer.pack(rest, message, tally, limit - len(given), chars)
 
 
 def _standing_within(

@@ -24,7 +24,10 @@ def pack(
     settings = turn.settings
     budget = settings.context_budget
     limit = settings.memory_limit if budget > 0 else settings.semantic_limit
-    kept, memories = pack_in_stages(lists, turn.stages, standing, turn.message, limit, turn.packer)
+    chars = turn.packing.excerpt_chars
+    kept, memories = pack_in_stages(
+        lists, turn.stages, standing, turn.message, limit, turn.packer, chars
+    )
     if turn.order == "time":
         memories = sorted(memories, key=lambda f: (f.episode.occurred_at, f.episode.id))
     fused = lists[turn.stages[-1].depth]

@@ -13,7 +13,7 @@ from nexusai.embedders import Vector
 from nexusai.models import EpisodeFilter, Scope, to_utc_text
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.modes import FusionMode
-from nexusai.orchestration.packing import PACKERS, Packer, Stage, stages
+from nexusai.orchestration.packing import PACKERS, Packer, Packing, Stage, packing_for
 from nexusai.orchestration.settings import RuntimeSettings
 from nexusai.orchestration.turn.request import LegQuery, TurnRequest
 from nexusai.orchestration.turn.sources import BY_NAME, SOURCES
@@ -33,14 +33,19 @@ class TurnPlan:
     weights: dict[str, float]  # each fused source's weight (RRF reads them)
     embed: bool  # whether the message is embedded here (not given, and something reads it)
     pool: int  # how many memories fusion gives packing
-    # A budgeted turn's packing stages (`packing.stages`): each shallower list is fused
-    # too, so that what a smaller budget gives this one gives. The last is the turn's own.
-    stages: tuple[Stage, ...]
+    # A budgeted turn's packing stages (`packing.stages`; each shallower list is fused too,
+    # so that what a smaller budget gives this one gives; the last is the turn's own) and
+    # its excerpts' length.
+    packing: Packing
     order: str  # the memories' order: "rank" or "time" (`memoryOrder`, "auto" resolved)
 
     @property
     def message(self) -> str:
         return self.request.message
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return self.packing.stages
 
     @property
     def packer(self) -> Packer:
@@ -82,7 +87,8 @@ class TurnPlan:
 def plan(settings: RuntimeSettings, request: TurnRequest, mode: FusionMode) -> TurnPlan:
     """The turn as these settings and this mode would run it."""
     rule, window = within_named_time(settings, request.message, request.now, request.rule)
-    asks = mode.asks(pool_limit(settings), request.legs, settings.recent_limit)
+    packing = budget_packing(settings, request.message)
+    asks = mode.asks(packing.stages[-1].depth, request.legs, settings.recent_limit)
     both = request.legs or asks.both
     sources = tuple(s.name for s in SOURCES if s.wanted(settings, both))
     reads = any(BY_NAME[n].reads_vector(settings) for n in sources) or settings.entity_limit > 0
@@ -99,22 +105,18 @@ def plan(settings: RuntimeSettings, request: TurnRequest, mode: FusionMode) -> T
         weights=weights,
         embed=reads and request.vector is None,
         pool=asks.limit,
-        stages=budget_stages(settings),
+        packing=packing,
         order=_order(settings.memory_order, request.message),
     )
 
 
-def pool_limit(settings: RuntimeSettings) -> int:
-    """How many fused memories packing chooses from: the spec's `semanticLimit` without a
-    budget, a deeper list with one, the deeper the larger the budget."""
-    return budget_stages(settings)[-1].depth
-
-
-def budget_stages(settings: RuntimeSettings) -> tuple[Stage, ...]:
-    """The stages packing takes (one, the spec's list, without a budget)."""
+def budget_packing(settings: RuntimeSettings, message: str) -> Packing:
+    """How the turn packs: in the stages its budget takes, each as deep as the message
+    needs (without a budget, one: the spec's first `semanticLimit`). The last stage's depth
+    is how many fused memories packing chooses from."""
     if settings.context_budget <= 0:
-        return (Stage(0, settings.semantic_limit),)
-    return stages(settings.context_budget, settings.semantic_limit)
+        return Packing((Stage(0, settings.semantic_limit),))
+    return packing_for(settings.context_budget, message, settings.semantic_limit)
 
 
 def within_named_time(

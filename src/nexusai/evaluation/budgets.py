@@ -66,7 +66,8 @@ class Entry:
 
     @property
     def shallowest(self) -> Sequence[FusedEpisode]:
-        """The list every budget up to 1,000 packs from (what RRF's packer is fitted on)."""
+        """The list every budget up to 1,000 packs from (what RRF's packer is fitted on;
+        a question about order has only its deepest)."""
         return self.fused[min(self.fused)]
 
 

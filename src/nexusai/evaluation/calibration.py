@@ -19,7 +19,14 @@ import numpy.typing as npt
 
 from nexusai.errors import InvalidInput
 from nexusai.evaluation.budgets import Entry, Fold, Packed
-from nexusai.orchestration.packing import Placed, PlacedWorth, shortest_options, stems_of, terms
+from nexusai.orchestration.packing import (
+    PACK_DEPTH,
+    Placed,
+    PlacedWorth,
+    shortest_options,
+    stems_of,
+    terms,
+)
 from nexusai.ranking.model import probabilities
 
 L2 = 1.0  # a light pull to 0: four weights, thousands of rows
@@ -33,7 +40,10 @@ def features(entry: Entry) -> npt.NDArray[np.float64]:
 
 
 def fit(entries: Sequence[Entry]) -> PlacedWorth:
-    """The logistic fit to every memory of `entries` (evidence or not)."""
+    """The logistic fit to every memory of `entries` (evidence or not), in the lists every
+    budget up to 1,000 tokens packs (a question about order has none: its list is as deep
+    as any, and the fit stays on the places most turns pack)."""
+    entries = [e for e in entries if PACK_DEPTH in e.fused]
     sizes = Counter(e.fold[0] for e in entries)
     rows, labels, weights = [], [], []
     for entry in entries:

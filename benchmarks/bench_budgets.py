@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import os
 
-from benchmarks.bench_project import _corpora, _settle
-from benchmarks.bench_recommended import alternating, steps
-from benchmarks.bench_vectors import SESSIONS, build_store
-from benchmarks.common import Report, base_vectors, mark_built, served, store_dir
-from nexusai.embedders.minilm import LocalEmbedder
-from nexusai.evaluation.metrics import percentile
+from benchmarks.bench_recommended import add_rows, realistic_samples, steps
+from benchmarks.common import Report
 
 PASSES = 3
 TURNS = {
@@ -34,25 +30,11 @@ TURNS = {
 
 def run(quick: bool = False) -> None:
     size = 20_000 if quick else int(os.environ.get("NEXUS_RECOMMENDED_SIZE", "100000"))
-    texts, queries = _corpora()["realistic"]
-    with store_dir(f"project-realistic-{size}") as (data, built):
-        if not built:
-            embedder = LocalEmbedder()
-            build_store(data, embedder, base_vectors(embedder), size, SESSIONS, texts=texts(size))
-            mark_built(data)
-        with served(data) as (http, _):
-            _settle(http)
-            samples = alternating(http, queries[:40] if quick else queries, TURNS, PASSES)
+    samples = realistic_samples(size, TURNS, PASSES, 40 if quick else None)
     report = Report(
         f"A turn's cost by contextBudget at {size:,} realistic episodes, one run (ms)",
         ["turn", "count", "p50", "p95", "p95 vs 1,000 tokens"],
     )
-    baseline = percentile([ms for ms, _ in samples["learned, 1,000 tokens"]], 95)
-    for name, timed in samples.items():
-        wall = [ms for ms, _ in timed]
-        p95 = percentile(wall, 95)
-        report.add(
-            name, len(wall), f"{percentile(wall, 50):.1f}", f"{p95:.1f}", f"{p95 / baseline:.2f}"
-        )
+    add_rows(report, samples, "learned, 1,000 tokens")
     report.notes.append(steps(samples))
     report.print()

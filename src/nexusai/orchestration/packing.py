@@ -228,7 +228,7 @@ def terms(place: int, option: FusedEpisode) -> tuple[float, float, float, float]
 
 # Fitted on LoCoMo and both BEAM tiers by `nexus eval all` (it prints the fit on every
 # conversation given, and scores each with a fit that left it out: docs/evaluation.md).
-PLACED_WORTH = PlacedWorth(bias=-3.547, place=-0.98, tokens=0.8, excerpt=-1.726)
+PLACED_WORTH = PlacedWorth(bias=-3.291, place=-1.031, tokens=0.76, excerpt=-1.688)
 # The room the last memory may be cut to: less says too little to be worth its tokens.
 FILL_TOKENS = 40
 

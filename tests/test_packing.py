@@ -31,7 +31,6 @@ from nexusai.orchestration.packing import (
     Placed,
     Stage,
     excerpt_span,
-    pack_depth,
     pack_in_stages,
     pack_turn,
     packing_for,
@@ -345,7 +344,7 @@ def test_a_larger_budget_ranks_deeper_in_stages() -> None:
     assert stages(4000) == (Stage(1000, 50), Stage(2000, 100), Stage(4000, 200))
     assert stages(4000, least=100) == (Stage(2000, 100), Stage(4000, 200))
     assert stages(32_000, least=100)[-1] == Stage(32_000, 200)
-    assert [pack_depth(b) for b in (1, 1000, 1001, 2000, 2001)] == [50, 50, 100, 100, 200]
+    assert [stages(b)[-1].depth for b in (1, 1000, 1001, 2000, 2001)] == [50, 50, 100, 100, 200]
 
 
 @settings(max_examples=150, deadline=None)

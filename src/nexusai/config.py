@@ -23,7 +23,7 @@ class RETRIEVAL:
     RRF_K: Final = 60
     # How deep fusion ranks for a budgeted turn (the pool packing chooses from) at least,
     # and so how deep the learned mode's ranker is trained: one number, here. A larger
-    # budget ranks deeper, up to POOL_DEPTH_MAX (`orchestration.packing.pack_depth`).
+    # budget ranks deeper, up to POOL_DEPTH_MAX (`orchestration.packing.stages`).
     POOL_DEPTH: Final = 50
     POOL_DEPTH_MAX: Final = 200
     SEMANTIC_WEIGHT: Final = 1.0

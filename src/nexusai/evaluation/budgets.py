@@ -14,7 +14,14 @@ from typing import Any
 
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.layout import block_tokens
-from nexusai.orchestration.packing import PACKERS, Packer, Packing, pack_in_stages, packing_for
+from nexusai.orchestration.packing import (
+    PACK_DEPTH,
+    PACKERS,
+    Packer,
+    Packing,
+    pack_in_stages,
+    packing_for,
+)
 from nexusai.orchestration.settings import DEFAULTS, MAX_MEMORIES
 from nexusai.orchestration.standing import carried
 
@@ -67,8 +74,8 @@ class Entry:
     @property
     def shallowest(self) -> Sequence[FusedEpisode]:
         """The list every budget up to 1,000 packs from (what RRF's packer is fitted on;
-        a question about order has only its deepest)."""
-        return self.fused[min(self.fused)]
+        a question about order has none: `calibration.fit` leaves it out)."""
+        return self.fused[PACK_DEPTH]
 
 
 def depths(budgets: Sequence[int], message: str = "") -> dict[int, int]:

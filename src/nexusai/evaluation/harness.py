@@ -43,7 +43,7 @@ from nexusai.orchestration.modes import RRF, Learned, fusion_mode
 from nexusai.orchestration.packing import Packer, PlacedWorth
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
 from nexusai.orchestration.turn import Gathered, TurnRequest, assemble, gather, plan, run_turn
-from nexusai.orchestration.turn.request import keyword_rows
+from nexusai.orchestration.turn.sources import BY_NAME
 from nexusai.ranking.features import named_speakers
 from nexusai.ranking.model import Ranker
 from nexusai.timewords import TimeWindow
@@ -250,10 +250,10 @@ class Read:
     def at(self, depth: int) -> Read:
         """As a read at a shallower `depth` gives it: each leg's first rows (a search asked
         for fewer rows gives the first of the same order, ties broken by id)."""
-        found = dict(self.gathered.found)
-        for name, rows in (("semantic", depth), ("keyword", keyword_rows(depth))):
-            if name in found:
-                found[name] = found[name][:rows]
+        found = {
+            name: self.gathered.first_rows(name, BY_NAME[name].rows(depth, None))
+            for name in self.gathered.found
+        }
         return replace(self, gathered=replace(self.gathered, found=found))
 
     def bare(self) -> Read:

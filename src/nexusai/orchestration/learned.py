@@ -34,7 +34,7 @@ def rank_learned(
     """The best `limit` of both lists by the ranker's score, every `RRF_EVERY`-th place
     given to RRF. Ties go to the better single rank, then the lower id, as in RRF. Each
     list is read as deep as the ranker was trained, or as `limit` where that is deeper
-    (a large budget's pool: `packing.pack_depth`); what a leg gives past that (the
+    (a large budget's pool: `packing.stages`); what a leg gives past that (the
     keyword leg's headroom for the recent turns) is not read."""
     depth = max(ranker.depth, limit)
     semantic, keyword = semantic[:depth], keyword[:depth]

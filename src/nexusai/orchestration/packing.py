@@ -69,11 +69,6 @@ class Stage(NamedTuple):
     depth: int
 
 
-def pack_depth(budget: int) -> int:
-    """How deep fusion ranks for a turn packed into `budget` tokens."""
-    return next((d for top, d in DEPTHS_BY_BUDGET if budget <= top), RETRIEVAL.POOL_DEPTH_MAX)
-
-
 def stages(budget: int, least: int = 0) -> tuple[Stage, ...]:
     """The stages a turn packed into `budget` tokens packs in, shallowest first: each
     shallower depth at the largest budget ranked that deep, then the turn's own budget

@@ -5,11 +5,14 @@ explain shows adds up to them; a bad file is refused with what is wrong with it.
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import lightgbm
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nexusai.errors import InvalidInput
 from nexusai.evaluation.learned import ranker_from_booster
@@ -236,3 +239,35 @@ def test_session_features_read_the_pool_by_session_and_neighbours() -> None:
     assert feature("adjacent_best_rrf", 11) == pytest.approx(rrf[10])
     assert feature("adjacent_best_rrf", 14) == 0.0  # 12 is beside it, in another session
     assert feature("adjacent_best_rrf", 12) == 0.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 40), st.integers(1, 4)), min_size=1, max_size=30),
+    st.randoms(use_true_random=False),
+)
+def test_session_features_are_their_definition_on_any_pool(
+    stored: list[tuple[int, int]], rng: random.Random
+) -> None:
+    """The session columns, computed a whole column at a time, equal their definitions
+    read one candidate at a time: any ids, sessions and ties of RRF score."""
+    from nexusai.models import Episode
+    from nexusai.ranking.features import candidates
+
+    session_of = dict(stored)  # an id is in one session
+    episodes = [
+        Episode(i, s, "user", f"turn {i}", "2024-01-01T00:00:00Z", "", {})
+        for i, s in session_of.items()
+    ]
+    semantic = rng.sample(episodes, rng.randint(0, len(episodes)))
+    keyword = [e for e in episodes if e not in semantic or rng.random() < 0.5]
+    pool = candidates("turn", semantic, keyword)
+    column = {name: pool.matrix[:, FEATURES.index(name)].tolist() for name in FEATURES}
+    rrf = column["rrf"]
+    for i, episode in enumerate(pool.episodes):
+        mates = [j for j, e in enumerate(pool.episodes) if e.session_id == episode.session_id]
+        others = [j for j in mates if j != i]
+        near = [j for j in others if abs(pool.episodes[j].id - episode.id) <= 2]
+        assert column["session_share"][i] == len(mates) / len(pool.episodes)
+        assert column["session_best_rrf"][i] == max((rrf[j] for j in others), default=0.0)
+        assert column["adjacent_best_rrf"][i] == max((rrf[j] for j in near), default=0.0)

@@ -68,13 +68,17 @@ def _interleaved(learned: list[int], rrf: list[int], limit: int) -> list[int]:
     """The ranker's order, but every `RRF_EVERY`-th place goes to RRF's best not yet
     placed. Both orders hold the whole pool, so neither runs out before the other."""
     chosen: list[int] = []
-    taken: set[int] = set()
-    picks = {False: iter(learned), True: iter(rrf)}
+    taken = [False] * len(learned)
+    at = {False: 0, True: 0}  # how far each order has been read
+    orders = {False: learned, True: rrf}
     while len(chosen) < min(limit, len(learned)):
-        source = picks[_rrfs_place(len(chosen))]
-        pick = next(i for i in source if i not in taken)
-        chosen.append(pick)
-        taken.add(pick)
+        whose = _rrfs_place(len(chosen))
+        order, place = orders[whose], at[whose]
+        while taken[order[place]]:
+            place += 1
+        chosen.append(order[place])
+        taken[order[place]] = True
+        at[whose] = place + 1
     return chosen
 
 

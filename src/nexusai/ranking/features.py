@@ -66,6 +66,7 @@ _YOU_SAID = re.compile(
 _FIRST = {"i", "my", "me", "mine", "i've", "i'm", "i'd", "myself"}
 
 Matrix = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -193,49 +194,61 @@ def _session_columns(pool: list[Episode], rrf: Matrix) -> Columns:
     """How much of the pool its session holds, and how strong the rest of its session and
     the messages stored beside it are: evidence spread over a stretch of a conversation
     (a question and its answer, an account told over several messages). Read from the pool
-    alone, so a turn reads nothing more for them. In lists, not arrays: a turn's hundred
-    candidates, most of them alone in their session, cost a fraction of the time so."""
-    scores = rrf.tolist()
-    sessions: dict[int, list[int]] = {}
-    for index, episode in enumerate(pool):
-        sessions.setdefault(episode.session_id, []).append(index)
-    share, best = [0.0] * len(pool), [0.0] * len(pool)
-    alone = 1 / len(pool) if pool else 0.0
-    for members in sessions.values():
-        if len(members) == 1:  # most are: none other of its session, none beside it
-            share[members[0]] = alone
-            continue
-        part = len(members) / len(pool)
-        top = max(members, key=scores.__getitem__)  # the first of the best, as a sort gives
-        for j in members:
-            share[j], best[j] = part, scores[top]
-        best[top] = max((scores[j] for j in members if j != top), default=0.0)
-    beside = _beside(pool, sessions, scores)
-    return {"session_share": np.array(share), "session_best_rrf": np.array(best), **beside}
+    alone, so a turn reads nothing more for them. Whole columns at once, from the pool
+    sorted by session: a turn runs this on every candidate."""
+    count = len(pool)
+    if not count:
+        return {name: np.zeros(0) for name in _SESSION_FEATURES}
+    sessions = np.array([episode.session_id for episode in pool])
+    ids = np.array([episode.id for episode in pool])
+    _, group, sizes = np.unique(sessions, return_inverse=True, return_counts=True)
+    return {
+        "session_share": sizes[group] / count,
+        "session_best_rrf": _best_other(group, rrf),
+        "adjacent_best_rrf": _beside(group, ids, rrf),
+    }
+
+
+_SESSION_FEATURES = ("session_share", "session_best_rrf", "adjacent_best_rrf")
+
+
+def _best_other(group: Ints, rrf: Matrix) -> Matrix:
+    """The best RRF score among the other candidates of each one's session (0 alone): the
+    session's best, or for the best itself the runner-up (equal to it on a tie)."""
+    order = np.lexsort((-rrf, group))  # by session, the best of each first
+    ranked, scores = group[order], rrf[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = ranked[1:] != ranked[:-1]
+    heads = np.flatnonzero(first)
+    best = np.repeat(scores[heads], np.diff(np.append(heads, len(order))))
+    runner_up = np.zeros(len(order))
+    second = heads + 1
+    shared = (second < len(order)) & ~first[np.minimum(second, len(order) - 1)]
+    runner_up[heads[shared]] = scores[second[shared]]
+    out = np.empty(len(order))
+    out[order] = np.where(first, runner_up, best)
+    return out
 
 
 _BESIDE = 2  # messages of a session stored up to this many ids before or after
 
 
-def _beside(pool: list[Episode], sessions: dict[int, list[int]], scores: list[float]) -> Columns:
+def _beside(group: Ints, ids: Ints, rrf: Matrix) -> Matrix:
     """The best RRF score among the candidates of its session stored beside it (by id: no
     other session's message, however close its id). A session's candidates in id order:
     one within two ids of another is at most two places from it."""
-    best = [0.0] * len(pool)
-    for members in sessions.values():
-        if len(members) == 1:
-            continue
-        ordered = sorted(members, key=lambda j: pool[j].id)
-        ids = [pool[j].id for j in ordered]
-        for place, j in enumerate(ordered):
-            near = range(max(place - _BESIDE, 0), min(place + _BESIDE + 1, len(ordered)))
-            found = [
-                scores[ordered[k]]
-                for k in near
-                if k != place and abs(ids[k] - ids[place]) <= _BESIDE
-            ]
-            best[j] = max(found, default=0.0)
-    return {"adjacent_best_rrf": np.array(best)}
+    order = np.lexsort((ids, group))
+    ranked, stored, scores = group[order], ids[order], rrf[order]
+    best = np.zeros(len(order))
+    for step in range(1, _BESIDE + 1):
+        near = (ranked[step:] == ranked[:-step]) & (stored[step:] - stored[:-step] <= _BESIDE)
+        before = np.flatnonzero(near)  # each place at most once a step
+        after = before + step
+        best[before] = np.maximum(best[before], scores[after])
+        best[after] = np.maximum(best[after], scores[before])
+    out = np.empty(len(order))
+    out[order] = best
+    return out
 
 
 def _asks(content: str) -> bool:

@@ -85,6 +85,8 @@ def candidates(query: str, semantic: Sequence[Episode], keyword: Sequence[Episod
     so a turn of a hundred candidates costs well under a millisecond."""
     sem_rank, kw_rank = _ranks(semantic), _ranks(keyword)
     pool = list({e.id: e for e in [*semantic, *keyword]}.values())
+    if not pool:
+        return Candidates([], [], [], _EMPTY)
     sem_ranks = [sem_rank.get(e.id) for e in pool]
     kw_ranks = [kw_rank.get(e.id) for e in pool]
     columns = {
@@ -93,7 +95,7 @@ def candidates(query: str, semantic: Sequence[Episode], keyword: Sequence[Episod
         **_text_columns(pool, query),
     }
     columns.update(_session_columns(pool, columns["rrf"]))
-    matrix = np.column_stack([columns[name] for name in FEATURES]) if pool else _EMPTY
+    matrix = np.column_stack([columns[name] for name in FEATURES])
     return Candidates(pool, sem_ranks, kw_ranks, matrix)
 
 
@@ -196,20 +198,14 @@ def _session_columns(pool: list[Episode], rrf: Matrix) -> Columns:
     (a question and its answer, an account told over several messages). Read from the pool
     alone, so a turn reads nothing more for them. Whole columns at once, from the pool
     sorted by session: a turn runs this on every candidate."""
-    count = len(pool)
-    if not count:
-        return {name: np.zeros(0) for name in _SESSION_FEATURES}
     sessions = np.array([episode.session_id for episode in pool])
     ids = np.array([episode.id for episode in pool])
     _, group, sizes = np.unique(sessions, return_inverse=True, return_counts=True)
     return {
-        "session_share": sizes[group] / count,
+        "session_share": sizes[group] / len(pool),
         "session_best_rrf": _best_other(group, rrf),
         "adjacent_best_rrf": _beside(group, ids, rrf),
     }
-
-
-_SESSION_FEATURES = ("session_share", "session_best_rrf", "adjacent_best_rrf")
 
 
 def _best_other(group: Ints, rrf: Matrix) -> Matrix:
@@ -217,14 +213,9 @@ def _best_other(group: Ints, rrf: Matrix) -> Matrix:
     session's best, or for the best itself the runner-up (equal to it on a tie)."""
     order = np.lexsort((-rrf, group))  # by session, the best of each first
     ranked, scores = group[order], rrf[order]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = ranked[1:] != ranked[:-1]
-    heads = np.flatnonzero(first)
-    best = np.repeat(scores[heads], np.diff(np.append(heads, len(order))))
-    runner_up = np.zeros(len(order))
-    second = heads + 1
-    shared = (second < len(order)) & ~first[np.minimum(second, len(order) - 1)]
-    runner_up[heads[shared]] = scores[second[shared]]
+    first = np.r_[True, ranked[1:] != ranked[:-1]]  # each session's best
+    runner_up = np.where(np.r_[~first[1:], False], np.r_[scores[1:], 0.0], 0.0)
+    best = scores[first][np.cumsum(first) - 1]  # its session's best, at every place
     out = np.empty(len(order))
     out[order] = np.where(first, runner_up, best)
     return out

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,41 @@ def test_get_episodes_keeps_order_and_skips_missing(store: EpisodeStore) -> None
     session = store.create_session()
     a, b = store.add_episodes(session.id, [NewEpisode("u", "a"), NewEpisode("u", "b")])
     assert [e.id for e in store.get_episodes([b.id, 999, a.id])] == [b.id, a.id]
+
+
+def test_every_read_gives_each_field_as_stored(store: EpisodeStore) -> None:
+    # Reads take an episode's columns by place: one out of its place would hand a field
+    # another's value (the turn's text as the turn before it, the caption as the standing).
+    session = store.create_session(title="t")
+    asked = datetime(2026, 5, 8, 13, 55, tzinfo=UTC)
+    store.add_episodes(session.id, [NewEpisode("assistant", "What lake was it?", asked)])
+    later = datetime.now(UTC) + timedelta(days=30)
+    said = NewEpisode(
+        "user",
+        "Kayaking on Lake Tahoe is my favorite weekend trip.",
+        datetime(2026, 5, 8, 13, 56, tzinfo=UTC),
+        {"dia_id": "D1:2", "n": [1, 2]},
+        image_caption="a kayak on a lake",
+        pinned=True,
+        expires_at=later,
+    )
+    [ep] = store.add_episodes(session.id, [said])
+    assert (ep.speaker, ep.content, ep.metadata) == (said.speaker, said.content, said.metadata)
+    assert (ep.image_caption, ep.pinned, ep.standing) == ("a kayak on a lake", True, "preference")
+    assert ep.occurred_at == "2026-05-08T13:56:00.000000Z"
+    assert ep.expires_at == ep.expiry_asked is not None
+    assert "What lake was it?" in ep.context_text
+    assert "kayak" in ep.search_text
+    assert ep.created_at
+    assert ep.score is None
+    [found] = store.search_keyword("kayaking Tahoe", 5, [session.id])
+    assert found.score is not None
+    assert found.score > 0
+    assert [replace(found, score=None)] == store.get_episodes([ep.id])
+    assert store.get_episode(ep.id) == ep
+    assert store.list_episodes(session.id)[-1] == ep
+    assert store.recent_episodes(session.id, 1) == [ep]
+    assert store.standing_episodes([session.id], 5) == [ep]
 
 
 def test_scope_is_project_sessions_or_just_the_session(store: EpisodeStore) -> None:

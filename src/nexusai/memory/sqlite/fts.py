@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from nexusai.keywords import query_terms, within_budget
+from nexusai.memory.store import episode_columns
 from nexusai.models import finds_nothing, now_text
 
 # unicode61 folds diacritics so "café" finds "cafe"; porter makes "configure" find
@@ -246,7 +247,7 @@ def _rows_of(conn: sqlite3.Connection, scored: Sequence[tuple[int, float]]) -> l
     params = [value for n, (row_id, score) in enumerate(scored) for value in (n, row_id, score)]
     return conn.execute(
         f"WITH scored(n, id, score) AS (VALUES {values})"
-        " SELECT e.*, scored.score AS score FROM scored JOIN episodes e ON e.id = scored.id"
+        f" SELECT {_EPISODE}, scored.score AS score FROM scored JOIN episodes e ON e.id = scored.id"
         f" WHERE {_LIVE} ORDER BY scored.n",
         [*params, now_text()],
     ).fetchall()
@@ -314,8 +315,9 @@ MATCH_SCOPE_LIMIT = 500
 # with its whole row took twice as long (measured at 100,000 episodes).
 # An episode past its `expires_at` is never returned (the upkeep deletes it soon after).
 _LIVE = "(e.expires_at IS NULL OR e.expires_at > ?)"
+_EPISODE = episode_columns("e")  # what a search gives of each episode it found
 _SQL = (
-    "SELECT e.*, -ranked.rank AS score FROM ("
+    f"SELECT {_EPISODE}, -ranked.rank AS score FROM ("
     " SELECT rowid AS id, rank FROM episodes_fts WHERE episodes_fts MATCH ?"
     " ORDER BY rank, rowid LIMIT ?"
     f") ranked JOIN episodes e ON e.id = ranked.id WHERE {_LIVE}"
@@ -345,7 +347,8 @@ def _search_joined(
 ) -> list[sqlite3.Row]:
     """The scope (and a filter's clauses) as a JOIN after FTS5 has ranked every match: for
     a large scope or a filter (and as the reference the other forms are tested against)."""
-    sql = "SELECT e.*, -fts.rank AS score FROM episodes e JOIN episodes_fts fts ON e.id = fts.rowid"
+    sql = f"SELECT {_EPISODE}, -fts.rank AS score FROM episodes e"
+    sql += " JOIN episodes_fts fts ON e.id = fts.rowid"
     sql += f" WHERE episodes_fts MATCH ? AND {_LIVE}"
     params: list[object] = [words, now_text()]
     clauses, values = where

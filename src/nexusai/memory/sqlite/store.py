@@ -17,7 +17,7 @@ from nexusai.memory import vector_state
 from nexusai.memory.sqlite import fts
 from nexusai.memory.sqlite.bm25 import WholeTableBM25
 from nexusai.memory.sqlite.migrations import apply_migrations
-from nexusai.memory.store import EpisodeStore, StoreDamaged, Where, disk_full
+from nexusai.memory.store import SCORE_AT, EpisodeStore, StoreDamaged, Where, disk_full
 from nexusai.models import Episode
 
 
@@ -176,7 +176,7 @@ class SqliteStore(EpisodeStore):
         rows = fts.search(
             self.connection, query, limit, session_ids, budget, self._bm25, where, kept
         )
-        return [self._episode_from_row(row, row["score"]) for row in rows]
+        return [self._episode_from_row(row, row[SCORE_AT]) for row in rows]
 
     def own_text_matches(self, query: str, ids: Sequence[int]) -> set[int]:
         return fts.own_text_matches(self.connection(), query, ids)

@@ -808,22 +808,9 @@ class EpisodeStore(ABC):
     def _episode_from_row(row: Any, score: float | None = None) -> Episode:
         """An episode from a row of `EPISODE_COLUMNS`, by place; the empty metadata most
         episodes carry is not parsed."""
-        (
-            episode_id,
-            session_id,
-            speaker,
-            content,
-            occurred_at,
-            created_at,
-            metadata,
-            caption,
-            search_text,
-            context_text,
-            standing,
-            pinned,
-            expires_at,
-            expiry_asked,
-        ) = row[:SCORE_AT]
+        episode_id, session_id, speaker, content, occurred_at, created_at = row[:6]
+        metadata, caption, search_text, context_text = row[6:10]
+        standing, pinned, expires_at, expiry_asked = row[10:SCORE_AT]
         return Episode(
             episode_id,
             session_id,

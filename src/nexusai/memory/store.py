@@ -15,7 +15,7 @@ import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, Self
@@ -86,19 +86,18 @@ UNSET: Final = _Unset()
 # What every read of episodes keeps (its one parameter: now): an episode past its
 # `expires_at` is never returned, though the upkeep has yet to delete it.
 LIVE = "(expires_at IS NULL OR expires_at > ?)"
-# What an `Episode` is made of, in its fields' order: every read that makes episodes selects
-# these and reads them by place. `SELECT *` also read what only the indexes use, and a row
-# read by name searches its columns for each field: a turn makes a hundred of them.
-EPISODE_COLUMNS: Final = (
-    "id, session_id, speaker, content, occurred_at, created_at, metadata, image_caption,"
-    " search_text, context_text, standing, pinned, expires_at, expiry_asked"
-)
-SCORE_AT: Final = EPISODE_COLUMNS.count(",") + 1  # where a search's score follows them
+# An `Episode`'s fields are the episodes table's columns of the same names, less the score a
+# search gives: every read that makes episodes selects these and reads them by place.
+# `SELECT *` also read what only the indexes use, and a row read by name searches its
+# columns for each field: a turn makes a hundred of them.
+EPISODE_FIELDS: Final = tuple(field.name for field in fields(Episode) if field.name != "score")
+EPISODE_COLUMNS: Final = ", ".join(EPISODE_FIELDS)
+SCORE_AT: Final = len(EPISODE_FIELDS)  # where a search's score follows them
 
 
 def episode_columns(table: str) -> str:
     """`EPISODE_COLUMNS` of the table (or alias) `table`, for a read that joins it."""
-    return ", ".join(f"{table}.{column.strip()}" for column in EPISODE_COLUMNS.split(","))
+    return ", ".join(f"{table}.{name}" for name in EPISODE_FIELDS)
 
 
 # A filter as SQL over the episodes table: clauses to AND, with their `?` parameters.

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from nexusai.app import create_app
 from nexusai.config import Config
+from nexusai.memory.postgres.store import PgStore
 from tests.conftest import SwitchableEmbedder
 
 
@@ -57,6 +58,24 @@ def test_closed_connections_are_replaced_and_a_lost_database_is_a_503(
                 admin.execute(f"ALTER DATABASE {database} WITH ALLOW_CONNECTIONS true")
         listed = _once_back(client, f"/sessions/{session}/episodes")
         assert [e["content"] for e in listed] == [episode["content"], second["content"]]
+
+
+def test_a_transaction_begun_on_a_connection_the_server_closed_is_begun_again(
+    pg_url: str, postgres: str
+) -> None:
+    """A restart closes the pool's idle connections too. A transaction whose BEGIN meets one
+    has run nothing of its caller's, so it is begun again on a live connection: the write
+    is stored, not refused with a 503 (a read before it no longer has to clear the pool)."""
+    database = pg_url.split("?")[0].rsplit("/", 1)[1]
+    store = PgStore(pg_url)
+    try:
+        session = store.create_session(title="t")
+        _terminate(postgres, database)
+        with store.atomic() as conn:
+            conn.execute("UPDATE sessions SET title = ? WHERE id = ?", ["renamed", session.id])
+        assert store.get_session(session.id).title == "renamed"
+    finally:
+        store.close()
 
 
 def _once_back(client: TestClient, path: str) -> Any:

@@ -134,19 +134,28 @@ class PgStore(EpisodeStore):
         if current is not None:
             yield current
             return
-        try:
-            with self.pool.connection() as raw, raw.transaction():
-                if lock:
-                    raw.execute(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
-                self._local.transaction = _Connection(raw)
-                try:
-                    yield self._local.transaction
-                finally:
-                    self._local.transaction = None
-        except pg_errors.DiskFull as exc:
-            raise StorageFull(DISK_FULL) from exc
-        except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise self.unavailable(exc) from None
+        # A connection the server closed (a restart, a failover) fails at BEGIN, before any
+        # of the caller's statements ran: the pool drops it and the transaction is begun
+        # once more, as a read is tried once more. Once begun, a failure is the request's.
+        for last in (False, True):
+            begun = False
+            try:
+                with self.pool.connection() as raw, raw.transaction():
+                    if lock:
+                        raw.execute(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
+                    begun = True
+                    self._local.transaction = _Connection(raw)
+                    try:
+                        yield self._local.transaction
+                    finally:
+                        self._local.transaction = None
+                return
+            except pg_errors.DiskFull as exc:
+                raise StorageFull(DISK_FULL) from exc
+            except (psycopg.OperationalError, PoolTimeout) as exc:
+                if begun or last or isinstance(exc, PoolTimeout):
+                    raise self.unavailable(exc) from None
+                self.pool.check()
 
     def unavailable(self, exc: Exception) -> DatabaseUnavailable:
         """The error for a request the database did not answer. Connections it broke are

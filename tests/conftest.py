@@ -234,6 +234,7 @@ SUBPROCESS_MODULES = {
     "test_mcp",
     "test_inspector",
     "test_pg_faults",
+    "test_extraction_freeze",
 }
 SLOW_MODULES = {"test_install", "test_kills", "test_index_build", "test_replicas", "test_fuzz_api"}
 

@@ -14,12 +14,16 @@ from fastapi.testclient import TestClient
 from nexusai.app import create_app
 from nexusai.config import Config
 from nexusai.memory.extractors import (
+    READ_CHARS,
     Extractor,
     Mention,
+    Outcome,
     SpacyExtractor,
+    Stopped,
     clean,
     normalize,
     pieces_of,
+    readable,
 )
 from nexusai.memory.importing import import_stream
 from nexusai.memory.service import Memory
@@ -425,3 +429,84 @@ def test_fenced_code_is_not_read_for_names(spacy_extractor: SpacyExtractor) -> N
     said = f"Ask Maria in Lisbon.\n{code}\nThen Berlin."
     names = {m.name for m in spacy_extractor.extract([said])[0]}
     assert names == {"Maria", "Lisbon", "Berlin"}  # read whole, Flask and AWS come too
+
+
+SEPARATOR = "Build log:\n" + "=" * 12000 + "\nMaria Lopez shipped the release from Lisbon."
+EMOJI_MiB = "\U0001f600" * 262_000  # just under 1 MiB of UTF-8, the largest content stored
+
+
+def test_a_run_without_spaces_is_read_as_a_space(spacy_extractor: SpacyExtractor) -> None:
+    """spaCy's tokenizer is quadratic in such a run: a 12 KB separator line held the
+    service for a minute and 1 MiB of emoji for 24. The names around it are still read."""
+    separator, emoji = spacy_extractor.extract_within([SEPARATOR, EMOJI_MiB])
+    assert {m.name for m in separator.mentions} >= {"Maria Lopez", "Lisbon"}
+    assert (separator.outcome, emoji.outcome) == (Outcome.CUT, Outcome.CUT)
+    assert "12,0" in separator.detail or "without the runs" in separator.detail
+    [plain] = spacy_extractor.extract_within(["Maria Lopez flies to Lisbon"])
+    assert (plain.outcome, plain.detail) == (Outcome.WHOLE, "")
+
+
+def test_a_message_past_what_is_read_is_cut_there() -> None:
+    text = "Maria went to Lisbon. " * (READ_CHARS // 10)
+    kept, cut = readable(text)
+    assert cut
+    assert len(kept) == READ_CHARS
+    assert readable("Maria went to Lisbon.") == ("Maria went to Lisbon.", False)
+
+
+def test_a_stop_is_seen_between_groups_of_pieces(spacy_extractor: SpacyExtractor) -> None:
+    stopping = threading.Event()
+    stopping.set()
+    with pytest.raises(Stopped):
+        spacy_extractor.extract_within(["Maria went to Lisbon. " * 2000], stopping)
+
+
+def test_a_message_read_in_part_is_noted_and_not_read_again(
+    config: Config, embedder: SwitchableEmbedder, spacy_extractor: SpacyExtractor
+) -> None:
+    memory = Memory.open(config, embedder, extractor=spacy_extractor)
+    try:
+        session = memory.store.create_session(None, "logs")
+        long_id, _plain_id = say(memory, session.id, SEPARATOR, "Tom moved to Porto")
+        assert memory.entities_pending() == 0
+        rows = memory.store.connection().execute("SELECT episode_id, outcome FROM extraction_notes")
+        assert [tuple(row) for row in rows] == [(long_id, "cut")]
+        assert {"Maria Lopez", "Tom", "Porto"} <= set(names(memory, session.id))
+    finally:
+        memory.close()
+    again = Memory.open(config, embedder, extractor=spacy_extractor)
+    try:
+        assert again.extract_pending() == 0  # done: a start does not read it again
+    finally:
+        again.close()
+
+
+class FailsOnOne(Extractor):
+    """An extractor that fails on one kind of message alone, as a local model may."""
+
+    name = "fails on one"
+
+    def __init__(self, inner: Extractor) -> None:
+        self.inner = inner
+
+    def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
+        if any("\u2603" in text for text in texts):
+            raise ValueError("cannot read a snowman")
+        return self.inner.extract(texts)
+
+
+def test_a_message_the_extractor_fails_on_alone_is_noted_and_the_rest_extracted(
+    config: Config, embedder: SwitchableEmbedder, spacy_extractor: SpacyExtractor
+) -> None:
+    memory = Memory.open(config, embedder, extractor=FailsOnOne(spacy_extractor))
+    try:
+        sid = memory.store.create_session().id
+        snowman, _plain = say(memory, sid, "A \u2603 in Oslo", "Maria Lopez flew to Lisbon")
+        assert memory.entities_pending() == 0
+        assert "Lisbon" in names(memory, sid)
+        rows = memory.store.connection().execute(
+            "SELECT episode_id, outcome, detail FROM extraction_notes"
+        )
+        assert [tuple(row) for row in rows] == [(snowman, "failed", "cannot read a snowman")]
+    finally:
+        memory.close()

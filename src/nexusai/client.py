@@ -323,7 +323,12 @@ class Endpoints:
         dry_run: bool = False,
     ) -> Call[ForgetOut]:
         """Deletes the episodes of these sessions (all the key sees when None) that
-        `filter` keeps; `dry_run` only counts them."""
+        `filter` keeps; `dry_run` only counts them. An empty filter is refused, not taken
+        for none: one built up in an app that ends up empty must not forget whole sessions."""
+        if filter is not None and checked_filter(filter).to_filter().is_empty():
+            raise InvalidInputError(
+                422, "filter: it is empty; leave filter out to forget the whole session"
+            )
         params: dict[str, Any] = {
             "sessionIds": None if session_ids is None else ",".join(map(str, session_ids)),
             "dryRun": "true" if dry_run else None,

@@ -182,6 +182,10 @@ export class NexusClient {
 
   /** Deletes the episodes of these sessions (all the key sees when none) that the filter keeps; `dryRun` only counts them. */
   async forget(options: { sessionIds?: number[]; filter?: EpisodeFilter; dryRun?: boolean }): Promise<ForgetOut> {
+    if (options.filter != null && typeof options.filter === "object" && isEmptyFilter(options.filter)) {
+      checkFilter(options.filter);
+      throw new InvalidInputError(422, "filter: it is empty and would forget whole sessions; leave filter out to forget the whole session");
+    }
     const query = { sessionIds: options.sessionIds?.join(","), dryRun: options.dryRun || undefined };
     return this.send("DELETE", "/episodes", { query: { ...query, ...filterQuery(options.filter) } });
   }
@@ -370,19 +374,42 @@ function turnBody(sessionId: number, message: string, options: ContextOptions): 
   return { sessionId, message, ...rest, ...(turn ? { settings: turn } : {}) };
 }
 
-/** Refuses, before anything is sent, a one-of list with nothing in it: a query string
- * cannot carry an empty list, so it would arrive as no condition at all and a `forget`
- * would take the whole session. Every other face refuses it too (422). */
+const FILTER_KEYS = new Set(["after", "before", "speaker", "metadata"]);
+
+/** Refuses, before anything is sent, what the query string would not carry as asked: a
+ * key it does not know (`speakers`, a metadata key outside `metadata`) would be dropped and
+ * a one-of list with nothing in it would arrive as no condition at all, so a `forget`
+ * would take the whole session. Every other face refuses both too (422). */
 function checkFilter(filter: EpisodeFilter | undefined): void {
-  if (!filter) return;
+  if (filter === undefined || filter === null) return;
+  if (typeof filter !== "object" || Array.isArray(filter)) {
+    throw new InvalidInputError(422, "filter: give an object with after, before, speaker or metadata");
+  }
+  for (const key of Object.keys(filter)) {
+    if (!FILTER_KEYS.has(key)) {
+      throw new InvalidInputError(
+        422,
+        `filter.${key}: unknown key; a filter takes after, before, speaker and metadata (a metadata key goes inside metadata)`,
+      );
+    }
+  }
   if (Array.isArray(filter.speaker) && filter.speaker.length === 0) {
     throw new InvalidInputError(422, "filter.speaker: name at least one speaker, or leave speaker out");
+  }
+  if (filter.speaker != null && !Array.isArray(filter.speaker)) {
+    throw new InvalidInputError(422, "filter.speaker: give a list of speakers");
   }
   for (const [key, value] of Object.entries(filter.metadata ?? {})) {
     if (Array.isArray(value) && value.length === 0) {
       throw new InvalidInputError(422, `filter.metadata.${key}: give at least one value, or leave the key out`);
     }
   }
+}
+
+/** True when the filter keeps every episode: nothing in it narrows. */
+function isEmptyFilter(filter: EpisodeFilter): boolean {
+  const metadata = filter.metadata ?? {};
+  return filter.after == null && filter.before == null && filter.speaker == null && Object.keys(metadata).length === 0;
 }
 
 /** A filter as the query string carries it: a metadata value is compared as text (1 as "1"). */

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { InvalidInputError, NexusClient, NotFoundError, UnavailableError, type ChatEvent } from "../src/index.js";
+import { InvalidInputError, NexusClient, NotFoundError, UnavailableError, type ChatEvent, type EpisodeFilter } from "../src/index.js";
 import { REPLY, serve, type Served } from "./server.js";
 
 let served: Served;
@@ -114,6 +114,35 @@ test("an empty one-of filter is refused before anything is sent, on every method
   assert.equal(kept.episodes, 1);
   const standing = await nexus.standing({ sessionIds, filter: { speaker: ["assistant"] } });
   assert.deepEqual(standing, []);
+});
+
+test("a filter key the client does not know, or an empty filter on forget, is refused before anything is sent", async () => {
+  const session = await nexus.resolveSession(`typo-filter-${Date.now()}`, null);
+  await nexus.addEpisodes(session.id, [
+    { speaker: "user", content: "Keep the roses watered", metadata: { topic: "y" } },
+    { speaker: "assistant", content: "I will water the roses" },
+    { speaker: "user", content: "And the tulips" },
+  ]);
+  let sent = 0;
+  const counting = new NexusClient({ baseUrl: served.url, fetch: (input, init) => (sent++, fetch(input, init)) });
+  const sessionIds = [session.id];
+  const typos = [{ speakers: ["bob"] }, { Speaker: ["bob"] }, { topic: "y" }] as unknown as EpisodeFilter[];
+  for (const filter of typos) {
+    const calls = [
+      () => counting.forget({ sessionIds, filter }),
+      () => counting.search("roses", { sessionIds, filter }),
+      () => counting.standing({ sessionIds, filter }),
+      () => counting.listEpisodes(session.id, { filter }),
+      () => counting.context(session.id, "roses?", { filter }),
+      () => counting.recall(session.id, "roses?", { filter }),
+    ];
+    for (const call of calls) await assert.rejects(call(), (error: unknown) => error instanceof InvalidInputError && /unknown key/.test(error.detail));
+  }
+  for (const filter of [{}, { metadata: {} }]) {
+    await assert.rejects(counting.forget({ sessionIds, filter }), (error: unknown) => error instanceof InvalidInputError && /leave filter out/.test(error.detail));
+  }
+  assert.equal(sent, 0);
+  assert.equal((await nexus.listEpisodes(session.id)).length, 3);
 });
 
 test("a project's retention, and its export", async () => {

@@ -511,15 +511,11 @@ def export_command(project: str, out: Path | None, data_dir: Path | None) -> Non
 
 
 def _write_file(lines: Iterator[dict[str, Any]], out: Path) -> int:
-    """Written beside `out` and renamed at the end: a failed export leaves no half file."""
-    part = out.with_name(out.name + ".part")
-    try:
-        with part.open("w", encoding="utf-8") as stream:
-            count = _write_lines(lines, stream)
-        part.replace(out)
-    finally:
-        part.unlink(missing_ok=True)
-    return count
+    """Written whole or not at all, for its owner alone; a device or FIFO in place."""
+    from nexusai.files import written_whole
+
+    with written_whole(out) as stream:
+        return _write_lines(lines, stream)
 
 
 def _write_lines(lines: Iterator[dict[str, Any]], stream: Any) -> int:

@@ -25,7 +25,7 @@ from nexusai import __version__
 from nexusai.client import AsyncClient, Call, Endpoints, NexusAPIError
 from nexusai.http import refusal
 from nexusai.idempotency import digest
-from nexusai.schemas import MAX_ID, FilterIn, IsoTime, check_storable
+from nexusai.schemas import MAX_ID, EpisodeOut, FilterIn, IsoTime, check_storable
 
 INSTRUCTIONS = (
     "Long-term memory of earlier conversations. Store what the user says worth keeping with "
@@ -267,11 +267,10 @@ class Tools:
         targets, drop, episodes = await self._targets(
             ctx, episode_id, session_id, query, session, project
         )
-        if dry_run:
-            return compact({"wouldForget": len(episodes), "episodeIds": episodes})
-        for target in targets:
-            await self._send(ctx, drop(target))
-        return compact({"forgot": len(episodes), "episodeIds": episodes})
+        if not dry_run:
+            for target in targets:
+                await self._send(ctx, drop(target))
+        return compact(_forgotten(episodes, dry_run))
 
     async def _forget_filtered(
         self,
@@ -284,7 +283,7 @@ class Tools:
     ) -> CallToolResult:
         """`DELETE /episodes` in the one session named: a filter never reaches further, and
         one that names nothing (`{}`) is refused, not read as the whole session."""
-        if not rule.model_dump(exclude_none=True):
+        if rule.to_filter().is_empty():
             raise ToolError(
                 "filter: name at least one of after, before, speaker or metadata; to forget a"
                 " whole conversation, leave filter out and give session or session_id"
@@ -295,8 +294,7 @@ class Tools:
         except ValueError as exc:
             raise ToolError(str(exc)) from None
         done = await self._send(ctx, call)
-        said = "wouldForget" if dry_run else "forgot"
-        return compact({said: done.episodes, "episodeIds": done.episode_ids})
+        return compact(_forgotten(done.episode_ids, dry_run, done.episodes))
 
     async def pin(
         self,
@@ -322,14 +320,24 @@ class Tools:
             return [episode_id], Endpoints.delete_episode, [episode_id]
         if query:
             sid = await self._find(ctx, session_id, session, project)
-            found = await self._send(ctx, Endpoints.search(query, [sid], 200))
-            ids = [e.id for e in found if _says(e.content, query)]
+            ids = [e.id for e in await self._every_episode(ctx, sid) if _says(e.content, query)]
             return ids, Endpoints.delete_episode, ids
         if session_id is not None or session:
             sid = await self._find(ctx, session_id, session, project)
-            held = await self._send(ctx, Endpoints.list_episodes(sid, limit=1000))
+            held = await self._every_episode(ctx, sid)
             return [sid], Endpoints.delete_session, [e.id for e in held]
         raise ToolError("say what to forget: episode_id, a session, or a query")
+
+    async def _every_episode(self, ctx: Context, session_id: int) -> list[EpisodeOut]:
+        """All of a session's episodes, page by page: a forget takes every match, not the
+        first page of them."""
+        found: list[EpisodeOut] = []
+        while True:
+            call = Endpoints.list_episodes(session_id, limit=PAGE, offset=len(found))
+            page = await self._send(ctx, call)
+            found.extend(page)
+            if len(page) < PAGE:
+                return found
 
     async def sessions(
         self,
@@ -367,10 +375,26 @@ def _session(session: Any) -> dict[str, Any]:
 
 
 def _says(content: str, query: str) -> bool:
-    """Whether the episode itself holds every word of the query: keyword search also finds
-    the turn after one (it is indexed with that turn's end), which is not what to forget."""
+    """Whether the episode itself holds every word of the query, each as a word ("cat" is
+    not in "category"): keyword search also finds the turn after one (it is indexed with
+    that turn's end), which is not what to forget."""
     text = content.casefold()
-    return all(word in text for word in query.casefold().split() if len(word) > 1)
+    words = [word for word in query.casefold().split() if len(word) > 1]
+    return all(re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text) for word in words)
+
+
+# Episodes a page when a forget reads a whole session, and ids an answer lists at most.
+PAGE = 1000
+LISTED = 1000
+
+
+def _forgotten(ids: list[int], dry_run: bool, count: int | None = None) -> dict[str, Any]:
+    """What a forget answers: how many went (or would go), and their ids, the first
+    `LISTED` of them (`moreIds` says how many the list leaves out)."""
+    count = len(ids) if count is None else count
+    said = "wouldForget" if dry_run else "forgot"
+    left_out = count - min(len(ids), LISTED)
+    return {said: count, "episodeIds": ids[:LISTED], "moreIds": left_out or None}
 
 
 DESCRIPTIONS = {

@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nexusai.embedders import Embedder
+from nexusai.errors import first_line
 from nexusai.memory import vector_state
 from nexusai.memory.dbapi import Connection, inserted_id
-from nexusai.memory.extractors import Extractor, Mention, normalize
+from nexusai.memory.extractors import Extracted, Extractor, Mention, Outcome, Stopped, normalize
 from nexusai.memory.store import LIVE, EpisodeStore
 from nexusai.memory.vector_state import VectorState
 from nexusai.memory.vectors import VectorIndex, VectorPoint
@@ -48,22 +49,51 @@ class EntityMemory:
 
     def extract(self, episodes: Sequence[Episode]) -> bool:
         """Finds the entities the episodes mention and indexes them. A failure is logged and
-        leaves the episodes pending for extraction; it never undoes their write."""
+        leaves the episodes pending for extraction; it never undoes their write. A message
+        read in part, or that the extractor fails on alone, is done all the same, with a
+        note saying so (`extraction_notes`): it is not read again at every start."""
         if self.extractor is None or not episodes:
             return True
         try:
-            found = self.extractor.extract([e.content for e in episodes])
+            found = self._extracted(self.extractor, episodes)
             touched: set[int] = set()
             with self.store.atomic() as conn:
-                for episode, mentions in zip(episodes, found, strict=True):
-                    touched.update(_record_mentions(conn, episode, mentions))
+                for episode, extracted in zip(episodes, found, strict=True):
+                    touched.update(_record_mentions(conn, episode, extracted.mentions))
+                    _note(conn, episode.id, extracted)
             self._index(self._needing_vectors(sorted(touched)))
+        except Stopped:
+            return False
         except Exception as exc:
             log.warning(
                 "entity extraction for %d episodes failed, will retry: %s", len(episodes), exc
             )
             return False
         return True
+
+    def _extracted(self, extractor: Extractor, episodes: Sequence[Episode]) -> list[Extracted]:
+        """The batch, or, when it fails and the failure is a message's own (the extractor
+        still reads a plain sentence), each message alone: the one it fails on is noted as
+        failed, not read again. An extractor that fails on anything (a remote LLM that is
+        down) leaves the whole batch pending."""
+        texts = [e.content for e in episodes]
+        try:
+            return extractor.extract_within(texts, self._stopping)
+        except Stopped:
+            raise
+        except Exception:
+            if not extractor.fails_per_message or not _still_reads(extractor):
+                raise
+        return [self._alone(extractor, episode) for episode in episodes]
+
+    def _alone(self, extractor: Extractor, episode: Episode) -> Extracted:
+        try:
+            [found] = extractor.extract_within([episode.content], self._stopping)
+        except Stopped:
+            raise
+        except Exception as exc:
+            return Extracted([], Outcome.FAILED, first_line(exc))
+        return found
 
     def sync(
         self, max_batches: int | None = None, progress: Callable[[int], None] | None = None
@@ -222,6 +252,32 @@ class EntityMemory:
 def _scope_key(conn: Connection, session_id: int) -> str:
     row = conn.execute("SELECT project_id FROM sessions WHERE id = ?", (session_id,)).fetchone()
     return f"p:{row[0]}" if row and row[0] is not None else f"s:{session_id}"
+
+
+def _still_reads(extractor: Extractor) -> bool:
+    try:
+        extractor.extract(["Maria flew to Lisbon."])
+    except Exception:
+        return False
+    return True
+
+
+def _note(conn: Connection, episode_id: int, extracted: Extracted) -> None:
+    """What extraction left unread of a message, when it left anything."""
+    if extracted.outcome is Outcome.WHOLE:
+        return
+    log.warning(
+        "entity extraction of episode %d: %s%s",
+        episode_id,
+        extracted.outcome.value,
+        f" ({extracted.detail})" if extracted.detail else "",
+    )
+    conn.execute(
+        "INSERT INTO extraction_notes (episode_id, outcome, detail) VALUES (?, ?, ?)"
+        " ON CONFLICT (episode_id) DO UPDATE SET outcome = excluded.outcome,"
+        " detail = excluded.detail",
+        (episode_id, extracted.outcome.value, extracted.detail),
+    )
 
 
 def _record_mentions(conn: Connection, episode: Episode, mentions: Sequence[Mention]) -> list[int]:

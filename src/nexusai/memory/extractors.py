@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from nexusai.config import Config
@@ -165,12 +168,42 @@ def opens_a_sentence(text: str, start: int) -> bool:
     return bool(_SENTENCE_START.search(text[max(0, start - 3) : start])) or start == 0
 
 
+class Outcome(StrEnum):
+    """How much of a message extraction read."""
+
+    WHOLE = "whole"
+    CUT = "cut"  # past its first READ_CHARS characters, or its runs without spaces, unread
+    RAN_OUT = "ran out"  # its time (MESSAGE_SECONDS) was up before its end
+    FAILED = "failed"  # the extractor failed on it alone, and fails the same way again
+
+
+@dataclass(frozen=True)
+class Extracted:
+    mentions: list[Mention]
+    outcome: Outcome = Outcome.WHOLE
+    detail: str = ""  # what was left unread, or what failed
+
+
+class Stopped(Exception):
+    """The service is stopping: what was not extracted stays pending."""
+
+
 class Extractor(ABC):
     name: str
+    # A failure is the message's own and would come again (a local model), rather than
+    # the extractor's and passing (an LLM endpoint that is down).
+    fails_per_message: bool = True
 
     @abstractmethod
     def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
         """The mentions in each text, in order."""
+
+    def extract_within(
+        self, texts: Sequence[str], stopping: threading.Event | None = None
+    ) -> list[Extracted]:
+        """The mentions in each text and how much of it was read, within the bounds the
+        extractor keeps; raises `Stopped` when `stopping` is set before the end."""
+        return [Extracted(found) for found in self.extract(texts)]
 
 
 class SpacyExtractor(Extractor):
@@ -189,25 +222,100 @@ class SpacyExtractor(Extractor):
         )
 
     def extract(self, texts: Sequence[str]) -> list[list[Mention]]:
+        return [found.mentions for found in self.extract_within(texts)]
+
+    def extract_within(
+        self, texts: Sequence[str], stopping: threading.Event | None = None
+    ) -> list[Extracted]:
         """The texts of a batch (an import's conversation, a turn and its reply) vouch for
         each other: a word one of them writes in lower case is no name at a sentence's
-        start in another ("Wanna", "Glad"). Fenced code is not read for names (`prose`)."""
+        start in another ("Wanna", "Glad"). Fenced code is not read for names (`prose`).
+        Each message is read within its bounds (`readable`, MESSAGE_SECONDS of this
+        thread's CPU), in groups of pieces small enough that a stop is seen within about a
+        second and the model never holds the interpreter for long."""
         lower = lowercase_words(texts)
         texts = texts if self.read_code else [prose(text) for text in texts]
-        pieces = [(i, piece) for i, text in enumerate(texts) for piece in pieces_of(text)]
+        readables = [readable(text) for text in texts]
+        outcomes = [Outcome.CUT if cut else Outcome.WHOLE for _, cut in readables]
+        spent = [0.0] * len(texts)
+        pieces = [(i, piece) for i, (text, _) in enumerate(readables) for piece in pieces_of(text)]
         found: list[list[Mention]] = [[] for _ in texts]
-        docs = self._nlp.pipe([piece for _, piece in pieces], batch_size=64)
-        for (i, _), doc in zip(pieces, docs, strict=True):
-            mentions = [m for e in doc.ents if (m := _mention(doc.text, e, lower))]
-            found[i].extend(_with_streets(doc.text, mentions))
+        for group in groups_of(pieces, GROUP_CHARS):
+            if stopping is not None and stopping.is_set():
+                raise Stopped
+            group = [(i, piece) for i, piece in group if outcomes[i] != Outcome.RAN_OUT]
+            started = time.thread_time()
+            docs = self._nlp.pipe([piece for _, piece in group], batch_size=len(group) or 1)
+            for (i, piece), doc in zip(group, docs, strict=True):
+                # The piece, not `doc.text`: that joins every token again at each call.
+                mentions = [m for e in doc.ents if (m := _mention(piece, e, lower))]
+                found[i].extend(_with_streets(piece, mentions))
+            _charge(spent, outcomes, {i for i, _ in group}, time.thread_time() - started)
         _add_people_named_by_kin(texts, found)
         known = {normalize(m.name) for ms in found for m in ms if written_as_a_name(m.name)}
-        return [clean(ms, known) for ms in found]
+        return [
+            Extracted(clean(ms, known), outcome, _unread(outcome, text))
+            for ms, outcome, text in zip(found, outcomes, texts, strict=True)
+        ]
+
+
+def _unread(outcome: Outcome, text: str) -> str:
+    if outcome is Outcome.CUT:
+        return (
+            f"{len(text):,} characters; read without its runs of {LONGEST_RUN} or more"
+            f" characters that hold no space, and to {READ_CHARS:,} characters at most"
+        )
+    if outcome is Outcome.RAN_OUT:
+        return f"{len(text):,} characters; read for {MESSAGE_SECONDS:g} s of CPU"
+    return ""
+
+
+def _charge(spent: list[float], outcomes: list[Outcome], texts: Set[int], took: float) -> None:
+    """A group's time charged to each of its messages (a long message has groups of its
+    own; short ones share theirs): past MESSAGE_SECONDS, a message's rest is not read."""
+    for i in texts:
+        spent[i] += took
+        if spent[i] > MESSAGE_SECONDS:
+            outcomes[i] = Outcome.RAN_OUT
+
+
+# What one message may cost. spaCy's tokenizer is quadratic in a run without spaces (a
+# build log's "=====" line, a row of emoji: 8,000 emoji took 14 s, holding the
+# interpreter): a run of LONGEST_RUN characters or more is no name, and is read as a
+# space. Past READ_CHARS of what is left a message is not read for names (prose reads at
+# about 35,000 characters a second of one core here), and no message takes more than
+# MESSAGE_SECONDS of the extracting thread's CPU.
+LONGEST_RUN = 64
+READ_CHARS = 200_000
+MESSAGE_SECONDS = 10.0
+_LONG_RUN = re.compile(rf"\S{{{LONGEST_RUN},}}")
+
+
+def readable(text: str) -> tuple[str, bool]:
+    """The part of the text extraction reads, and whether that leaves any of it out."""
+    spaced = _LONG_RUN.sub(" ", text)
+    return spaced[:READ_CHARS], len(spaced) != len(text) or len(spaced) > READ_CHARS
 
 
 # spaCy refuses a text over its max_length (1,000,000 characters) and needs about 1 GB per
-# 100,000 characters to parse one: a longer message is read in pieces of at most this.
-PIECE_CHARS = 100_000
+# 100,000 characters to parse one: a longer message is read in pieces of at most this,
+# and pieces go to the model in groups of about GROUP_CHARS (about 0.6 s here).
+PIECE_CHARS = 10_000
+GROUP_CHARS = 20_000
+
+
+def groups_of(pieces: Sequence[tuple[int, str]], chars: int) -> Iterator[list[tuple[int, str]]]:
+    """The pieces in order, in groups of at most `chars` characters (a longer piece alone)."""
+    group: list[tuple[int, str]] = []
+    size = 0
+    for piece in pieces:
+        if group and size + len(piece[1]) > chars:
+            yield group
+            group, size = [], 0
+        group.append(piece)
+        size += len(piece[1])
+    if group:
+        yield group
 
 
 # A fenced block of code (``` to ```, or to the end of a message cut off inside one).
@@ -332,6 +440,7 @@ class LLMExtractor(Extractor):
     """Asks the configured chat LLM for JSON; anything that does not validate is dropped."""
 
     name = "llm"
+    fails_per_message = False
     PROMPT = (
         "List the named entities in the message as JSON: "
         '{"entities": [{"name": "...", "type": '

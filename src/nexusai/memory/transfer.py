@@ -77,6 +77,7 @@ TABLES = (
         set_on_target=(*VECTOR_PENDING, ("mention_count", 0)),
     ),
     Table("entity_mentions", ("entity_id", "episode_id", "type"), key=("entity_id", "episode_id")),
+    Table("extraction_notes", ("episode_id", "outcome", "detail"), key=("episode_id",)),
     Table(
         "api_keys",
         ("id", "name", "project_id", "read_only", "hash", "created_at", "revoked_at"),

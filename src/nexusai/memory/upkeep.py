@@ -16,6 +16,7 @@ from pathlib import Path
 
 from nexusai.config import Config
 from nexusai.errors import Conflict, InvalidInput
+from nexusai.files import private_dir, private_file
 from nexusai.memory import vector_state
 from nexusai.memory.service import Memory, Progress
 from nexusai.memory.vector_state import VectorState
@@ -82,6 +83,7 @@ def backup(config: Config, destination: Path) -> int:
     if not config.db_path.exists():
         raise InvalidInput(f"there is no store at {config.db_path}")
     destination.parent.mkdir(parents=True, exist_ok=True)
+    private_file(destination)
     source = sqlite3.connect(f"file:{config.db_path}?mode=ro", uri=True)
     target = sqlite3.connect(destination)
     try:
@@ -101,7 +103,7 @@ def restore(config: Config, source: Path, progress: Progress | None = None) -> i
             f"{config.db_path} exists; restore into an empty data directory (NEXUS_DATA_DIR)"
         )
     check_backup(source)
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(config.data_dir)
     _put_in_place(source, config.db_path)
     shutil.rmtree(config.vectors_path, ignore_errors=True)
     memory = Memory.open(config, check=False, reconcile=False)  # rebuilt here, in front
@@ -132,7 +134,8 @@ def _put_in_place(source: Path, target: Path) -> None:
         target.with_name(target.name + ".keywords.npz"),  # another store's keyword copy
     ):
         stale.unlink(missing_ok=True)  # pieces of no store: the target does not exist
-    shutil.copyfile(source, partial)
+    private_file(partial)
+    shutil.copyfile(source, partial)  # into the file made for its owner: its mode stays
     with partial.open("rb") as written:
         os.fsync(written.fileno())
     os.replace(partial, target)

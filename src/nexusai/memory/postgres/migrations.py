@@ -227,6 +227,15 @@ CREATE INDEX episodes_standing ON episodes (session_id, pinned, occurred_at)
     WHERE standing IS NOT NULL OR pinned;
 """
 
+# What entity extraction left unread of a message (SQLite's m021).
+M011_EXTRACTION_NOTES = """
+CREATE TABLE extraction_notes (
+    episode_id bigint PRIMARY KEY REFERENCES episodes(id) ON DELETE CASCADE,
+    outcome text NOT NULL,
+    detail text NOT NULL
+);
+"""
+
 Migration = str | Callable[[Connection[tuple[object, ...]]], None]
 
 MIGRATIONS: list[tuple[str, Migration]] = [
@@ -240,6 +249,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("m008_labels", M008_LABELS),  # SQLite's m017
     ("m009_standing_order", M009_STANDING_ORDER),  # SQLite's m018
     ("m010_standing_widened", m010_standing_widened),  # SQLite's m019
+    ("m011_extraction_notes", M011_EXTRACTION_NOTES),  # SQLite's m021
 ]
 
 

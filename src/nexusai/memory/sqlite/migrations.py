@@ -533,3 +533,19 @@ def m020_keyword_changes(conn: sqlite3.Connection) -> None:
     """Which row each edit or delete of an indexed row touched: the whole-table BM25 copy
     applies a forget's deletes in place instead of reading the whole index again."""
     run_script(conn, fts.CHANGES_DDL)
+
+
+@migration
+def m021_extraction_notes(conn: sqlite3.Connection) -> None:
+    """What entity extraction left unread of a message (too long, out of time, failed on
+    it alone): the message is done, and not read again at every start."""
+    run_script(
+        conn,
+        """
+        CREATE TABLE extraction_notes (
+            episode_id INTEGER PRIMARY KEY REFERENCES episodes(id) ON DELETE CASCADE,
+            outcome TEXT NOT NULL,
+            detail TEXT NOT NULL
+        );
+        """,
+    )

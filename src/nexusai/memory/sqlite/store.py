@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from nexusai.errors import DISK_FULL, StorageFull
+from nexusai.files import private_dir, private_file
 from nexusai.memory import vector_state
 from nexusai.memory.sqlite import fts
 from nexusai.memory.sqlite.bm25 import WholeTableBM25
@@ -33,7 +34,8 @@ class SqliteStore(EpisodeStore):
         busy_timeout: float = 30.0,
     ) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
+        private_file(self.path)
         self.max_content_bytes = max_content_bytes
         self.max_metadata_bytes = max_metadata_bytes
         self._busy_timeout = busy_timeout

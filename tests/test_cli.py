@@ -602,3 +602,51 @@ def test_chat_exits_1_when_the_llm_fails(config: Config, embedder: SwitchableEmb
 def test_a_missing_extra_is_refused_before_any_work() -> None:
     with pytest.raises(click.UsageError, match=r"--plot needs no_such_module_here: pip install"):
         require_extra("no_such_module_here", "plot", "--plot")
+
+
+def _small_store(data_dir: Path) -> None:
+    from nexusai.memory.sqlite.store import SqliteStore
+
+    with SqliteStore(Config.from_env({}, data_dir=data_dir).db_path) as store:
+        project = store.create_project("p")
+        session = store.create_session(project.id, "s")
+        store.add_episodes(session.id, [NewEpisode("user", "I live in Lisbon")])
+
+
+def test_export_writes_a_device_or_a_fifo_in_place_and_files_for_their_owner(
+    tmp_path: Path,
+) -> None:
+    """A rename would put a plain file where /dev/null was (as root, for every user)."""
+    import os
+    import stat
+    import threading
+
+    data = tmp_path / "d"
+    _small_store(data)
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    assert stat.S_IMODE(Config.from_env({}, data_dir=data).db_path.stat().st_mode) == 0o600
+    export = ["export", "--project", "p", "--data-dir", str(data), "--out"]
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_bytes()))
+    reader.start()
+    result = CliRunner().invoke(cli, [*export, str(fifo)])
+    reader.join(timeout=30)
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert b"I live in Lisbon" in read[0]
+    if os.geteuid() == 0:  # a device node, as /dev/null is, can be made by root alone
+        device = tmp_path / "null"
+        os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        assert CliRunner().invoke(cli, [*export, str(device)]).exit_code == 0
+        assert stat.S_ISCHR(device.stat().st_mode)
+    plain = tmp_path / "p.jsonl"
+    assert CliRunner().invoke(cli, [*export, str(plain)]).exit_code == 0
+    assert stat.S_IMODE(plain.stat().st_mode) == 0o600
+    assert "I live in Lisbon" in plain.read_text()
+    assert not (tmp_path / "p.jsonl.part").exists()
+    backup = tmp_path / "b.db"
+    result = CliRunner().invoke(cli, ["backup", "--data-dir", str(data), str(backup)])
+    assert result.exit_code == 0, result.output
+    assert stat.S_IMODE(backup.stat().st_mode) == 0o600

@@ -237,3 +237,16 @@ def test_the_shared_parameters_match_the_typescript_clients() -> None:
             assert [p.name for p in taken][: len(params)] == [to_snake(p) for p in params]
     resolve = inspect.signature(Client.resolve_session).parameters
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for n, p in resolve.items() if n != "self")
+
+
+def test_an_empty_filter_on_forget_is_refused_and_forgets_nothing(served: str) -> None:
+    """A filter built up in an app can end up empty: it is not taken for the session."""
+    with Client(served, api_key="k-9") as nexus:
+        session = nexus.create_session(title="kept")
+        nexus.add_episodes(session.id, [{"speaker": "user", "content": "Keep me"}])
+        for empty in ({}, {"metadata": {}}, {"speaker": None}):
+            with pytest.raises(InvalidInputError, match="leave filter out"):
+                nexus.forget([session.id], filter=empty)
+        with pytest.raises(InvalidInputError, match="speakers"):
+            nexus.forget([session.id], filter={"speakers": ["bob"]})
+        assert len(nexus.list_episodes(session.id)) == 1

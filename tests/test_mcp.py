@@ -69,6 +69,32 @@ async def exercise(session: ClientSession) -> None:
     await reading_writes_nothing(session)
     await arguments_are_strict(session)
     await answers_are_compact(session)
+    await forget_takes_every_match(session)
+
+
+async def forget_takes_every_match(session: ClientSession) -> None:
+    """Not the first page of them: 250 by query, 1,050 in a whole session (the ids listed
+    to 1,000, `moreIds` saying how many the list leaves out)."""
+    where = {"session": "many", "project": "bulk"}
+    said = [{"content": f"Biscuit chewed sock number {n}"} for n in range(250)]
+    said += [{"content": f"The weather on day {n} was mild"} for n in range(800)]
+    for start in (0, 525):
+        batch = said[start : start + 525]
+        payload(await session.call_tool("remember", {"messages": batch, **where}))
+    counted = payload(await session.call_tool("forget", {"query": "Biscuit", **where}))
+    assert counted["wouldForget"] == 250
+    forgot = payload(
+        await session.call_tool("forget", {"query": "Biscuit", "dry_run": False, **where})
+    )
+    assert forgot["forgot"] == 250
+    left = payload(await session.call_tool("recall", {"query": "Biscuit sock", **where}))
+    assert not [m for m in left if "Biscuit" in m["content"]]
+    again = [{"content": f"Biscuit chewed shoe number {n}"} for n in range(250)]
+    payload(await session.call_tool("remember", {"messages": again, **where}))
+    whole = payload(await session.call_tool("forget", {"dry_run": False, **where}))
+    assert (whole["forgot"], len(whole["episodeIds"]), whole["moreIds"]) == (1050, 1000, 50)
+    nothing = await session.call_tool("forget", {"filter": {"metadata": {}}, **where})
+    assert nothing.is_error  # as empty as {}: never the whole session
 
 
 async def a_filter_keeps_recall_and_context_to_what_it_names(session: ClientSession) -> None:

@@ -179,7 +179,7 @@ def test_the_widened_patterns_mark_an_existing_stores_episodes(
                 [text],
             )
         pg.commit()
-        assert pg_apply_migrations(pg, PG_MIGRATIONS) == ["m010_standing_widened"]
+        assert pg_apply_migrations(pg, PG_MIGRATIONS)[:1] == ["m010_standing_widened"]
         rows = pg.execute("SELECT standing FROM episodes ORDER BY id").fetchall()
         assert rows == [("instruction",), (None,)]
 
@@ -255,36 +255,89 @@ def test_a_users_rules_are_a_profile_carried_on_the_questions_they_govern(
         assert f"user: {rule}" in str(turn["prompt"])
 
 
-def test_among_more_rules_than_fit_the_floor_chooses(
+TASTE_FAR = "My favourite colour is teal."
+
+
+def test_among_more_tastes_than_fit_the_floor_chooses(
     project_client: tuple[TestClient, int],
 ) -> None:
-    """The `standingFloor`: when the scope holds more recognised rules than
-    `standingLimit`, a rule is carried when the message is near it in meaning."""
+    """The `standingFloor`: when the scope holds more recognised preferences than
+    `standingLimit`, a taste is carried when the message is near it in meaning."""
     client, project = project_client
-    _, [rule, *_] = _session(client, project, RULE, TASTE, *FILLER)
+    _, [_far, taste, *_] = _session(client, project, TASTE_FAR, TASTE, *FILLER)
     asking, _ = _session(client, project, "hello")
     one = {"standingLimit": 1}
-    assert "standing" not in _turn(client, asking, "Add a chart of monthly expenses", **one)
+    far = _turn(client, asking, "Add a chart of monthly expenses", **one)
+    assert "standing" not in far
+    assert any("2 of the user's 2 rules" in w for w in far["warnings"])  # type: ignore[union-attr]
     near = _turn(client, asking, "Pin the software dependencies and their libraries", **one)
-    assert _ids(near["standing"]) == [rule]
+    assert _ids(near["standing"]) == [taste]
     assert near["standing"][0]["similarity"] >= 0.35  # type: ignore[index]
     both = _turn(client, asking, "Add a chart of monthly expenses", standingLimit=2)
     assert len(_ids(both["standing"])) == 2  # both fit: the profile, whatever the message
+
+
+def test_among_more_than_fit_an_instruction_comes_before_a_near_taste(
+    project_client: tuple[TestClient, int],
+) -> None:
+    client, project = project_client
+    _, [rule, taste, *_] = _session(client, project, RULE, TASTE, *FILLER)
+    asking, _ = _session(client, project, "hello")
+    far = _turn(client, asking, "Add a chart of monthly expenses", standingLimit=1)
+    assert _ids(far["standing"]) == [rule]  # far from the message, and still carried
+    near = _turn(client, asking, "Pin the software dependencies", standingLimit=1)
+    assert _ids(near["standing"]) == [rule]
+    assert taste not in _ids(near["standing"])
+
+
+TWELVE = [
+    "I prefer window seats on planes.",
+    "My favourite colour is teal.",
+    "I prefer tea to coffee in the morning.",
+    "My favourite band is Radiohead.",
+    "I'm vegan",
+    "I prefer dark mode in every app.",
+    "My favourite season is autumn.",
+    "I'm allergic to peanuts",
+    "I prefer trains to buses.",
+    "My favourite sport is tennis.",
+    "I prefer paperback books.",
+]
+
+
+@pytest.mark.parametrize("settings", [{}, RECOMMENDED], ids=["defaults", "recommended"])
+def test_past_ten_rules_health_and_diet_still_come_and_the_rest_are_counted(
+    project_client: tuple[TestClient, int], settings: dict[str, object]
+) -> None:
+    """Twelve rules and preferences (one pinned): a dinner question is near neither
+    "I'm vegan" nor the allergy, and both must still come."""
+    client, project = project_client
+    _, ids = _session(client, project, "Always answer in English.", *TWELVE)
+    client.patch(f"/episodes/{ids[0]}", json={"pinned": True})
+    asking, _ = _session(client, project, "hello")
+    turn = _turn(client, asking, "Can you suggest a dinner recipe for tonight?", **settings)
+    carried = _ids(turn["standing"])
+    vegan, peanuts = (
+        ids[1 + TWELVE.index("I'm vegan")],
+        ids[1 + TWELVE.index("I'm allergic to peanuts")],
+    )
+    assert {ids[0], vegan, peanuts} <= set(carried)
+    assert any("rules and preferences were left out" in w for w in turn["warnings"])  # type: ignore[union-attr]
 
 
 def test_the_floor_chooses_at_semantic_weight_zero_too(
     project_client: tuple[TestClient, int],
 ) -> None:
     """A keyword-only turn with no entities still ranks the standing ones by the message:
-    the newest rule, far from it, is not carried because no vector was made."""
+    the newest taste, far from it, is not carried because no vector was made."""
     client, project = project_client
-    _, [rule, *_] = _session(client, project, RULE, TASTE, *FILLER)
+    _, [_far, taste, *_] = _session(client, project, TASTE_FAR, TASTE, *FILLER)
     asking, _ = _session(client, project, "hello")
     keyword_only = {"standingLimit": 1, "semanticWeight": 0, "keywordWeight": 1, "entityLimit": 0}
     near = _turn(
         client, asking, "Pin the software dependencies and their libraries", **keyword_only
     )
-    assert _ids(near["standing"]) == [rule]
+    assert _ids(near["standing"]) == [taste]
     far = _turn(client, asking, "Add a chart of monthly expenses", **keyword_only)
     assert "standing" not in far  # neither is near it: the default turn carries none
 

@@ -11,6 +11,7 @@ few of them, and they rarely change.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -56,16 +57,50 @@ def ranked(
 def carried(candidates: Sequence[FusedEpisode], limit: int, floor: float) -> list[FusedEpisode]:
     """Of `ranked` candidates: every pinned one, and the recognised ones as a profile.
     When all of them fit in `limit` they all come, however far from the message ("Always
-    answer in French" is near no question). Only among more than fit does `floor` choose:
-    the `limit` nearest at or above it (the `standingFloor` setting: on human chats many
-    sayings read as rules, "I always ...", and are rarely what a question is about)."""
+    answer in French" is near no question). Among more than fit, a rank and a cap, never a
+    cliff: first what keeps the user safe or was asked of the assistant (health, diet and
+    explicit instructions: "I'm allergic to peanuts" is near no dinner question), then the
+    tastes at or above `floor` (the `standingFloor` setting: on human chats many sayings
+    read as tastes, "my favourite ... is", and are rarely what a question is about), each
+    tier nearest first, to `limit` in all."""
     pinned = [f for f in candidates if f.episode.pinned]
     others = [f for f in candidates if not f.episode.pinned]
     if limit <= 0:
         return pinned
     if len(others) <= limit:
         return pinned + others
-    return pinned + [f for f in others[:limit] if floor <= 0 or f.score >= floor]
+    vital = [f for f in others if is_vital(f.episode)]
+    near = [f for f in others if not is_vital(f.episode) and (floor <= 0 or f.score >= floor)]
+    return pinned + (vital + near)[:limit]
+
+
+def standing_left_out(
+    candidates: Sequence[FusedEpisode], kept: Sequence[FusedEpisode]
+) -> list[str]:
+    """The warning a turn gives when it carries fewer of the user's rules and preferences
+    than the scope holds (of the STANDING_DEPTH newest it reads)."""
+    missing = len(candidates) - len(kept)
+    if missing <= 0:
+        return []
+    return [
+        f"{missing} of the user's {len(candidates)} rules and preferences were left out of"
+        " this turn (standingLimit, standingFloor); health, diet and instructions come first"
+    ]
+
+
+# A preference that keeps the user safe or fed: it comes before tastes whatever the
+# message asks ("Can you suggest a dinner recipe?" is not near "I'm vegan" in meaning).
+_VITAL = re.compile(
+    r"\b(?:allerg\w*|intoleran\w*|vegan|vegetarian|pescatarian|kosher|halal|gluten|"
+    r"lactose|celiac|coeliac|diabet\w*|can't eat|cannot eat|don't eat|do not eat|never eat|"
+    r"pregnan\w*|medication|epilep\w*|asthma\w*)\b",
+    re.IGNORECASE,
+)
+
+
+def is_vital(episode: Episode) -> bool:
+    """An explicit instruction, or a preference about health or diet."""
+    return episode.standing == "instruction" or bool(_VITAL.search(episode.content))
 
 
 def warm_vectors(memory: MemoryClient, embedder: Embedder, keep_on: Callable[[], bool]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from nexusai.observability import stopwatch
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.standing import carried
+from nexusai.orchestration.standing import carried, standing_left_out
 from nexusai.orchestration.turn.gather import Gathered
 from nexusai.orchestration.turn.pack import pack
 from nexusai.orchestration.turn.plan import TurnPlan
@@ -36,7 +36,12 @@ def assemble(turn: TurnPlan, gathered: Gathered) -> Context:
         memories=memories,
         entities=gathered.entities,
         standing=kept,
-        warnings=turn.warnings(gathered.embedder) + gathered.warnings + left_out,
+        warnings=[
+            *turn.warnings(gathered.embedder),
+            *gathered.warnings,
+            *standing_left_out(gathered.standing, standing),
+            *left_out,
+        ],
         legs=legs if turn.request.legs else None,
         timings=timings,
         budget=settings.context_budget,

@@ -7,6 +7,7 @@ import io
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -244,7 +245,8 @@ def test_an_empty_filter_on_forget_is_refused_and_forgets_nothing(served: str) -
     with Client(served, api_key="k-9") as nexus:
         session = nexus.create_session(title="kept")
         nexus.add_episodes(session.id, [{"speaker": "user", "content": "Keep me"}])
-        for empty in ({}, {"metadata": {}}, {"speaker": None}):
+        empties: list[dict[str, Any]] = [{}, {"metadata": {}}, {"speaker": None}]
+        for empty in empties:
             with pytest.raises(InvalidInputError, match="leave filter out"):
                 nexus.forget([session.id], filter=empty)
         with pytest.raises(InvalidInputError, match="speakers"):

@@ -85,15 +85,31 @@ class TestBySessionId(_Standard):
 
 
 class TestWithAPinnedMemory(_Standard):
-    """The pinned memory comes first and counts in `k`."""
+    """The `k` documents are the best matches, a pinned memory never in their place; asked
+    for, the standing ones come after them, marked."""
 
     def given(self, served: dict[str, Any]) -> dict[str, Any]:
         return {"base_url": served["url"], "session_id": served["pinned"]}
 
-    def test_the_pinned_memory_comes_first_within_k(self) -> None:
-        found = NexusRetriever(**self.params).invoke(self.retriever_query_example, k=2)
-        assert [d.page_content for d in found][:1] == [PINNED]
-        assert len(found) == 2
+    def test_the_answer_is_within_k_and_the_pinned_memory_after_it(self) -> None:
+        found = NexusRetriever(**self.params).invoke(self.retriever_query_example, k=1)
+        assert [d.page_content for d in found] == ["Our cat Miso is allergic to salmon"]
+        with_standing = NexusRetriever(**self.params, standing=True)
+        found = with_standing.invoke(self.retriever_query_example, k=1)
+        marked = [(d.page_content, d.metadata.get("standing")) for d in found]
+        assert marked[0] == (FACTS[3], None)
+        assert (PINNED, "pinned") in marked[1:]
+        assert (FACTS[6], "preference") in marked[1:]  # "My favourite walk is ..."
+
+    async def test_call_time_arguments_go_through_ainvoke_too(self) -> None:
+        retriever = NexusRetriever(**self.params)
+        found = await retriever.ainvoke(self.retriever_query_example, k=1)
+        assert [d.page_content for d in found] == [FACTS[3]]
+        rule = {"metadata": {"source": "notes"}}
+        assert await retriever.ainvoke(self.retriever_query_example, k=2, filter=rule) == []
+        assert retriever.invoke(self.retriever_query_example, filter=rule) == []
+        with pytest.raises(TypeError, match="k and filter"):
+            await retriever.ainvoke(self.retriever_query_example, kk=1)
 
 
 class _Counted(httpx.HTTPTransport):

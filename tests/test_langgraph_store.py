@@ -178,3 +178,83 @@ def test_an_item_kept_by_an_earlier_version_is_found(url: str, user: str) -> Non
         assert store.get((user, "old"), "k").value == {"content": "kept long ago"}  # type: ignore[union-attr]
         store.put((user, "old"), "k", {"content": "kept anew"})
         assert [r.value for r in store.search((user,))] == [{"content": "kept anew"}]
+
+
+RULES = [
+    "I prefer short answers.",
+    "I prefer metric units.",
+    "My favourite colour is teal.",
+    "I prefer tea to coffee.",
+    "My favourite season is autumn.",
+    "I prefer trains to buses.",
+]
+
+
+def test_a_search_answers_its_query_however_many_rules_the_namespace_holds(
+    store: NexusStore, user: str
+) -> None:
+    """The shape of docs/integrations.md's example: the rules are items like any other,
+    and never push the answer out of `limit`."""
+    ns = (user, "memories")
+    for i, rule in enumerate(RULES):
+        store.put(ns, f"rule-{i}", {"text": rule})
+    store.put(ns, "dog", {"text": "The user's dog is a beagle called Biscuit"})
+    found = store.search(ns, query="what breed is the user's dog?", limit=3)
+    assert found[0].key == "dog"
+    assert all(item.score is not None for item in found)
+
+
+def test_numbers_in_a_filter_compare_as_numbers(store: NexusStore, user: str) -> None:
+    ns = (user, "numbers")
+    store.put(ns, "a", {"n": 1.0, "f": 1})
+    store.put(ns, "b", {"n": 2, "f": "1"})
+    assert [i.key for i in store.search(ns, filter={"n": 1})] == ["a"]
+    assert [i.key for i in store.search(ns, filter={"f": 1.0})] == ["a"]
+    assert [i.key for i in store.search(ns, filter={"f": "1"})] == ["b"]
+    assert [i.key for i in store.search(ns, query="one", filter={"n": 1})] == ["a"]
+
+
+def test_a_query_search_pages_past_the_ranked_depth(store: NexusStore, user: str) -> None:
+    """InMemoryStore gives every item to a query's pages; a ranked search reaches 100."""
+    ns = (user, "many")
+    store.batch([PutOp(ns, f"k{i:03}", {"text": f"note number {i}"}) for i in range(130)])
+    assert len(store.search(ns, query="note", limit=20, offset=90)) == 20
+    assert len(store.search(ns, query="note", limit=20, offset=100)) == 20
+    every = store.search(ns, query="note", limit=200)
+    assert len({i.key for i in every}) == 130
+
+
+TWO_WORKERS = """
+import sys
+from nexusai.integrations.langgraph import NexusStore
+
+url, user, worker = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with NexusStore(base_url=url) as store:
+    for round in range(6):
+        store.put((user, "shared"), "k", {"worker": worker, "round": round})
+        if worker == 1 and round % 2:
+            store.delete((user, "shared"), "k")
+"""
+
+
+@pytest.mark.subprocess
+def test_two_stores_in_two_processes_writing_one_key(url: str, user: str) -> None:
+    """Two workers: a delete of what the other deleted counts as done, an update of what
+    it just deleted starts over, and their puts leave one item."""
+    import subprocess
+    import sys
+
+    for _ in range(3):
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-c", TWO_WORKERS, url, user, str(n)], stderr=subprocess.PIPE
+            )
+            for n in (0, 1)
+        ]
+        for worker in workers:
+            _, err = worker.communicate(timeout=120)
+            assert worker.returncode == 0, err.decode()[-2000:]
+        with NexusStore(base_url=url) as store:
+            store.put((user, "shared"), "k", {"settled": True})
+            assert len(store.search((user, "shared"))) == 1
+            assert store.get((user, "shared"), "k").value == {"settled": True}  # type: ignore[union-attr]

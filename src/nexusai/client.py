@@ -43,8 +43,8 @@ from nexusai.schemas import (
     Health,
     ImportOut,
     MarkedEpisodeOut,
-    MemoryOut,
     ProjectOut,
+    RecalledOut,
     ScopeOut,
     ScoredEpisodeOut,
     SessionOut,
@@ -399,22 +399,28 @@ class Endpoints:
         budget: int | None = None,
         filter: FilterIn | Mapping[str, Any] | None = None,
         recent: int = 0,
-    ) -> Call[list[MemoryOut]]:
+        standing: bool = True,
+    ) -> Call[list[RecalledOut]]:
         """A search of the session's memory, not a chat turn: its latest messages are
-        searched too (but its latest `recent`, the turn the caller is in), at most `k`
-        memories; with a `budget`, what fits that many tokens, at most `k` (long ones as
+        searched too (but its latest `recent`, the turn the caller is in), the `k` best
+        matches; with a `budget`, what fits that many tokens, at most `k` (long ones as
         excerpts); with a `filter`, only what it keeps. The turn's standing memories
-        (pinned, the user's rules and preferences) come first, unscored, and count in
-        `k`: every face's recall gives `k` at most."""
+        (pinned, the user's rules and preferences) come after the `k` best, each marked
+        (`standing`), never in their place; `standing=False` leaves them out, and ranks a
+        rule as any other episode (a store's search)."""
         if not 1 <= k <= 100:
             raise InvalidInputError(422, f"k: give a whole number from 1 to 100, not {k}")
         settings: dict[str, float] = {"recentLimit": recent, "semanticLimit": k}
         if budget is not None:
             settings["contextBudget"] = budget
+        if not standing:
+            settings["standingLimit"] = 0
         turn = Endpoints.context(session_id, query, True, settings=settings, filter=filter)
-        return Call(
-            turn.method, turn.path, lambda j: _given(turn.parse(j))[:k], turn.json, safe=True
-        )
+
+        def parse(answer: Any) -> list[RecalledOut]:
+            return _recalled(turn.parse(answer), k, standing)
+
+        return Call(turn.method, turn.path, parse, turn.json, safe=True)
 
     @staticmethod
     def chat(
@@ -668,13 +674,26 @@ def _described(method: M, build: Callable[..., Any]) -> M:
     return method
 
 
-def _given(turn: ContextOut) -> list[MemoryOut]:
-    """Everything a turn gives, as memories: the standing ones first, then the rest."""
-    standing = [
-        MemoryOut.model_validate(kept.model_dump(exclude={"pinned", "standing", "similarity"}))
-        for kept in turn.standing or []
+def _recalled(turn: ContextOut, k: int, standing: bool) -> list[RecalledOut]:
+    """The turn's `k` best memories in their order (one also standing, without a budget,
+    keeps its place and is marked), then, with `standing`, the standing ones not among
+    them."""
+    marks = {kept.id: "pinned" if kept.pinned else kept.standing for kept in turn.standing or []}
+    best = [
+        RecalledOut.model_validate({**m.model_dump(), "standing": marks.get(m.id)})
+        for m in turn.memories[:k]
     ]
-    return [*standing, *turn.searched()]
+    if not standing:
+        return best
+    shown = {m.id for m in best}
+    after = [
+        RecalledOut.model_validate(
+            {**kept.model_dump(exclude={"pinned", "similarity"}), "standing": marks[kept.id]}
+        )
+        for kept in turn.standing or []
+        if kept.id not in shown
+    ]
+    return best + after
 
 
 class BaseClient:

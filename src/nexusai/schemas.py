@@ -379,6 +379,17 @@ class StandingOut(MarkedEpisodeOut):
     tokens: int = Field(description="What its line costs in the prompt, its speaker named")
 
 
+class RecalledOut(MemoryOut):
+    """A memory as a recall gives it: the `k` best matches first, each as the search ranked
+    it, then the turn's standing memories not among them."""
+
+    standing: Literal["pinned", "instruction", "preference"] | None = Field(
+        default=None,
+        description="A standing memory's mark: pinned, or a rule or lasting preference the"
+        " user stated (a turn carries these whatever its search found); null: a match alone",
+    )
+
+
 class LegsOut(CamelModel):
     """Both legs' ranked candidates as fusion took them, so a client can re-fuse them at
     other weights: score = semanticWeight / (rrfK + semantic rank) + keywordWeight /

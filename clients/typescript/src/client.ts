@@ -17,7 +17,7 @@ import type {
   EpisodeOut,
   ForgetOut,
   MarkedEpisodeOut,
-  MemoryOut,
+  RecalledOut,
   EpisodePatch,
   Health,
   ImportFormat,
@@ -198,22 +198,29 @@ export class NexusClient {
   }
 
   /** A search of the session's memory, not a chat turn: its latest messages are searched
-   * too (`recentLimit` 0 for this call), at most `k` memories with their scores; with a
+   * too (`recentLimit` 0 for this call), the `k` best matches with their scores; with a
    * `budget`, what fits that many tokens, at most `k`; with a `filter`, only what it keeps.
-   * The turn's standing memories (pinned, the user's rules and preferences) come first,
-   * unscored, each memory once, and count in `k`. */
+   * The turn's standing memories (pinned, the user's rules and preferences) come after the
+   * `k` best, each marked `standing`, never in their place; `standing: false` leaves them
+   * out and ranks a rule as any other episode. */
   async recall(
     sessionId: number,
     query: string,
-    options: { k?: number; budget?: number; filter?: EpisodeFilter } = {},
-  ): Promise<MemoryOut[]> {
+    options: { k?: number; budget?: number; filter?: EpisodeFilter; standing?: boolean } = {},
+  ): Promise<RecalledOut[]> {
     const k = options.k ?? 10;
     if (!Number.isInteger(k) || k < 1 || k > 100) throw new InvalidInputError(422, `k: give a whole number from 1 to 100, not ${k}`);
-    const settings: Partial<Settings> = { recentLimit: 0, semanticLimit: k };
+    const withStanding = options.standing ?? true;
+    const settings: Partial<Settings> = { recentLimit: 0, semanticLimit: k, ...(withStanding ? {} : { standingLimit: 0 }) };
     const turn = await this.context(sessionId, query, { explain: true, settings, budget: options.budget, filter: options.filter });
-    const standing = (turn.standing ?? []).map(({ pinned: _p, standing: _s, similarity: _m, ...kept }) => kept as MemoryOut);
-    const given = new Set(standing.map((m) => m.id));
-    return [...standing, ...turn.memories.filter((m) => !given.has(m.id))].slice(0, k);
+    const marks = new Map((turn.standing ?? []).map((s) => [s.id, s.pinned ? "pinned" : s.standing] as const));
+    const best: RecalledOut[] = turn.memories.slice(0, k).map((m) => ({ ...m, standing: marks.get(m.id) ?? null }));
+    if (!withStanding) return best;
+    const shown = new Set(best.map((m) => m.id));
+    const after = (turn.standing ?? [])
+      .filter((s) => !shown.has(s.id))
+      .map(({ pinned: _p, similarity: _m, expiresAt: _e, ...kept }) => ({ ...kept, standing: marks.get(kept.id) ?? null }) as RecalledOut);
+    return [...best, ...after];
   }
 
   /** One chat turn: context, the LLM's reply, both messages stored. The same message sent

@@ -115,6 +115,12 @@ export interface MemoryOut extends EpisodeOut {
   excerpt?: ExcerptOut | null;
 }
 
+/** A memory as `recall` gives it: the `k` best matches, then the standing memories not among them. */
+export interface RecalledOut extends MemoryOut {
+  /** A standing memory's mark: pinned, or a rule or lasting preference of the user's; null: a match alone. */
+  standing: "pinned" | "instruction" | "preference" | null;
+}
+
 export interface ExcerptOut {
   start: number;
   end: number;

@@ -43,12 +43,16 @@ test("a first session: project, session, episodes, search, context", async () =>
   assert.deepEqual((await nexus.standing({ sessionIds: [first.id] })).map((e) => e.id), [stored[0]!.id]);
   const pinnedTurn = await nexus.context(later.id, "the weather?", { settings: { semanticLimit: 1, keywordWeight: 0 } });
   assert.ok((pinnedTurn.standing ?? []).some((m) => m.id === stored[0]!.id));
-  const recalled = await nexus.recall(later.id, "Biscuit", { k: 3 });
-  assert.equal(recalled[0]!.id, stored[0]!.id); // pinned: first, and given once
-  assert.ok(recalled.length <= 3); // the pinned one counts in k
-  assert.equal((await nexus.recall(later.id, "Biscuit", { k: 1, budget: 500 })).length, 1);
+  const recalled = await nexus.recall(later.id, "I adopted a puppy", { k: 3 });
+  assert.equal(recalled[0]!.id, stored[0]!.id); // the best match, pinned too: in its place
+  assert.equal(recalled[0]!.standing, "pinned");
   assert.equal(recalled.filter((m) => m.id === stored[0]!.id).length, 1);
-  assert.equal(recalled[0]!.score, undefined);
+  const shoes = await nexus.recall(later.id, "He chews shoes", { k: 1 });
+  assert.deepEqual(shoes.map((m) => [m.id, m.standing]), [[one.id, null], [stored[0]!.id, "pinned"]]); // after the k, never in place of the answer
+  const budgeted = await nexus.recall(later.id, "He chews shoes", { k: 1, budget: 500 });
+  assert.deepEqual(budgeted.map((m) => m.id), [one.id, stored[0]!.id]);
+  const alone = await nexus.recall(later.id, "He chews shoes", { k: 1, standing: false });
+  assert.deepEqual(alone.map((m) => m.id), [one.id]);
   assert.equal((await nexus.pin(stored[0]!.id, false)).pinned, false);
   const tagged = await nexus.search("Biscuit", { sessionIds: [first.id], filter: { metadata: { tag: "x" } } });
   assert.deepEqual(tagged.map((e) => e.id), [one.id]);

@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.documents import Document
 from langchain_core.messages import (
@@ -23,19 +27,22 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from nexusai.client import Client, NotFoundError, checked_filter
 from nexusai.integrations.common import all_episodes, client_from, find_session
-from nexusai.schemas import EpisodeOut, FilterIn, MemoryOut
+from nexusai.schemas import EpisodeOut, FilterIn, RecalledOut
 
 
 class NexusRetriever(BaseRetriever):
     """The memories nexusai's `POST /context` ranks for a query, as Documents, best first.
     Give `session_id`, or `session` (its title) and `project`; at most `k` memories come
-    back (`invoke(query, k=3)` for one call), each with its episode's id, session,
-    speaker, time, fused score and both ranks in `metadata` (or, with `budget`, what fits
-    that many tokens, at most `k`, each with its `tokens` and, when cut, its `excerpt`).
-    The standing memories (pinned, the user's rules and preferences) come first and count
-    in `k`. Searches the session's whole project, its latest messages included; with a
-    `filter` (`{"after": ..., "speaker": [...], "metadata": {...}}`), only the episodes it
-    keeps, chosen inside the search. A session given by name is looked up once."""
+    back (`invoke(query, k=3)` or `ainvoke(query, k=3)` for one call), each with its
+    episode's own metadata and its id, session, speaker, time, fused score and both ranks
+    in `metadata` (or, with `budget`, what fits that many tokens, at most `k`, each with
+    its `tokens` and, when cut, its `excerpt`). The standing memories (pinned, the user's
+    rules and preferences) never take the place of a match: with `standing=True` they
+    come after the `k` best, as documents of their own marked `standing` in `metadata`.
+    Searches the session's whole project, its latest messages included; with a `filter`
+    (`{"after": ..., "speaker": [...], "metadata": {...}}`, here or at call time), only
+    the episodes it keeps, chosen inside the search. A session given by name is looked up
+    once."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -49,6 +56,9 @@ class NexusRetriever(BaseRetriever):
     # Tokens the memories may cost (contextBudget): what fits, long ones as excerpts.
     budget: int | None = Field(default=None, ge=0, le=32_000)
     filter: FilterIn | dict[str, Any] | None = None  # its JSON is read as a FilterIn
+    # The standing memories (pinned, the user's rules and preferences) after the k best,
+    # marked `standing`: a chain that wants them besides its k documents says so.
+    standing: bool = False
     _found: int | None = PrivateAttr(default=None)  # the session named, once looked up
 
     @field_validator("filter", mode="before")
@@ -64,26 +74,60 @@ class NexusRetriever(BaseRetriever):
         *,
         run_manager: CallbackManagerForRetrieverRun,
         k: int | None = None,
+        filter: FilterIn | dict[str, Any] | None = None,
         **unknown: Any,
     ) -> list[Document]:
+        return self._relevant(query, k, filter, unknown)
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        filter: FilterIn | dict[str, Any] | None = None,
+        **unknown: Any,
+    ) -> list[Document]:
+        """As `invoke`, call-time `k` and `filter` included, in a worker thread: the event
+        loop is not held."""
+        return await asyncio.to_thread(self._relevant, query, k, filter, unknown)
+
+    def _relevant(
+        self,
+        query: str,
+        k: int | None,
+        filter: FilterIn | dict[str, Any] | None,
+        unknown: dict[str, Any],
+    ) -> list[Document]:
         if unknown:
-            raise TypeError(f"NexusRetriever takes k at call time, not {', '.join(unknown)}")
+            raise TypeError(
+                f"NexusRetriever takes k and filter at call time, not {', '.join(unknown)}"
+            )
         if k is not None and not 1 <= k <= 100:
             raise ValueError(f"k: give a whole number from 1 to 100, not {k}")
+        rule = self.filter if filter is None else checked_filter(filter)
         if self.client is not None:
-            return self._documents(self.client, query, k or self.k)
+            return self._documents(self.client, query, k or self.k, rule)
         with Client(self.base_url, self.api_key) as client:  # its own: closed after the call
-            return self._documents(client, query, k or self.k)
+            return self._documents(client, query, k or self.k, rule)
 
-    def _documents(self, client: Client, query: str, k: int) -> list[Document]:
+    def _documents(
+        self, client: Client, query: str, k: int, rule: FilterIn | dict[str, Any] | None
+    ) -> list[Document]:
         try:
-            found = client.recall(self._session_id(client), query, k, self.budget, self.filter)
+            found = self._recall(client, query, k, rule)
         except NotFoundError:
             if self.session_id is not None or self._found is None:
                 raise
             self._found = None  # the session named was deleted or renamed: look it up again
-            found = client.recall(self._session_id(client), query, k, self.budget, self.filter)
+            found = self._recall(client, query, k, rule)
         return [_document(memory) for memory in found]
+
+    def _recall(
+        self, client: Client, query: str, k: int, rule: FilterIn | dict[str, Any] | None
+    ) -> list[RecalledOut]:
+        sid = self._session_id(client)
+        return client.recall(sid, query, k, self.budget, rule, standing=self.standing)
 
     def _session_id(self, client: Client) -> int:
         if self.session_id is not None:
@@ -95,8 +139,11 @@ class NexusRetriever(BaseRetriever):
         return self._found
 
 
-def _document(memory: MemoryOut) -> Document:
+def _document(memory: RecalledOut) -> Document:
+    """The episode's own metadata (`source`, to cite it), then what nexusai says of it,
+    which wins a clash of names; a standing memory is marked `standing`."""
     metadata = {
+        **memory.metadata,
         "id": memory.id,
         "sessionId": memory.session_id,
         "speaker": memory.speaker,
@@ -104,6 +151,7 @@ def _document(memory: MemoryOut) -> Document:
         "score": memory.score,
         "semanticRank": memory.semantic_rank,
         "keywordRank": memory.keyword_rank,
+        **({"standing": memory.standing} if memory.standing else {}),
         **({"tokens": memory.tokens} if memory.tokens is not None else {}),
         **({"excerpt": memory.excerpt.model_dump()} if memory.excerpt else {}),
     }

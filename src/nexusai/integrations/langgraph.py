@@ -19,10 +19,11 @@ without one it lists the items, newest first. Filters take LangGraph's operators
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -50,6 +51,7 @@ NAMESPACE = "langgraphNamespace"  # the session's title as a label: a search sta
 FIELD = "lg:"  # a value's top-level scalar `kind` is the label `lg:kind`
 ONE_LEVEL = "_"
 PAGE = 1000
+PUT_TRIES = 5  # a put that keeps finding its item deleted under it tries this often
 DEEPEST = 100  # the most memories one ranked search asks for (recall's k)
 
 
@@ -170,29 +172,52 @@ class NexusStore(BaseStore):
         return _item(held[-1]) if held else None
 
     def _put(self, op: PutOp) -> None:
+        """Another worker may write or delete the same key at once (two stores, two
+        processes): an item it deleted is gone as asked, an update that finds its item
+        deleted starts over, and a put leaves one item, the newest."""
         with self._only(op.namespace, op.key):
-            held = self._found(op.namespace, op.key)
-            for stale in held[:-1]:  # left by writers in other processes: the newest wins
-                self.client.delete_episode(stale.id)
-            existing = held[-1] if held else None
-            if op.value is None:
-                if existing:
-                    self.client.delete_episode(existing.id)
-                return
-            now = _now()
-            created = existing.metadata[MARK].get("createdAt", now) if existing else now
-            labels = _labels(op.namespace, op.key, op.value, created, now)
+            for _ in range(PUT_TRIES):
+                try:
+                    return self._put_once(op)
+                except NotFoundError:
+                    continue  # what it read was deleted under it: read again
+            self._put_once(op)
+
+    def _put_once(self, op: PutOp) -> None:
+        held = self._settled(op.namespace, op.key)
+        existing = held[-1] if held else None
+        if op.value is None:
             if existing:
-                # A merge patch (RFC 7396): labels the old value had and the new one lacks
-                # are named as null; the value itself is JSON text, so it is replaced whole.
-                gone = {k: None for k in existing.metadata if k not in labels}
-                patch = {"content": _text(op.value), "metadata": {**gone, **labels}}
-                self.client.update_episode(existing.id, patch)
-                return
-            sid = self._session(op.namespace, make=True)
-            assert sid is not None
-            said = {"speaker": "store", "content": _text(op.value), "metadata": labels}
-            self.client.add_episodes(sid, [said])
+                self._delete(existing.id)
+            return
+        now = _now()
+        created = existing.metadata[MARK].get("createdAt", now) if existing else now
+        labels = _labels(op.namespace, op.key, op.value, created, now)
+        if existing:
+            # A merge patch (RFC 7396): labels the old value had and the new one lacks
+            # are named as null; the value itself is JSON text, so it is replaced whole.
+            gone = {k: None for k in existing.metadata if k not in labels}
+            patch = {"content": _text(op.value), "metadata": {**gone, **labels}}
+            self.client.update_episode(existing.id, patch)
+            return
+        sid = self._session(op.namespace, make=True)
+        assert sid is not None
+        said = {"speaker": "store", "content": _text(op.value), "metadata": labels}
+        self.client.add_episodes(sid, [said])
+        self._settled(op.namespace, op.key)
+
+    def _settled(self, namespace: tuple[str, ...], key: str) -> list[EpisodeOut]:
+        """The item's episodes once the duplicates other writers left are deleted: the
+        newest stays (each writer deletes only those older than the newest it sees, so
+        none deletes the newest of all)."""
+        held = self._found(namespace, key)
+        for stale in held[:-1]:
+            self._delete(stale.id)
+        return held[-1:]
+
+    def _delete(self, episode_id: int) -> None:
+        with contextlib.suppress(NotFoundError):  # another writer deleted it: gone as asked
+            self.client.delete_episode(episode_id)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         by_project = self._under(op.namespace_prefix)
@@ -204,6 +229,8 @@ class NexusStore(BaseStore):
                 for episode, score in self._ranked(sessions, op.query, pushed, bool(checked), op)
             ]
             found.sort(key=lambda pair: -(pair[1] or 0.0))
+            if len(found) < op.offset + op.limit:  # past what a ranked search reaches
+                found += [(e, None) for e in self._rest(by_project, pushed, found)]
         else:
             sids = [sid for sessions in by_project.values() for sid, _ in sessions]
             items = [e for sid in sids for e in self._held(sid, pushed)]
@@ -211,6 +238,19 @@ class NexusStore(BaseStore):
             found = [(e, None) for e in items]
         kept = [(e, s) for e, s in found if _matches(_value(e), op.filter)]
         return [_search_item(e, s) for e, s in kept[op.offset : op.offset + op.limit]]
+
+    def _rest(
+        self,
+        by_project: Mapping[str, list[tuple[int, str]]],
+        pushed: Mapping[str, Any],
+        ranked: Sequence[tuple[EpisodeOut, float | None]],
+    ) -> list[EpisodeOut]:
+        """The items a ranked search did not reach (it ranks DEEPEST a project), newest
+        first, unscored: a query's pages go on to every item, as InMemoryStore's do."""
+        seen = {e.id for e, _ in ranked}
+        sids = [sid for sessions in by_project.values() for sid, _ in sessions]
+        rest = [e for sid in sids for e in self._held(sid, pushed) if e.id not in seen]
+        return sorted(rest, key=lambda e: (_stamp(e, "updatedAt"), e.id), reverse=True)
 
     def _under(self, prefix: tuple[str, ...]) -> dict[str, list[tuple[int, str]]]:
         """{project: [(session id, title)]} of the namespaces that start with the prefix."""
@@ -239,7 +279,8 @@ class NexusStore(BaseStore):
         list as deep as a search goes)."""
         labels = {**pushed, NAMESPACE: [title for _, title in sessions]}
         k = DEEPEST if checked else min(DEEPEST, op.limit + op.offset)
-        found = self.client.recall(sessions[0][0], query, k, self.budget, {"metadata": labels})
+        rule = {"metadata": labels}
+        found = self.client.recall(sessions[0][0], query, k, self.budget, rule, standing=False)
         return [(m, m.score) for m in found if MARK in m.metadata]
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
@@ -360,8 +401,9 @@ def _split(wanted: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
     rest = False
     for field, condition in (wanted or {}).items():
         plain = condition.get("$eq") if _operators(condition) == {"$eq"} else condition
-        # Labels compare as text, where 1 and 1.0 differ: a float is checked after.
-        if isinstance(plain, str | int) and field.strip():
+        # Labels compare as text, where 1 and 1.0 differ: a number is checked after, as a
+        # number (InMemoryStore matches {"n": 1} to 1.0); every value is checked after.
+        if isinstance(plain, str) and field.strip():
             pushed[f"{FIELD}{field}"] = plain
         else:
             rest = True

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from nexusai.client import AsyncClient, NexusAPIError, checked_filter
 from nexusai.integrations.common import async_client_from
-from nexusai.schemas import EpisodeOut, FilterIn
+from nexusai.schemas import EpisodeOut, FilterIn, RecalledOut
 
 MARK = "openaiAgentsItem"  # the metadata key an item is kept under
 PAGE = 1000
@@ -137,13 +137,19 @@ def recall_tool(
         sid = await session.nexus_session_id()
         recent = min(session.current_turn, 100)  # recentLimit's most
         found = await session.client.recall(sid, query, k, filter=rule, recent=recent)
-        lines = [
-            f"[{m.occurred_at[:10]}] {m.speaker}: {m.content} (score {m.score or 0:.4f})"
-            for m in found
-        ]
+        lines = [f"[{m.occurred_at[:10]}] {m.speaker}: {m.content} ({_how(m)})" for m in found]
         return "\n".join(lines) or "nothing found"
 
     return recall
+
+
+def _how(memory: RecalledOut) -> str:
+    """A match's score, or, for the user's standing memories after the matches, what it is."""
+    if memory.standing == "pinned":
+        return "pinned by the user"
+    if memory.standing:
+        return f"the user's standing {memory.standing}"
+    return f"score {memory.score or 0:.4f}"
 
 
 def _said_only(filter: FilterIn | Mapping[str, Any] | None) -> FilterIn:

@@ -404,7 +404,9 @@ DESCRIPTIONS = {
     ' ("ok" said twice), send it with the messages around it, or with its own occurredAt.',
     "recall": "Memories relevant to a query from the conversation's project, best first: each"
     " with its text, date, fused score and its rank by meaning (semanticRank) and by keyword"
-    " (keywordRank). Searches everything stored, the latest messages included.",
+    " (keywordRank). Searches everything stored, the latest messages included. After the"
+    " `limit` best come the user's standing memories (pinned ones, and the rules and"
+    " preferences nearest the query), each marked `standing`.",
     "context": "What a chat turn with this message would give the LLM: recent turns, standing"
     " memories (pinned ones, and the user's rules and preferences nearest the message),"
     " memories (the recent turns are left out of them, as the prompt holds those) and"

@@ -232,6 +232,41 @@ def test_an_agent_runner_keeps_its_conversation_in_a_session(
     asyncio.run(run())
 
 
+def test_the_turn_an_agent_is_in_is_the_services_whatever_the_wiring(served: str) -> None:
+    """The documented wiring, a tool bound to another `NexusSession` than the run's, and
+    finished runs copied in from a session of the app's own all see the same turn."""
+    from agents.tool_context import ToolContext
+
+    from nexusai.integrations.openai_agents import NexusSession, recall_tool
+
+    asked = '{"query": "what is my cat called"}'
+    call = ToolContext(context=None, tool_name="recall", tool_call_id="c1", tool_arguments=asked)
+    said = [
+        {"role": "user", "content": "My cat is called Miso."},
+        {"role": "assistant", "content": "Miso is a lovely name."},
+    ]
+    question = {"role": "user", "content": "Miso question: what is my cat called?"}
+
+    async def run() -> None:
+        async with AsyncClient(served) as client:
+            # Finished runs copied in: the user's question is in the app's own session.
+            copied = NexusSession(session="copied", project="wired", client=client)
+            await copied.add_items(said)
+            found = await recall_tool(copied).on_invoke_tool(call, asked)
+            assert "My cat is called Miso." in found
+            # A session object per request, the tool bound to another one.
+            bound = NexusSession(session="per-request", project="wired2", client=client)
+            for items in (said, [question]):
+                await NexusSession(
+                    session="per-request", project="wired2", client=client
+                ).add_items(items)
+            found = await recall_tool(bound).on_invoke_tool(call, asked)
+            assert "My cat is called Miso." in found
+            assert "Miso question" not in found
+
+    asyncio.run(run())
+
+
 def _examples() -> list[str]:
     from pathlib import Path
 

@@ -441,3 +441,24 @@ def test_a_history_with_tool_calls_is_refused_by_name_not_stripped(served: Serve
             ai.chat.completions.create(model="nexusai", user="tools", messages=messages)
         assert named in str(refused.value)
     assert served.llm.requests == []
+
+
+def test_a_stateless_client_sees_its_earlier_turns_and_a_carried_history_is_said_once(
+    served: Served,
+) -> None:
+    """An Agents SDK model sends the new message alone: turn 2 must know turn 1. A client
+    that sends the history has those turns in its own messages, not again as memories."""
+    ai = client(served)
+    first = [{"role": "user", "content": "My cat is called Miso"}]
+    ai.chat.completions.create(model="nexusai", user="alone", messages=first)  # type: ignore[arg-type]
+    second = [{"role": "user", "content": "What is my cat called?"}]
+    ai.chat.completions.create(model="nexusai", user="alone", messages=second)  # type: ignore[arg-type]
+    assert "My cat is called Miso" in system_prompt(served.llm)
+    replied = {"role": "assistant", "content": served.llm.reply}
+    again = [{"role": "user", "content": "And what is my cat called now?"}]
+    carried = [*first, replied, *second, replied, *again]
+    ai.chat.completions.create(model="nexusai", user="alone", messages=carried)  # type: ignore[arg-type]
+    sent = served.llm.requests[-1]["body"]["messages"]
+    systems = [str(m["content"]) for m in sent if m["role"] == "system"]
+    assert not any("My cat is called Miso" in said for said in systems)  # not as a memory
+    assert [m["content"] for m in sent if m["role"] == "user"][0] == "My cat is called Miso"

@@ -24,12 +24,13 @@ from agents import (
 )
 from pydantic import ValidationError
 
-from nexusai.client import AsyncClient, NexusAPIError, checked_filter
+from nexusai.client import AsyncClient, Endpoints, NexusAPIError, checked_filter
 from nexusai.integrations.common import async_client_from
 from nexusai.schemas import EpisodeOut, FilterIn, RecalledOut
 
 MARK = "openaiAgentsItem"  # the metadata key an item is kept under
 PAGE = 1000
+OPEN_TURN_DEPTH = 100  # recentLimit's most: a run's tool traffic beyond it is not left out
 # The speakers of conversation: message items' roles. Tool traffic is stored under its
 # item type (function_call, function_call_output, reasoning, ...) and never recalled.
 SAID = ("user", "assistant")
@@ -57,9 +58,6 @@ class NexusSession:
         self.client = async_client_from(client, base_url, api_key)
         self._id = session_id
         self._title, self._project = session, project
-        # Items this process added since the user's latest message, that message included:
-        # the turn a run is in, which its own recall leaves out.
-        self.current_turn = 0
         self.session_id = str(session_id) if session_id is not None else f"{project}/{session}"
 
     async def aclose(self) -> None:
@@ -92,21 +90,33 @@ class NexusSession:
         body = [_episode(item) for item in items]
         if body:
             await self.client.add_episodes(await self.nexus_session_id(), body)
-        users = [at for at, said in enumerate(body) if said["speaker"] == "user"]
-        self.current_turn = len(body) - users[-1] if users else self.current_turn + len(body)
 
     async def pop_item(self) -> Any | None:
         episodes = await self._episodes()
         if not episodes:
             return None
         await self.client.delete_episode(episodes[-1].id)
-        self.current_turn = max(0, self.current_turn - 1)
         return _item(episodes[-1])
 
     async def clear_session(self) -> None:
         for episode in await self._episodes():
             await self.client.delete_episode(episode.id)
-        self.current_turn = 0
+
+    async def open_turn(self) -> int:
+        """How many of the session's latest episodes are the turn a run is in, as the
+        service holds them: the user's latest message and what followed it, while no
+        assistant message has answered it yet (a finished run ends with one). Read from
+        the service, not kept in this object, so every wiring agrees: a tool bound to
+        another `NexusSession` than the run's, or finished runs copied in from another
+        session, see the same turn."""
+        sid = await self.nexus_session_id()
+        latest = await self.client.send(Endpoints.recent(sid, OPEN_TURN_DEPTH))
+        for back, episode in enumerate(reversed(latest), start=1):
+            if episode.speaker == "assistant":
+                return 0
+            if episode.speaker == "user":
+                return back
+        return 0
 
     async def _episodes(self) -> list[EpisodeOut]:
         sid = await self.nexus_session_id()
@@ -135,7 +145,7 @@ def recall_tool(
             query: what to look for, e.g. "the recipe you gave me" or "my sister's name".
         """
         sid = await session.nexus_session_id()
-        recent = min(session.current_turn, 100)  # recentLimit's most
+        recent = await session.open_turn()
         found = await session.client.recall(sid, query, k, filter=rule, recent=recent)
         lines = [f"[{m.occurred_at[:10]}] {m.speaker}: {m.content} ({_how(m)})" for m in found]
         return "\n".join(lines) or "nothing found"

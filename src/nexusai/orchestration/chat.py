@@ -96,10 +96,16 @@ def unanswered_copy(context: Context) -> Episode | None:
     if not context.recent:
         return None
     last = context.recent[-1]
-    if last.speaker != USER or last.content != context.message:
-        return None
+    return last if is_unanswered_copy(last, context.message) else None
+
+
+def is_unanswered_copy(last: Episode, message: str) -> bool:
+    """Whether the session's last episode is `message` from the user, stored within the
+    retry window."""
+    if last.speaker != USER or last.content != message:
+        return False
     stored = datetime.fromisoformat(last.created_at.replace("Z", "+00:00"))
-    return last if datetime.now(UTC) - stored < RETRY_WINDOW else None
+    return datetime.now(UTC) - stored < RETRY_WINDOW
 
 
 def last_stored(memory: MemoryClient, session_id: int) -> int | None:

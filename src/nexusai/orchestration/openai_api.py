@@ -33,6 +33,7 @@ from nexusai.llm import SAMPLING, Completion, Ending, Message, OpenAIChat, Usage
 from nexusai.orchestration.api import check_message, visible_session
 from nexusai.orchestration.chat import (
     SYSTEM,
+    is_unanswered_copy,
     last_stored,
     require_llm,
     store_reply,
@@ -198,7 +199,8 @@ def _turn(
     llm = require_llm(orchestration.llm)  # after the input's own 4xx, before any write
     rule = None if asked.filter is None else asked.filter.to_filter()
     turn = TurnRequest(session_id, message, rule=rule, now=asked.now, scope=scope)
-    context = orchestration.context(turn, asked.settings)
+    retried = _unanswered(orchestration, session_id, message)
+    context = orchestration.context(turn, _carried_recent(asked, retried))
     messages = _with_memories(context, asked.messages)
     model = None if asked.model == OUR_MODEL else asked.model
     # A retry of a turn whose answer failed finds its message stored, and reuses it.
@@ -298,6 +300,30 @@ def _session_id(header: str) -> int:
     if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_ID:
         raise InvalidInput(f"X-Nexus-Session must be a session id (1 to 2**63 - 1), not {raw!r}")
     return int(raw)
+
+
+def _carried_recent(asked: ChatCompletionIn, retried: bool) -> dict[str, Any]:
+    """This turn's settings, its recent turns those the request carries: the session's
+    latest episodes are left out of the memories as held by the prompt only when the
+    client sent them (an Agents SDK model sends the new message alone, and turn 2 must
+    know turn 1), and so is this very message when a failed try stored it (`retried`).
+    `recentLimit` in `settings` caps what the history counts."""
+    said = asked.messages[:-1] if asked.messages[-1].role == "user" else asked.messages
+    carried = sum(1 for m in said if m.role in ("user", "assistant"))
+    settings = dict(asked.settings or {})
+    asked_limit = settings.get("recentLimit")
+    if isinstance(asked_limit, int) and not isinstance(asked_limit, bool):
+        carried = min(carried, asked_limit)
+    return {**settings, "recentLimit": min(carried + retried, RECENT_MOST)}
+
+
+def _unanswered(orchestration: Orchestration, session_id: int, message: str) -> bool:
+    """Whether the session's last episode is this message, stored by a try that failed."""
+    last = orchestration.memory.recent_episodes(session_id, 1)
+    return bool(last) and is_unanswered_copy(last[-1], message)
+
+
+RECENT_MOST = 100  # recentLimit's most
 
 
 def _last_user_message(body: ChatCompletionIn) -> str:

@@ -461,4 +461,4 @@ def test_a_stateless_client_sees_its_earlier_turns_and_a_carried_history_is_said
     sent = served.llm.requests[-1]["body"]["messages"]
     systems = [str(m["content"]) for m in sent if m["role"] == "system"]
     assert not any("My cat is called Miso" in said for said in systems)  # not as a memory
-    assert [m["content"] for m in sent if m["role"] == "user"][0] == "My cat is called Miso"
+    assert next(m["content"] for m in sent if m["role"] == "user") == "My cat is called Miso"

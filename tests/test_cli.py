@@ -311,8 +311,24 @@ def test_eval_jsonl_and_the_worst_case_across_sets(tmp_path: Path) -> None:
         )
     ]
     lines += [
-        {"conversation": "c", "question": "What is my dog called?", "evidence": [0]},
-        {"conversation": "c", "question": "Where does my sister live?", "evidence": [2]},
+        {
+            "conversation": "c",
+            "question": "What is my dog called?",
+            "evidence": [0],
+            "answer": "Biscuit",
+        },
+        {
+            "conversation": "c",
+            "question": "Where does my sister live?",
+            "evidence": [2],
+            "answer": "In Lisbon",
+        },
+        {
+            "conversation": "c",
+            "question": "What breed is my dog?",
+            "evidence": [0],
+            "answer": "A beagle",
+        },  # the evidence does not state it: no answer recall
     ]
     first, second = tmp_path / "mine.jsonl", tmp_path / "again.jsonl"
     first.write_text("\n".join(json.dumps(line) for line in lines))
@@ -334,6 +350,9 @@ def test_eval_jsonl_and_the_worst_case_across_sets(tmp_path: Path) -> None:
     found = budgeted["foundBy"]["overall"]["1000"]
     assert sum(found.values()) == pytest.approx(budgeted["recall"]["1000"]) == 1.0
     assert "ceiling" in result.output
+    assert (budgeted["answered"], budgeted["answerRecall"]["1000"]) == (2, 1.0)
+    assert budgeted["answerByCategory"]["all"]["500"] == 1.0
+    assert "evidence / answer" in result.output
     assert report["recommended"] == {"fusion": "learned", "semanticWeight": 1, "keywordWeight": 1}
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"conversation": "c", "question": "q"}')

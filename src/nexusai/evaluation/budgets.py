@@ -12,8 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nexusai.evaluation.answers import answer_recall
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.layout import block_tokens
+from nexusai.orchestration.layout import (
+    MEMORIES_CAPTION,
+    STANDING_CAPTION,
+    block_tokens,
+    render,
+)
 from nexusai.orchestration.packing import (
     PACK_DEPTH,
     PACKERS,
@@ -43,6 +49,7 @@ class Given:
     tokens: int
     sources: dict[int, str] = field(default_factory=dict)
     pool: frozenset[int] = frozenset()
+    answer: float | None = None  # answer recall: the answer's words the prompt holds
 
 
 def found_by(fused: FusedEpisode) -> str:
@@ -62,6 +69,7 @@ class Entry:
     fused: Mapping[int, Sequence[FusedEpisode]]
     standing: Sequence[FusedEpisode]
     evidence: Sequence[int]
+    answer: frozenset[str] = frozenset()  # the answer's words its evidence states
 
     def packing(self, budget: int) -> Packing:
         return packing_for(budget, self.message)
@@ -102,8 +110,9 @@ class Packed:
         fused: Mapping[int, Sequence[FusedEpisode]],
         standing: Sequence[FusedEpisode],
         evidence: Sequence[int],
+        answer: frozenset[str] = frozenset(),
     ) -> None:
-        self.entries.append(Entry(fold, message, fused, standing, evidence))
+        self.entries.append(Entry(fold, message, fused, standing, evidence, answer))
 
     def given(
         self,
@@ -135,8 +144,16 @@ class Packed:
                 cut = frozenset(f.episode.id for f in packed if f.excerpt is not None)
                 sources = {f.episode.id: found_by(f) for f in memories}
                 sources.update({f.episode.id: "standing" for f in kept})
-                given.append(Given(ids, cut, block_tokens(kept, memories), sources, pool))
+                answer = answer_recall(entry.answer, prompt_of(kept, memories))
+                tokens = block_tokens(kept, memories)
+                given.append(Given(ids, cut, tokens, sources, pool, answer))
         return out
+
+
+def prompt_of(standing: Sequence[FusedEpisode], memories: Sequence[FusedEpisode]) -> str:
+    """The memory sections of the prompt, as a turn gives them to the model."""
+    kept = render(STANDING_CAPTION, standing, dated=False)
+    return f"{kept}\n\n{render(MEMORIES_CAPTION, memories)}"
 
 
 def within_budget(
@@ -147,6 +164,9 @@ def within_budget(
 ) -> dict[str, Any]:
     """{packer: {"recall": {budget: r}, "byCategory": {c: {budget: r}}, "cutEvidence":
     {budget: share of the evidence given that came cut}, "tokens": {budget: mean},
+    "answerRecall": {budget: mean over the questions with answer words}, "answerByCategory":
+    {c: {budget: r, or None where no question of c has answer words}}, "answered": how
+    many questions have answer words,
     "falls": [budgets whose recall is below the one before], "foundBy": {"overall":
     {budget: {source: the part of recall it brought}}, "byCategory": {c: ...}}, "ceiling":
     {"overall": recall of everything packing chose from, "byCategory": {c: ...}}}}."""
@@ -164,9 +184,29 @@ def within_budget(
             sum(len(f) for f, _ in found), 1
         )
         row["tokens"][str(budget)] = _mean([float(g.tokens) for g in each])
+    row.update(_answer_rows(given, categories))
     row["falls"] = falls(row["recall"])
     row["foundBy"], row["ceiling"] = _by_source(given, evidence, categories)
     return {packer: row}
+
+
+def _answer_rows(given: dict[int, list[Given]], categories: Sequence[str]) -> dict[str, Any]:
+    """Answer recall per budget, overall and per category (`evaluation/answers.py`), over
+    the questions that have answer words."""
+    names = list(dict.fromkeys(categories))
+    overall: dict[str, float | None] = {}
+    by_category: dict[str, dict[str, float | None]] = {c: {} for c in names}
+    counted = 0
+    for budget, each in given.items():
+        found = [
+            (g.answer, c) for g, c in zip(each, categories, strict=True) if g.answer is not None
+        ]
+        counted = len(found)
+        overall[str(budget)] = _mean([a for a, _ in found]) if found else None
+        for name in names:
+            mine = [a for a, c in found if c == name]
+            by_category[name][str(budget)] = _mean(mine) if mine else None
+    return {"answerRecall": overall, "answerByCategory": by_category, "answered": counted}
 
 
 def _by_source(

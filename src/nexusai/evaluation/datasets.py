@@ -42,6 +42,7 @@ class Question:
     text: str
     evidence: list[str]  # import keys of the messages that hold the answer
     category: str
+    answer: str | None = None  # the reference answer, when the set gives one
 
 
 @dataclass
@@ -80,6 +81,7 @@ def load_locomo(path: Path, chosen: Sequence[str] | None = None) -> EvalSet:
                 str(qa["question"]),
                 [prefix + p for ref in qa.get("evidence") or [] for p in _REF.split(str(ref)) if p],
                 LOCOMO_CATEGORIES.get(int(qa["category"]), str(qa["category"])),
+                _reference(qa, "answer"),
             )
             for qa in sample["qa"]
         ]
@@ -140,10 +142,20 @@ def _beam_questions(chat: str, probes: dict[str, list[dict[str, Any]]]) -> list[
     for kind, items in probes.items():
         for item in items:
             ids = _beam_ids(item.get("source_chat_ids"))
-            questions.append(
-                Question(str(item["question"]), [f"beam:{chat}:{i}" for i in ids], kind)
-            )
+            evidence = [f"beam:{chat}:{i}" for i in ids]
+            reference = _reference(item, "answer", "ideal_answer", "ideal_summary")
+            questions.append(Question(str(item["question"]), evidence, kind, reference))
     return questions
+
+
+def _reference(item: dict[str, Any], *keys: str) -> str | None:
+    """The first of `keys` the item gives as an answer (LoCoMo's adversarial questions and
+    BEAM's instruction and preference probes give none)."""
+    for key in keys:
+        value = item.get(key)
+        if value is not None and str(value).strip():
+            return str(value)
+    return None
 
 
 def _beam_ids(source: Any) -> list[int]:
@@ -185,7 +197,9 @@ def _jsonl_line(
         if "question" in line:
             evidence = [f"eval:{name}:{i}" for i in line["evidence"]]
             category = str(line.get("category") or "all")
-            target.questions.append(Question(str(line["question"]), evidence, category))
+            answer = line.get("answer")
+            reference = None if answer is None else str(answer)
+            target.questions.append(Question(str(line["question"]), evidence, category, reference))
             return
         when = line.get("occurredAt")
         moment = datetime.fromisoformat(when.replace("Z", "+00:00")) if when else default_time

@@ -28,6 +28,7 @@ from typing import Any
 from nexusai.config import Config
 from nexusai.embedders import Embedder, Vector
 from nexusai.errors import InvalidInput
+from nexusai.evaluation.answers import answer_words
 from nexusai.evaluation.budgets import BUDGETS, Fold, Packed, depths, within_budget
 from nexusai.evaluation.calibration import cross_validated, fit
 from nexusai.evaluation.datasets import EvalConversation, EvalSet
@@ -65,6 +66,9 @@ class Asked:
     slices: tuple[str, ...] = ()  # see `SLICES`
     # What a turn of this question carries under `standing` (`orchestration/standing.py`).
     standing: tuple[FusedEpisode, ...] = ()
+    reference: str | None = None  # the reference answer, when the set gives one
+    # Its words that the evidence states (`evaluation/answers.py`): what answer recall finds.
+    answer: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -192,7 +196,7 @@ def imported(
             questions, dropped = resolve_questions(item, found)
             scope = [s.id for s in memory.store.list_sessions(project, limit=10_000)]
             speakers = {e.episode.speaker for s in conversation.sessions for e in s.episodes}
-            sliced = [with_slices(memory, q, speakers) for q in questions]
+            sliced = [with_answer(memory, with_slices(memory, q, speakers)) for q in questions]
             said = [e.episode.occurred_at for s in conversation.sessions for e in s.episodes]
             now = max((t for t in said if t is not None), default=None)
             yield Imported(memory, sliced, dropped, scope, now)
@@ -308,6 +312,12 @@ def with_slices(memory: Memory, question: Asked, speakers: set[str]) -> Asked:
     return replace(question, slices=tuple(slices))
 
 
+def with_answer(memory: Memory, question: Asked) -> Asked:
+    """The question with its answer words: its reference's words its evidence states."""
+    texts = [e.content for e in memory.store.get_episodes(question.evidence)]
+    return replace(question, answer=answer_words(question.reference, question.text, texts))
+
+
 def _evaluate_conversation(
     dataset: str,
     item: EvalConversation,
@@ -370,7 +380,9 @@ def resolve_questions(item: EvalConversation, ids: dict[str, int]) -> tuple[list
             elif ids[key] not in found:
                 found.append(ids[key])
         if found:
-            questions.append(Asked(question.text, found, question.category))
+            questions.append(
+                Asked(question.text, found, question.category, reference=question.answer)
+            )
     return questions, dropped
 
 
@@ -400,7 +412,9 @@ def _ask(
             ranked.append([f.episode.id for f in turn.memories])
         if run.packed is not None:  # asked as budgeted turns ask (deeper), packed at each
             lists = budgeted(deep, weighed)
-            run.packed.add(fold, question.text, lists, question.standing, question.evidence)
+            run.packed.add(
+                fold, question.text, lists, question.standing, question.evidence, question.answer
+            )
     return question, deep
 
 

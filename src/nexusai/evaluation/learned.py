@@ -312,7 +312,12 @@ class LearnedEval:
             for i, question in enumerate(asked):
                 fold = self.pools[start + i].fold
                 packed.add(
-                    fold, question.text, deep[start + i], question.standing, question.evidence
+                    fold,
+                    question.text,
+                    deep[start + i],
+                    question.standing,
+                    question.evidence,
+                    question.answer,
                 )
             self.packed.entries += packed.entries
             start += len(asked)

@@ -294,13 +294,18 @@ def _counted(chosen: dict[str, float]) -> str:
 
 
 def budget_table(result: dict[str, Any]) -> Table:
-    """Recall within each token budget, per setting and packer (`evaluation.budgets`)."""
+    """Recall within each token budget, per setting and packer (`evaluation.budgets`):
+    evidence recall, then answer recall."""
     grid = Table(
-        title=f"{result['dataset']}: recall within a token budget (contextBudget)",
+        title=f"{result['dataset']}: recall within a token budget (contextBudget),"
+        " evidence / answer",
         caption="The most evidence per token, long episodes as excerpts; a memory's worth is"
         " the ranker's probability (dense, a learned turn) or the chance fitted to its place"
-        " and length (placed, an RRF turn). cut: share of the evidence given that came as an"
-        " excerpt, at 1,000. A recall marked ↓ is lower than at the budget before it",
+        " and length (placed, an RRF turn). Evidence: the share of the evidence messages"
+        " given (an excerpt counts); answer: the share of the reference answer's words the"
+        " evidence states that the prompt holds (questions with a reference). cut: share of"
+        " the evidence given that came as an excerpt, at 1,000. A recall marked ↓ is lower"
+        " than at the budget before it",
     )
     for column in ["setting", "packer", *(f"{b:,}" for b in BUDGETS), "cut"]:
         grid.add_column(column, justify="right")
@@ -308,23 +313,41 @@ def budget_table(result: dict[str, Any]) -> Table:
         for packer, scores in row.get("withinBudget", {}).items():
             cells = [" ".join(_names(row)).strip(), packer]
             fell = scores.get("falls", [])
-            cells += [f"{scores['recall'][str(b)]:.3f}{' ↓' if b in fell else ''}" for b in BUDGETS]
+            answers = scores.get("answerRecall", {})
+            cells += [
+                f"{scores['recall'][str(b)]:.3f}{' ↓' if b in fell else ''}"
+                f" / {_share(answers.get(str(b)))}"
+                for b in BUDGETS
+            ]
             grid.add_row(*cells, f"{scores['cutEvidence']['1000']:.2f}")
     return grid
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def category_table(result: dict[str, Any], budget: int = 1000) -> Table:
     """Recall within `budget` tokens per question category, for each setting's packers."""
     rows = [r for r in result["results"] if "withinBudget" in r]
     names = list(next(iter(rows[0]["withinBudget"].values()))["byCategory"]) if rows else []
-    grid = Table(title=f"{result['dataset']}: recall within {budget:,} tokens by category")
+    grid = Table(
+        title=f"{result['dataset']}: recall within {budget:,} tokens by category,"
+        " evidence / answer ('-': no reference answer)"
+    )
     grid.add_column("category")
     columns = [(r, p) for r in rows for p in r["withinBudget"]]
     for row, packer in columns:
         grid.add_column(f"{' '.join(_names(row)).strip()} {packer}", justify="right")
     for name in names:
         cells = [
-            f"{row['withinBudget'][packer]['byCategory'][name][str(budget)]:.3f}"
+            f"{row['withinBudget'][packer]['byCategory'][name][str(budget)]:.3f} / "
+            + _share(
+                row["withinBudget"][packer]
+                .get("answerByCategory", {})
+                .get(name, {})
+                .get(str(budget))
+            )
             for row, packer in columns
         ]
         grid.add_row(name, *cells)

@@ -99,6 +99,7 @@ def out_of_fold(
                 fused,
                 tuple(pool.read.gathered.standing),
                 question.evidence,
+                question.answer,
             )
             held.setdefault(pool.dataset, []).append(pool)
         if progress:

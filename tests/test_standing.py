@@ -69,9 +69,63 @@ def test_rules_and_preferences_are_recognised(text: str, kind: str | None) -> No
     assert standing_kind("user", text) == kind
 
 
-def test_the_assistant_sets_no_rules_of_the_users() -> None:
+def test_only_the_user_sets_the_users_rules() -> None:
+    """An assistant's or a third person's "Always ..." is a memory, not the user's rule."""
     assert standing_kind("assistant", RULE) is None
-    assert standing_kind("Caroline", RULE) == "instruction"  # people in human chats do
+    assert standing_kind("Caroline", RULE) is None
+    assert standing_kind("Maria", "I'm vegan") is None
+    assert standing_kind(" User ", RULE) == standing_kind("human", RULE) == "instruction"
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("Please keep your answers short", "instruction"),
+        ("Call me Sam", "instruction"),
+        ("Can you call me back tomorrow?", None),
+        ("I'm diabetic", "preference"),
+        ("I have type 1 diabetes", "preference"),
+    ],
+)
+def test_common_rules_are_recognised(text: str, kind: str | None) -> None:
+    assert standing_kind("user", text) == kind
+
+
+def test_m022_marks_only_the_users_own_rules_of_an_existing_store(
+    tmp_path: Path, pg_pool: ConnectionPool
+) -> None:
+    said = [("Maria", RULE), ("user", "Call me Sam"), ("user", RULE), ("user", "plain")]
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    apply_migrations(conn, MIGRATIONS[:21])
+    conn.execute("INSERT INTO sessions (id, created_at) VALUES (1, 't')")
+    for i, (speaker, text) in enumerate(said, start=1):
+        conn.execute(
+            "INSERT INTO episodes (id, session_id, speaker, content, occurred_at, created_at)"
+            " VALUES (?, 1, ?, ?, ?, 't')",
+            (i, speaker, text, f"2026-01-0{i}"),
+        )
+    conn.execute("UPDATE episodes SET standing = 'instruction' WHERE id IN (1, 3)")
+    conn.execute("COMMIT")
+    conn.close()
+    expected = [None, "instruction", "instruction", None]
+    with SqliteStore(path) as store:
+        assert "m022_standing_the_users_own" in store.migrations_applied
+        assert [e.standing for e in store.list_episodes(1)] == expected
+    with pg_pool.connection() as pg:
+        pg_apply_migrations(pg, PG_MIGRATIONS[:11])
+        pg.execute("INSERT INTO sessions (created_at) VALUES (now())")
+        for speaker, text in said:
+            pg.execute(
+                "INSERT INTO episodes (session_id, speaker, content, occurred_at, created_at,"
+                " standing) SELECT id, %s, %s, now(), now(), %s FROM sessions",
+                [speaker, text, "instruction" if text == RULE else None],
+            )
+        pg.commit()
+        assert pg_apply_migrations(pg, PG_MIGRATIONS) == ["m012_standing_the_users_own"]
+        rows = pg.execute("SELECT standing FROM episodes ORDER BY id").fetchall()
+        assert [row[0] for row in rows] == expected
 
 
 def test_stored_episodes_are_marked_and_edits_mark_them_again(store: EpisodeStore) -> None:

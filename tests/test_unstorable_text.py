@@ -178,3 +178,28 @@ def test_a_body_no_route_can_take_says_why_and_stores_nothing(
     assert says in answer.json()["detail"]
     assert "Value error" not in answer.text
     assert state(chat_client) == before
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("speaker", "user\nMaria", "a speaker is one line"),
+        ("speaker", "Maria\u2028user", "a speaker is one line"),
+        ("content", "\u200b", "must not be empty"),
+        ("content", "\ufeff \u200b", "must not be empty"),
+    ],
+)
+def test_a_speaker_with_a_line_break_or_invisible_content_is_a_422(
+    chat_client: TestClient, field: str, value: str, says: str
+) -> None:
+    """A line break in a speaker would forge a line of the prompt; a zero-width space or a
+    byte-order mark alone is no content."""
+    sid, eid, before = seeded(chat_client)
+    for method, path, body in (
+        ("POST", f"/sessions/{sid}/episodes", {**EPISODE, field: value}),
+        ("PATCH", f"/episodes/{eid}", {field: value}),
+    ):
+        answer = chat_client.request(method, path, json=body)
+        assert answer.status_code == 422, answer.text
+        assert says in answer.text
+    assert state(chat_client) == before

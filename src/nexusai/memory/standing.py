@@ -17,8 +17,10 @@ from typing import Any, Literal
 StandingKind = Literal["instruction", "preference"]
 KINDS: tuple[StandingKind, ...] = ("instruction", "preference")
 
-# Speakers whose messages never set the user's rules or state the user's tastes.
-_NOT_THE_USER = frozenset({"assistant", "ai", "bot", "system", "tool", "function"})
+# The speakers that are the user: only the user's own rules are the user's. An assistant's
+# "Always double-check" or a third person's "Always bring snacks" ("Maria", in a chat
+# between people) is a memory like any other.
+THE_USER = frozenset({"user", "human"})
 
 _SENTENCE_START = r"(?:^|(?<=[.!?\n])\s*)"
 # An imperative rule: a sentence opening with "always"/"never" and a verb the assistant
@@ -45,12 +47,17 @@ _INSTRUCTION = re.compile(
     r"|\bfrom now on,?\s+(?:please\s+)?(?:you\s+|always\s+|never\s+|don't\s+)?"
     rf"(?:{_RULE_VERBS})\b"
     r"|\bI(?:'d| would) (?:rather|prefer) (?:that )?you\b"
-    r"|\bwhen(?:ever)? I ask (?:you )?(?:about|for)\b",
+    r"|\bwhen(?:ever)? I ask (?:you )?(?:about|for)\b"
+    # "Call me Sam", "Please keep your answers short": how to address and answer the user.
+    r"|\b(?:call|address) me (?:as )?(?-i:[A-Z])[\w'-]*\b"
+    r"|\bkeep (?:your|the|all) (?:answers|replies|responses|messages)\b",
     re.IGNORECASE | re.MULTILINE,
 )
 _PREFERENCE = re.compile(
     r"\bI(?:'d| would)? (?:really |much |strongly |generally |usually )?prefer\b"
-    r"|\bI(?:'m| am) (?:a )?(?:vegetarian|vegan|pescatarian|allergic|lactose|gluten)"
+    r"|\bI(?:'m| am) (?:a )?(?:vegetarian|vegan|pescatarian|allergic|lactose|gluten|"
+    r"diabetic|celiac|coeliac|kosher|halal)"
+    r"|\bI have (?:type [12] )?(?:diabetes|celiac|coeliac|a \w+ allergy)\b"
     r"|\bI (?:don't|do not|never|can't|cannot) (?:eat|drink)\b"
     # A favourite stated ("my favorite book is", "is my favourite"), not one in passing
     # ("on my favorite blanket").
@@ -62,13 +69,23 @@ _PREFERENCE = re.compile(
 
 def standing_kind(speaker: str, content: str) -> StandingKind | None:
     """Whether the message sets a rule or states a lasting preference, and which."""
-    if speaker.strip().lower() in _NOT_THE_USER:
+    if speaker.strip().lower() not in THE_USER:
         return None
     if _INSTRUCTION.search(content):
         return "instruction"
     if _PREFERENCE.search(content):
         return "preference"
     return None
+
+
+def changed(rows: Iterable[Any]) -> list[tuple[str | None, int]]:
+    """(kind or None, id) for each stored (id, speaker, content, standing) row whose mark
+    the patterns now read otherwise: what a migration writes when they change."""
+    return [
+        (kind, int(row[0]))
+        for row in rows
+        if (kind := standing_kind(str(row[1]), str(row[2]))) != row[3]
+    ]
 
 
 def classified(rows: Iterable[Any]) -> list[tuple[str, int]]:

@@ -12,6 +12,7 @@ import errno
 import json
 import math
 import sqlite3
+import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -505,7 +506,7 @@ class EpisodeStore(ABC):
                 " (NEXUS_MAX_METADATA_BYTES)"
             )
         occurred = to_utc_text(episode.occurred_at) if episode.occurred_at else now_text()
-        speaker = _required_text("speaker", episode.speaker, 200)
+        speaker = _speaker(episode.speaker)
         caption = _optional_text("imageCaption", episode.image_caption, 2000)
         expires = None if episode.expires_at is None else to_utc_text(episode.expires_at)
         return _Row(speaker, content, occurred, metadata, caption, episode.pinned, expires)
@@ -978,11 +979,28 @@ def _texts(episode: NewEpisode) -> list[tuple[str, Any]]:
 
 
 def _required_text(name: str, value: str, max_chars: int | None) -> str:
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str) or _blank(value):
         raise InvalidInput(f"{name} must not be empty or only whitespace")
     if max_chars is not None and len(value) > max_chars:
         raise InvalidInput(f"{name} is {len(value)} characters; the limit is {max_chars}")
     return value
+
+
+def _blank(value: str) -> bool:
+    """Nothing but white space and invisible format characters (a zero-width space, a
+    byte-order mark): nothing a reader or a search sees."""
+    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in value)
+
+
+_LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+
+
+def _speaker(value: str) -> str:
+    """A speaker is one line: a line break in it would forge a line of the prompt."""
+    speaker = _required_text("speaker", value, 200)
+    if any(c in _LINE_BREAKS for c in speaker):
+        raise InvalidInput("speaker: a speaker is one line; remove its line breaks")
+    return speaker
 
 
 def _optional_text(name: str, value: str | None, max_chars: int) -> str | None:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from psycopg import Connection
 
 from nexusai.memory.postgres import fts as pg_fts
-from nexusai.memory.standing import classified
+from nexusai.memory.standing import changed, classified
 
 LOCK = "hashtext('nexus_migrations')"
 
@@ -177,6 +177,13 @@ def m010_standing_widened(conn: Connection[tuple[object, ...]]) -> None:
         cursor.executemany("UPDATE episodes SET standing = %s WHERE id = %s", classified(rows))
 
 
+def m012_standing_the_users_own(conn: Connection[tuple[object, ...]]) -> None:
+    """SQLite's m022: the user's own rules only, and the widened patterns, read again."""
+    rows = conn.execute("SELECT id, speaker, content, standing FROM episodes").fetchall()
+    with conn.cursor() as cursor:
+        cursor.executemany("UPDATE episodes SET standing = %s WHERE id = %s", changed(rows))
+
+
 M006_EXPIRY = """
 ALTER TABLE episodes ADD COLUMN expires_at timestamptz;
 CREATE INDEX episodes_expiry ON episodes (expires_at) WHERE expires_at IS NOT NULL;
@@ -250,6 +257,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("m009_standing_order", M009_STANDING_ORDER),  # SQLite's m018
     ("m010_standing_widened", m010_standing_widened),  # SQLite's m019
     ("m011_extraction_notes", M011_EXTRACTION_NOTES),  # SQLite's m021
+    ("m012_standing_the_users_own", m012_standing_the_users_own),  # SQLite's m022
 ]
 
 

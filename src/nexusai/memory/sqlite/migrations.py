@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 from nexusai import keywords
 from nexusai.memory.sqlite import fts
-from nexusai.memory.standing import classified
+from nexusai.memory.standing import changed, classified
 from nexusai.memory.texts import compose_context_text, compose_search_text
 from nexusai.models import now_text
 
@@ -549,3 +549,12 @@ def m021_extraction_notes(conn: sqlite3.Connection) -> None:
         );
         """,
     )
+
+
+@migration
+def m022_standing_the_users_own(conn: sqlite3.Connection) -> None:
+    """Only the user's own rules are standing (an assistant's or a third person's are
+    memories), and the patterns read "Call me Sam", "Please keep your answers short" and
+    "I'm diabetic": every episode is read again, and those whose mark changes rewritten."""
+    rows = conn.execute("SELECT id, speaker, content, standing FROM episodes").fetchall()
+    conn.executemany("UPDATE episodes SET standing = ? WHERE id = ?", changed(rows))

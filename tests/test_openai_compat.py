@@ -378,7 +378,9 @@ def test_every_chat_face_takes_settings_now_and_the_query_limit(
         chat = {"sessionId": sid, "message": "the garden in February?", **turn}
         assert httpx.post(f"{url}/chat", json=chat, timeout=HTTP_TIMEOUT).status_code == 200
         assert "The garden got tulips" not in system_prompt(state)
-        with pytest.raises(openai.UnprocessableEntityError, match="limit is 40"):
+        with pytest.raises(
+            openai.UnprocessableEntityError, match=r"limit is 40 \(NEXUS_MAX_QUERY_CHARS\)"
+        ):
             ai.chat.completions.create(
                 model="nexusai", messages=[{"role": "user", "content": "x" * 41}]
             )

@@ -41,7 +41,9 @@ _PLUS_AS_SPACE = re.compile(r"[T\d] \d{2}(:?\d{2})?$")
 # looser (any character between date and time, an offset on a date alone, week dates), and
 # read "2026-05-01+02:00" as 02:00 UTC: a forget before it would cover hours more.
 _DATE = r"\d{4}-\d{2}-\d{2}|\d{8}"
-_CLOCK = r"\d{2}(?::\d{2}(?::\d{2}(?:[.,]\d{1,6})?)?)?|\d{4}(?:\d{2}(?:[.,]\d{1,6})?)?"
+# Fractions past microseconds (Go, .NET and Java write 7 to 9 digits) are read to the
+# microsecond, as Python keeps them.
+_CLOCK = r"\d{2}(?::\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?)?|\d{4}(?:\d{2}(?:[.,]\d{1,9})?)?"
 _OFFSET = r"Z|[+-]\d{2}(?::?\d{2})?"
 _ISO_8601 = re.compile(rf"(?:{_DATE})(?:[T ](?:{_CLOCK})(?:{_OFFSET})?)?")
 

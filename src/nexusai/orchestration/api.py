@@ -131,7 +131,10 @@ def check_message(request: Request, message: str, field: str) -> None:
     if not message.strip():
         raise InvalidInput(f"{field} must not be empty or only whitespace")
     if len(message) > limit:
-        raise InvalidInput(f"{field} is {len(message)} characters; the limit is {limit}")
+        raise InvalidInput(
+            f"{field} is {len(message)} characters; the limit is {limit}"
+            " (NEXUS_MAX_QUERY_CHARS): send a shorter message, or raise the limit"
+        )
 
 
 class ContextIn(TurnIn):

@@ -157,7 +157,9 @@ def search_episodes(
     the search: `limit` episodes the filter keeps come back whenever that many match."""
     max_chars = request.app.state.config.max_query_chars
     if len(q) > max_chars:
-        raise InvalidInput(f"q is {len(q)} characters; the limit is {max_chars}")
+        raise InvalidInput(
+            f"q is {len(q)} characters; the limit is {max_chars} (NEXUS_MAX_QUERY_CHARS)"
+        )
     scope = tenancy.scope(parse_id_list("sessionIds", session_ids))
     episodes = memory.search_keyword(q, limit, scope, budget, rule)
     # The words searched for, as the index got them (to mark them), percent-encoded.

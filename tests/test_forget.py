@@ -365,11 +365,15 @@ def test_a_write_already_expired_says_so_and_is_counted_nowhere(
     stored = client.post(f"/sessions/{sid}/episodes", json=old)
     assert stored.status_code == 201
     assert stored.json()["expiresAt"] == "2020-01-31T00:00:00.000000Z"  # said: gone already
+    [said] = stored.json()["warnings"]
+    assert "was stored past its expiry" in said
     own = {"speaker": "user", "content": "a note", "expiresAt": "2001-01-01"}
     batch = client.post(f"/sessions/{sid}/episodes", json={"episodes": [own]}).json()
     assert batch["episodes"][0]["expiresAt"] == "2001-01-01T00:00:00.000000Z"
+    assert batch["episodes"][0]["warnings"]
     fresh = client.post(f"/sessions/{sid}/episodes", json={"speaker": "user", "content": "now"})
     assert fresh.json()["expiresAt"] > "2026"
+    assert fresh.json()["warnings"] == []
     assert client.get("/health").json()["episodes"] == before + 1
     listed = client.get(f"/sessions/{sid}/episodes")
     assert listed.headers["X-Total-Count"] == "1"

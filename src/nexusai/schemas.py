@@ -14,7 +14,15 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, m
 from pydantic.alias_generators import to_camel
 
 from nexusai.errors import InvalidInput
-from nexusai.models import Entity, Episode, EpisodeFilter, parse_time, time_window, unstorable
+from nexusai.models import (
+    Entity,
+    Episode,
+    EpisodeFilter,
+    now_text,
+    parse_time,
+    time_window,
+    unstorable,
+)
 
 # SQLite's integers are 64-bit: an id past this names nothing and is refused as out of
 # range, the same way in a path, a query and a body.
@@ -174,6 +182,22 @@ class StoredEpisodeOut(EpisodeOut):
         " retention, the sooner); null: never. In the past: stored already expired, so no"
         " read returns it and the upkeep deletes it",
     )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the write did beyond storing it: stored already past its expiry"
+        " or its project's retention, it is hidden at once and deleted by the upkeep",
+    )
+
+    @model_validator(mode="after")
+    def _past_its_expiry(self) -> Self:
+        if self.expires_at is not None and self.expires_at <= now_text() and not self.warnings:
+            self.warnings.append(
+                f"episode {self.id} was stored past its expiry ({self.expires_at}: its own"
+                " expiresAt or its project's retention, from occurredAt): no read returns it"
+                " and the upkeep deletes it; give a later occurredAt or expiresAt, or lift"
+                " the project's retention"
+            )
+        return self
 
 
 class EpisodeBatchOut(CamelModel):

@@ -18,6 +18,7 @@ import type {
   ForgetOut,
   MarkedEpisodeOut,
   RecalledOut,
+  StoredEpisodeOut,
   EpisodePatch,
   Health,
   ImportFormat,
@@ -121,14 +122,14 @@ export class NexusClient {
 
   // -- episodes ---------------------------------------------------------------------------
 
-  addEpisode(sessionId: number, episode: EpisodeIn): Promise<EpisodeOut> {
+  addEpisode(sessionId: number, episode: EpisodeIn): Promise<StoredEpisodeOut> {
     return this.send("POST", `/sessions/${sessionId}/episodes`, { body: episode });
   }
 
   /** A batch, all or nothing; stored once however often it is sent with the same
    * `idempotencyKey` (a retry after a timeout sends the one it was given). */
-  async addEpisodes(sessionId: number, episodes: EpisodeIn[], idempotencyKey?: string): Promise<EpisodeOut[]> {
-    const stored = await this.send<{ episodes: EpisodeOut[] }>("POST", `/sessions/${sessionId}/episodes`, {
+  async addEpisodes(sessionId: number, episodes: EpisodeIn[], idempotencyKey?: string): Promise<StoredEpisodeOut[]> {
+    const stored = await this.send<{ episodes: StoredEpisodeOut[] }>("POST", `/sessions/${sessionId}/episodes`, {
       body: { episodes },
       idempotencyKey,
     });

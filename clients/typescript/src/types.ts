@@ -52,6 +52,14 @@ export interface EpisodeOut {
   imageCaption?: string | null;
 }
 
+/** An episode as a write stored it. */
+export interface StoredEpisodeOut extends EpisodeOut {
+  /** From this time no read returns it; null: never. In the past: stored already expired. */
+  expiresAt?: string | null;
+  /** What the write did beyond storing it: stored already past its expiry or its project's retention. */
+  warnings?: string[];
+}
+
 export interface ScoredEpisodeOut extends EpisodeOut {
   /** The search's score: BM25 for a keyword search (higher is better). */
   score?: number | null;

@@ -198,6 +198,15 @@ def test_memories_are_grouped_by_conversation_and_dated_once_a_group() -> None:
     )
     counted = [whole(f) for f in given]  # what it costs is what packing counted
     assert section_tokens(MEMORIES_CAPTION, counted) == count_tokens(block)
+    # The day's later conversation ranked first is still its second, in time.
+    later_first = render(MEMORIES_CAPTION, [given[5], given[0]])
+    assert later_first.split("\n")[1:] == [
+        "8 May 2023, conversation 2",
+        "Melanie: A second chat that day",
+        "8 May 2023",
+        "Caroline: I joined a pottery class",
+    ]
+    assert section_tokens(MEMORIES_CAPTION, [counted[5], counted[0]]) == count_tokens(later_first)
 
 
 def test_no_memory_can_pose_as_another_speaker_or_run_into_the_next() -> None:

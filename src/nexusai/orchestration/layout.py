@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from nexusai.models import Episode
 from nexusai.orchestration.context import Context
@@ -125,13 +125,24 @@ def render(caption: str, memories: Sequence[FusedEpisode], dated: bool = True) -
     groups: dict[GroupKey, list[FusedEpisode]] = {}
     for fused in memories:
         groups.setdefault(group_of(fused.episode), []).append(fused)
+    nth = _nth_in_time(groups)
     lines = [caption]
-    days: Counter[str] = Counter()
-    for (_, day), members in groups.items():
-        days[day] += 1
-        lines.append(header(members[0].episode, days[day]))
+    for key, members in groups.items():
+        lines.append(header(members[0].episode, nth[key]))
         lines.extend(line(fused) for fused in sorted(members, key=_said_at))
     return "\n".join(lines)
+
+
+def _nth_in_time(groups: Mapping[GroupKey, Sequence[FusedEpisode]]) -> dict[GroupKey, int]:
+    """Each group's place among its day's groups by when it was said, not by rank: "8 May
+    2023, conversation 2" is that day's second conversation given. (As many groups of a day
+    say a number either way, so the cost is the same.)"""
+    by_day: dict[str, list[tuple[tuple[str, int], GroupKey]]] = {}
+    for key, members in groups.items():
+        by_day.setdefault(key[1], []).append((min(map(_said_at, members)), key))
+    return {
+        key: nth for keyed in by_day.values() for nth, (_, key) in enumerate(sorted(keyed), start=1)
+    }
 
 
 def _said_at(fused: FusedEpisode) -> tuple[str, int]:

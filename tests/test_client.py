@@ -252,3 +252,21 @@ def test_an_empty_filter_on_forget_is_refused_and_forgets_nothing(served: str) -
         with pytest.raises(InvalidInputError, match="speakers"):
             nexus.forget([session.id], filter={"speakers": ["bob"]})
         assert len(nexus.list_episodes(session.id)) == 1
+
+
+def test_times_are_taken_as_python_writes_them(served: str) -> None:
+    """`now` as text or a datetime, a filter's `date`, and a datetime in an episode."""
+    from datetime import date
+
+    with Client(served, api_key="k-9") as nexus:
+        session = nexus.create_session(title="times")
+        said = {"speaker": "user", "content": "Tulips planted", "occurredAt": datetime(2026, 3, 5)}
+        [stored] = nexus.add_episodes(session.id, [said])
+        assert stored.occurred_at.startswith("2026-03-05T00:00:00")
+        turn = nexus.context(session.id, "tulips?", now="2026-04-01T10:00:00+02:00")
+        assert turn.session_id == session.id
+        nexus.context(session.id, "tulips?", now=datetime(2026, 4, 1, tzinfo=UTC))
+        with pytest.raises(InvalidInputError, match="now:"):
+            nexus.context(session.id, "tulips?", now="next tuesday")
+        march = nexus.forget([session.id], filter={"after": date(2026, 3, 1)}, dry_run=True)
+        assert march.episodes == 1

@@ -28,8 +28,10 @@ from typing import IO, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
 
 from nexusai.http import refusal
+from nexusai.models import parse_time
 from nexusai.schemas import (
     ChatOut,
     ContextOut,
@@ -137,8 +139,10 @@ class Call(Generic[T]):
     def request(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         params = {k: v for k, v in self.params.items() if v is not None}
         headers = {"Idempotency-Key": self.key} if self.key else None
+        # A datetime or date in a body (an episode's occurredAt) is sent as ISO 8601 text.
+        body = None if self.json is None else to_jsonable_python(self.json)
         return client.build_request(
-            self.method, self.path, json=self.json, params=params, headers=headers
+            self.method, self.path, json=body, params=params, headers=headers
         )
 
 
@@ -378,7 +382,7 @@ class Endpoints:
         settings: Mapping[str, float | str] | None = None,
         budget: int | None = None,
         filter: FilterIn | Mapping[str, Any] | None = None,
-        now: datetime | None = None,
+        now: datetime | str | None = None,
     ) -> Call[ContextOut]:
         """`legs`: both legs' full lists too; `settings`: for this turn only, not saved;
         `budget`: the memories' tokens at most (`contextBudget` for this turn); `filter`
@@ -430,7 +434,7 @@ class Endpoints:
         settings: Mapping[str, float | str] | None = None,
         budget: int | None = None,
         filter: FilterIn | Mapping[str, Any] | None = None,
-        now: datetime | None = None,
+        now: datetime | str | None = None,
     ) -> Call[ChatOut]:
         """One turn. The same message sent again while its turn runs, or after it when the
         answer was lost to a time-out, is answered once; said again after its answer, it is
@@ -548,13 +552,17 @@ def turn_body(
     settings: Mapping[str, float | str] | None = None,
     budget: int | None = None,
     filter: FilterIn | Mapping[str, Any] | None = None,
-    now: datetime | None = None,
+    now: datetime | str | None = None,
 ) -> dict[str, Any]:
     """What `/context` and `/chat` both take: the session, the message, this turn's own
-    settings (`budget` is its contextBudget), its filter and its time."""
+    settings (`budget` is its contextBudget), its filter and its time (a datetime, or ISO
+    8601 text, checked here)."""
     body: dict[str, Any] = {"sessionId": session_id, "message": message}
     if now is not None:
-        body["now"] = now.isoformat()
+        try:
+            body["now"] = parse_time(now).isoformat()
+        except ValueError as exc:
+            raise InvalidInputError(422, f"now: {exc}") from None
     if filter is not None:
         body["filter"] = _filter_body(filter)
     chosen = {**(settings or {}), **({} if budget is None else {"contextBudget": budget})}

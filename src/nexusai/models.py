@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from nexusai.errors import InvalidInput
@@ -56,6 +56,8 @@ def parse_time(value: object) -> datetime:
     nor a bare year as one, and week or ordinal dates (2026-W18, 2026-121) are not read."""
     if isinstance(value, datetime):
         return _in_range(value)
+    if isinstance(value, date):  # a calendar date alone: its midnight, as its text reads
+        return datetime(value.year, value.month, value.day)
     if not isinstance(value, str):
         kind = "true or false" if isinstance(value, bool) else type(value).__name__
         raise ValueError(

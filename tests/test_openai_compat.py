@@ -238,6 +238,11 @@ def test_sampling_fields_go_to_the_llm_and_usage_comes_back(served: Served) -> N
         ({"n": 2}, "n"),
         ({"logprobs": True}, "logprobs"),
         ({"extra_body": None, "frequency_penaltyy": 1}, "frequency_penaltyy"),
+        ({"temperature": "hot"}, "temperature"),  # checked here, never the LLM's error
+        ({"temperature": 3}, "temperature"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"stop": 5}, "stop"),
+        ({"response_format": "json"}, "response_format"),
     ],
 )
 def test_what_cannot_work_is_a_400_naming_the_field(

@@ -229,7 +229,52 @@ def _validated(body: dict[str, Any]) -> ChatCompletionIn:
         raise Unsupported("n: only one choice (n = 1) is supported", "n")
     for at, message in enumerate(asked.messages):
         _check_plain(at, message)
+    for name, value in asked.options().items():
+        _check_sampling(name, value)
     return asked
+
+
+# OpenAI's ranges for the sampling fields that are numbers: checked here, so that a bad one
+# is this request's 400 naming it, not the LLM's error after the turn was read.
+NUMBERS = {
+    "temperature": (0.0, 2.0),
+    "top_p": (0.0, 1.0),
+    "presence_penalty": (-2.0, 2.0),
+    "frequency_penalty": (-2.0, 2.0),
+}
+WHOLE = {"max_tokens": 1, "max_completion_tokens": 1, "seed": None}
+OBJECTS = ("logit_bias", "response_format", "stream_options")
+
+
+def _check_sampling(name: str, value: Any) -> None:
+    if value is None:
+        return
+    if name in NUMBERS:
+        low, high = NUMBERS[name]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not low <= value <= high
+        ):
+            raise Unsupported(
+                f"{name}: give a number from {low:g} to {high:g}, not {value!r}", name
+            )
+    elif name in WHOLE:
+        least = WHOLE[name]
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if not whole or (least is not None and value < least):
+            at_least = f" of at least {least}" if least is not None else ""
+            raise Unsupported(f"{name}: give a whole number{at_least}, not {value!r}", name)
+    elif name in OBJECTS and not isinstance(value, dict):
+        raise Unsupported(f"{name}: give an object, not {value!r}", name)
+    elif name == "stop" and not _stop_words(value):
+        raise Unsupported(f"stop: give a string or a list of up to 4 strings, not {value!r}", name)
+
+
+def _stop_words(value: Any) -> bool:
+    if isinstance(value, str):
+        return True
+    return isinstance(value, list) and len(value) <= 4 and all(isinstance(v, str) for v in value)
 
 
 # A history's tool traffic: an upstream needs it whole (a tool result after its call), and

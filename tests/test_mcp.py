@@ -162,6 +162,12 @@ async def a_refused_remember_makes_nothing(session: ClientSession) -> None:
     assert again == first
     made = payload(await session.call_tool("sessions", {"project": "p-once"}))
     assert [s["title"] for s in made] == ["sat"]
+    # Said again after something else: a new memory, the same day or not (as on /chat).
+    other = {**said, "messages": [{"content": "It has a blue cover"}]}
+    await session.call_tool("remember", other)
+    third = payload(await session.call_tool("remember", said))
+    assert third["episodeIds"] != first["episodeIds"]
+    assert payload(await session.call_tool("remember", said)) == third  # its retry
 
 
 async def a_pinned_episode_comes_with_every_turn(session: ClientSession) -> None:

@@ -168,8 +168,9 @@ class Tools:
     ) -> CallToolResult:
         body = [m.model_dump(exclude_none=True) for m in messages]
         # A client that calls again after a lost answer sends the same arguments: stored
-        # once. The same words remembered again within a day are the same memory.
-        key = digest("remember", session_id, session, project, body)
+        # once. The same words said again after something else was stored are said again.
+        before = await self._before_batch(ctx, session_id, session, project, body)
+        key = digest("remember", session_id, session, project, body, before)
         if session_id is not None:
             call = Endpoints.add_episodes(session_id, body, idempotency_key=key)
         elif session:  # the session is made in the episodes' transaction, or not at all
@@ -184,6 +185,30 @@ class Tools:
         if any(e.expires_at for e in stored):
             answer["expiresAt"] = [e.expires_at for e in stored]
         return compact(answer)
+
+    async def _before_batch(
+        self,
+        ctx: Context,
+        session_id: int | None,
+        session: str | None,
+        project: str | None,
+        body: list[dict[str, Any]],
+    ) -> int | None:
+        """The id of the session's last episode before this batch: before the session's
+        tail when that tail is this very batch (a retry after a lost answer: the same key,
+        answered as the first), else its last episode (said again after something else: a
+        new key, stored again), as `/chat` and `/v1` tell a retry from a repeat."""
+        try:
+            sid = await self._find(ctx, session_id, session, project)
+        except ToolError:
+            return None  # no such session yet: the first write makes it
+        tail = await self._send(ctx, Endpoints.recent(sid, len(body) + 1))
+        said = [(m.get("speaker", "user"), m["content"]) for m in body]
+        ends_with_it = [(e.speaker, e.content) for e in tail[-len(body) :]] == said
+        if ends_with_it:
+            earlier = tail[: -len(body)]
+            return earlier[-1].id if earlier else None
+        return tail[-1].id if tail else None
 
     async def recall(
         self,
@@ -399,9 +424,9 @@ def _forgotten(ids: list[int], dry_run: bool, count: int | None = None) -> dict[
 
 DESCRIPTIONS = {
     "remember": "Store one or more messages in a conversation (made by name when new). A call"
-    " with the same messages for the same conversation within a day is taken as a retry of"
-    " the first and answers its ids without storing them again: to store a repeated message"
-    ' ("ok" said twice), send it with the messages around it, or with its own occurredAt.',
+    " with the same messages right after the first (nothing else stored in that"
+    " conversation since) is taken as a retry of it and answers its ids without storing them"
+    ' again: to store a message said twice in a row ("ok", "ok"), send both in one call.',
     "recall": "Memories relevant to a query from the conversation's project, best first: each"
     " with its text, date, fused score and its rank by meaning (semanticRank) and by keyword"
     " (keywordRank). Searches everything stored, the latest messages included. After the"

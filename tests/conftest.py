@@ -3,6 +3,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -24,6 +26,26 @@ from nexusai.memory.postgres.store import PgStore
 from nexusai.memory.service import Memory
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.memory.store import EpisodeStore
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Each run's temporary files (its PostgreSQL's data directory among them) in a
+    directory of its own: pytest's shared root keeps only the last few runs' folders, so
+    another run on the machine deleted this one's database under it. The workers of
+    pytest-xdist take theirs inside it. Removed at the end of the run."""
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        config.option.basetemp = tempfile.mkdtemp(prefix="nexusai-tests-")
+        config.stash[_OWN_BASETEMP] = config.option.basetemp
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    own = config.stash.get(_OWN_BASETEMP, None)
+    if own is not None:
+        shutil.rmtree(own, ignore_errors=True)
+
+
+_OWN_BASETEMP = pytest.StashKey[str]()
 
 
 @pytest.fixture(autouse=True)
@@ -163,7 +185,20 @@ def running(server: Any) -> str:
         except Exception as exc:  # whatever it is, the run cannot use PostgreSQL yet
             failed = exc
             time.sleep(1 + attempt)
-    pytest.fail(f"the test PostgreSQL died ({died}) and did not start again: {failed}")
+    pytest.fail(
+        f"the test PostgreSQL died ({died}) and did not start again: {failed}; its log"
+        f" says: {_log_tail(server)}"
+    )
+
+
+def _log_tail(server: Any, lines: int = 15) -> str:
+    """The end of the server's own log: why a start failed (a data directory gone, a
+    port or shared memory still held, a folder it may not enter)."""
+    log = Path(server.log)
+    if log.is_file():
+        return " | ".join(log.read_text(errors="replace").splitlines()[-lines:])
+    exists = "exists" if Path(server.pgdata).is_dir() else "is gone"
+    return f"no log at {log}; its data directory {server.pgdata} {exists}"
 
 
 @pytest.fixture

@@ -225,7 +225,7 @@ def test_an_older_postgresql_gets_its_labels_and_own_expiry(pg_url: str) -> None
             )
         conn.commit()
     with PgStore(pg_url) as store:
-        assert store.migrations_applied == [
+        assert store.migrations_applied[:4] == [
             "m007_retention",
             "m008_labels",
             "m009_standing_order",

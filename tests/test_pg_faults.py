@@ -4,6 +4,7 @@ so, and nothing stored is lost."""
 
 from __future__ import annotations
 
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -120,3 +121,25 @@ def test_a_test_postgresql_that_died_is_started_again_for_the_next_test(
     assert again == before  # what the session's tests hold still reaches it
     with psycopg.connect(again, autocommit=True, connect_timeout=5) as admin:
         assert admin.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_the_runs_temporary_files_are_its_own(tmp_path: Path) -> None:
+    """pytest's shared root keeps only the last few runs' folders (and tightens it to
+    0700): another run on the machine deleted this run's database under it. Each run
+    keeps its files in a folder of its own."""
+    assert "pytest-of-" not in str(tmp_path)
+    assert Path(tempfile.gettempdir()) in tmp_path.parents
+
+
+def test_a_failed_start_says_why_from_the_servers_log(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from tests.conftest import _log_tail
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "log").write_text('FATAL:  could not create lock file "/run/x": Permission denied\n')
+    said = _log_tail(SimpleNamespace(pgdata=data, log=data / "log"))
+    assert "Permission denied" in said
+    gone = _log_tail(SimpleNamespace(pgdata=tmp_path / "gone", log=tmp_path / "gone" / "log"))
+    assert "is gone" in gone

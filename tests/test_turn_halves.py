@@ -91,7 +91,7 @@ def test_a_source_without_a_weight_is_not_fused() -> None:
 
 
 def test_assemble_carries_standing_ones_by_the_floor_only_with_a_vector() -> None:
-    near, far = ep(7, "Always cite versions", standing="instruction"), ep(8, standing="x")
+    near, far = ep(7, "I prefer cited versions", standing="preference"), ep(8, standing="x")
     ranked = [FusedEpisode(near, 0.6, None, None), FusedEpisode(far, 0.1, None, None)]
     settings = replace(DEFAULTS, standing_limit=1)
     turn = plan(settings, ASKED, RRF())

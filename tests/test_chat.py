@@ -157,3 +157,30 @@ def test_context_explain_carries_ranks_and_score(client: TestClient) -> None:
     assert top["score"] == pytest.approx(2 / 61)
     reply = explained["memories"][1]  # found by keyword through the turn it answers
     assert (reply["content"], reply["keywordRank"]) == ("Lovely name!", 2)
+
+
+def test_a_chat_turn_never_sends_more_memory_than_half_the_llms_window(
+    config: Config, embedder: SwitchableEmbedder, stub: tuple[str, StubState]
+) -> None:
+    """With the default settings a long memory went to the LLM whole (one turn sent a 420 KB
+    system prompt). `/context` stays the spec's; a chat turn packs into half the window."""
+    from dataclasses import replace
+
+    from nexusai.tokens import count_tokens
+
+    small = replace(config, llm_context_tokens=1000)
+    llm = OpenAIChat(stub[0], "llama3", timeout=5.0)
+    with TestClient(create_app(small, embedder, llm)) as client:
+        project = client.post("/projects", json={"name": "p"}).json()["id"]
+        sid = int(client.post("/sessions", json={"projectId": project}).json()["id"])
+        long = "My dog Biscuit loves the beach. " + "We walked along the shore and talked. " * 400
+        client.post(f"/sessions/{sid}/episodes", json={"speaker": "user", "content": long})
+        later = int(client.post("/sessions", json={"projectId": project}).json()["id"])
+        spec = client.post("/context", json={"sessionId": later, "message": "my dog?"}).json()
+        assert spec["memories"][0]["content"] == long  # the spec's turn: whole
+        answer = client.post("/chat", json={"sessionId": later, "message": "my dog?"}).json()
+        [said] = [w for w in answer["context"]["warnings"] if "NEXUS_LLM_CONTEXT_TOKENS" in w]
+        assert "packed into 500 tokens" in said
+        system = stub[1].requests[-1]["body"]["messages"][0]["content"]
+        assert count_tokens(system) <= 600  # the memories' 500, and the system's own words
+        assert "Biscuit" in system

@@ -247,7 +247,12 @@ async def _with_memory(
     if settings is not None:
         assert ranker is not None
         app.state.orchestration = Orchestration(
-            memory, memory.embedder, settings, llm or create_llm(config), ranker
+            memory,
+            memory.embedder,
+            settings,
+            llm or create_llm(config),
+            ranker,
+            config.llm_context_tokens,
         )
     memory.start()
     warmup = app.state.warmup = Warmup(config.warm_seconds)
@@ -280,7 +285,12 @@ async def _orchestration_only(
     # Orchestration keeps only its settings (and the LLM): a small SQLite file of its own.
     settings = SettingsStore(config.data_dir / ORCHESTRATION_FILE)
     app.state.orchestration = Orchestration(
-        client, embedder or create_embedder(config), settings, llm or create_llm(config), ranker
+        client,
+        embedder or create_embedder(config),
+        settings,
+        llm or create_llm(config),
+        ranker,
+        config.llm_context_tokens,
     )
     try:
         yield

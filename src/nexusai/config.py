@@ -103,6 +103,12 @@ class Config:
     llm_model: str | None = setting(None, "the chat LLM's model")
     llm_api_key: str | None = setting(None, "the chat LLM's key", secret=True)
     llm_timeout: float = setting(60.0, "seconds to wait for the chat LLM")
+    llm_context_tokens: int = setting(
+        8192,
+        "the chat LLM's context window, in tokens: a chat turn (`/chat`, `/v1`) gives its"
+        " memories half of it at most; past that they are packed into that many tokens"
+        " (long ones as their passage) and the turn says so. `POST /context` is not capped",
+    )
     api_key: str | None = setting(
         None,
         "the admin key (or several, comma-separated): required on every endpoint but"
@@ -166,6 +172,7 @@ class Config:
         _check_range("NEXUS_MAX_BODY_BYTES", self.max_body_bytes, 1024, 1024 * 1024 * 1024)
         _check_range("NEXUS_MAX_BATCH_SIZE", self.max_batch_size, 1, 100_000)
         _check_range("NEXUS_MAX_QUERY_CHARS", self.max_query_chars, 1, 1_000_000)
+        _check_range("NEXUS_LLM_CONTEXT_TOKENS", self.llm_context_tokens, 512, 10_000_000)
         if self.vector_memory not in VECTOR_LAYOUTS:
             raise ConfigError(
                 f"NEXUS_VECTOR_MEMORY must be {' or '.join(VECTOR_LAYOUTS)},"
@@ -231,6 +238,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "max_body_bytes": _number(int, "NEXUS_MAX_BODY_BYTES"),
     "max_query_chars": _number(int, "NEXUS_MAX_QUERY_CHARS"),
     "llm_timeout": _number(float, "NEXUS_LLM_TIMEOUT"),
+    "llm_context_tokens": _number(int, "NEXUS_LLM_CONTEXT_TOKENS"),
     "embedder_timeout": _number(float, "NEXUS_EMBEDDER_TIMEOUT"),
     "memory_timeout": _number(float, "NEXUS_MEMORY_TIMEOUT"),
     "warm_seconds": _number(float, "NEXUS_WARM_SECONDS"),

@@ -313,13 +313,13 @@ def post_chat(request: Request, response: Response, body: ChatIn) -> Any:
     orchestration = orchestration_of(request)
     scope = body.checked(request)
     if body.stream:
-        context = orchestration.context(body.turn(scope), body.settings)
+        context = orchestration.chat_context(body.turn(scope), body.settings)
         llm = require_llm(orchestration.llm)  # after the input's own 4xx, before any write
         events = chat_events(orchestration.memory, llm, context)
         return StreamingResponse(_sse(context, events), media_type="text/event-stream")
 
     def turn() -> ChatOut:
-        context = orchestration.context(body.turn(scope), body.settings)
+        context = orchestration.chat_context(body.turn(scope), body.settings)
         result = chat_turn(orchestration.memory, require_llm(orchestration.llm), context)
         return ChatOut(
             reply=result.reply,

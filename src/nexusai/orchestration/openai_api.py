@@ -200,7 +200,7 @@ def _turn(
     rule = None if asked.filter is None else asked.filter.to_filter()
     turn = TurnRequest(session_id, message, rule=rule, now=asked.now, scope=scope)
     retried = _unanswered(orchestration, session_id, message)
-    context = orchestration.context(turn, _carried_recent(asked, retried))
+    context = orchestration.chat_context(turn, _carried_recent(asked, retried))
     messages = _with_memories(context, asked.messages)
     model = None if asked.model == OUR_MODEL else asked.model
     # A retry of a turn whose answer failed finds its message stored, and reuses it.

@@ -203,3 +203,22 @@ def test_a_speaker_with_a_line_break_or_invisible_content_is_a_422(
         assert answer.status_code == 422, answer.text
         assert says in answer.text
     assert state(chat_client) == before
+
+
+def test_an_empty_metadata_key_is_a_422(chat_client: TestClient) -> None:
+    """A key no filter can name ("metadata." names none) is refused, not stored."""
+    sid, eid, before = seeded(chat_client)
+    for method, path, body in (
+        ("POST", f"/sessions/{sid}/episodes", {**EPISODE, "metadata": {"": "x"}}),
+        ("PATCH", f"/episodes/{eid}", {"metadata": {" ": 1}}),
+    ):
+        answer = chat_client.request(method, path, json=body)
+        assert answer.status_code == 422, answer.text
+        assert "an empty key" in answer.text
+    assert state(chat_client) == before
+    empty_key = chat_client.post(
+        f"/sessions/{sid}/episodes", json=EPISODE, headers={"Idempotency-Key": ""}
+    )
+    assert empty_key.status_code == 422
+    assert "Idempotency-Key" in empty_key.text
+    assert state(chat_client) == before

@@ -499,6 +499,11 @@ class EpisodeStore(ABC):
                 " (NEXUS_MAX_CONTENT_BYTES)"
             )
         metadata = dict(episode.metadata or {})
+        if any(not str(key).strip() for key in metadata):
+            raise InvalidInput(
+                'metadata: a key is a name, as {"topic": "travel"}; an empty key could never'
+                " be filtered on"
+            )
         held = len(_metadata_json(metadata).encode("utf-8"))
         if held > self.max_metadata_bytes:
             raise TooLarge(

@@ -294,3 +294,25 @@ def test_a_search_says_whether_a_match_is_in_the_message_or_the_turn_before(
     found = client.get("/episodes/search", params=asked).json()
     where = {e["id"]: e["matchedIn"] for e in found}
     assert where == {said["id"]: "message", after["id"]: "turnBefore"}
+
+
+def test_a_title_two_sessions_share_is_refused_by_name_not_picked_in_silence(
+    client: TestClient,
+) -> None:
+    project = client.post("/projects", json={"name": "twice"}).json()["id"]
+    first = client.post("/sessions", json={"projectId": project, "title": "notes"}).json()["id"]
+    second = client.post("/sessions", json={"projectId": project, "title": "notes"}).json()["id"]
+    for path, body in (
+        ("/sessions/resolve", {"project": "twice", "title": "notes"}),
+        (
+            "/sessions/resolve/episodes",
+            {"project": "twice", "title": "notes", "episodes": [{"speaker": "u", "content": "x"}]},
+        ),
+    ):
+        answer = client.post(path, json=body)
+        assert answer.status_code == 409, answer.text
+        assert f"{first}, {second}" in answer.json()["detail"]
+    assert client.get(f"/sessions/{first}/episodes").json() == []
+    assert client.get(f"/sessions/{second}/episodes").json() == []
+    alone = client.post("/sessions/resolve", json={"project": "twice", "title": "other"})
+    assert alone.status_code == 200

@@ -345,8 +345,19 @@ class EpisodeStore(ABC):
             where = "project_id = ?" if project_id is not None else "project_id IS NULL"
             params = [title] + ([project_id] if project_id is not None else [])
             rows = self._rows(
-                f"SELECT id FROM sessions WHERE title = ? AND {where} ORDER BY id LIMIT 1", params
+                f"SELECT id FROM sessions WHERE title = ? AND {where} ORDER BY id LIMIT 2", params
             )
+            if len(rows) > 1:  # never the lowest id in silence: which one is the caller's
+                named = ", ".join(
+                    str(row[0])
+                    for row in self._rows(
+                        f"SELECT id FROM sessions WHERE title = ? AND {where} ORDER BY id", params
+                    )
+                )
+                raise Conflict(
+                    f"several sessions are named {title!r} here: {named}; give the session's id"
+                    " (sessionId), or rename all but one"
+                )
             return self.get_session(rows[0][0]) if rows else self.create_session(project_id, title)
 
     def scope_session_ids(self, session_id: int) -> list[int]:

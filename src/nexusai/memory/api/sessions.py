@@ -55,7 +55,7 @@ def create_session(
     return SessionOut.model_validate(session)
 
 
-@router.post("/sessions/resolve", tags=["sessions"], responses=errors(415, 422))
+@router.post("/sessions/resolve", tags=["sessions"], responses=errors(409, 415, 422))
 def resolve_session(
     memory: MemoryHandle, tenancy: TenancyHandle, body: SessionResolveIn
 ) -> SessionOut:

@@ -409,6 +409,13 @@ def test_projects_sessions_and_add_from_the_cli_with_a_key(
         assert json.loads(added.output)["content"] == "My dog is Biscuit"
         listed = runner.invoke(cli, ["sessions", "list", "--project", str(project), *base])
         assert listed.output.startswith(f"{sid}\thome\t")  # the project's name, not its id
+        by_name = runner.invoke(cli, ["sessions", "list", "--project", "home", *base])
+        assert by_name.output == listed.output
+        port = url.rsplit(":", 1)[1]  # no --url: NEXUS_PORT says where, as for `nexus serve`
+        env = {"NEXUS_PORT": port, "NEXUS_API_KEY": "k-1", "NEXUS_URL": ""}
+        assert runner.invoke(cli, ["sessions", "list", "--project", "home"], env=env).output == (
+            listed.output
+        )
         piped = runner.invoke(
             cli, ["add", "--session", sid, "-", "--json", *base], input="from a pipe\n"
         )

@@ -585,8 +585,17 @@ def chat_event(event: str, data: dict[str, Any]) -> ChatEvent:
     return ChatEvent(event, data)
 
 
+def default_url() -> str:
+    """Where a service on this machine listens when NEXUS_URL is not set: loopback, on
+    NEXUS_PORT when that is a port (as `nexus serve` reads it), else 4000."""
+    port = os.environ.get("NEXUS_PORT", "").strip()
+    if port.isdigit() and 1 <= int(port) <= 65535:
+        return f"http://127.0.0.1:{int(port)}"
+    return DEFAULT_URL
+
+
 def _settings(base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str]]:
-    url = (base_url or os.environ.get("NEXUS_URL") or DEFAULT_URL).rstrip("/")
+    url = (base_url or os.environ.get("NEXUS_URL") or default_url()).rstrip("/")
     key = api_key or os.environ.get("NEXUS_API_KEY", "").split(",")[0].strip()
     return url, ({"Authorization": f"Bearer {key}"} if key else {})
 

@@ -21,6 +21,7 @@ from nexusai.client import (
     Endpoints,
     NexusAPIError,
     UnavailableError,
+    default_url,
 )
 from nexusai.http import refusal
 from nexusai.models import parse_time
@@ -44,8 +45,8 @@ def service_options(fn: F) -> F:
     return click.option(
         "--url",
         envvar="NEXUS_URL",
-        default="http://127.0.0.1:4000",
-        show_default=True,
+        default=default_url,
+        show_default="http://127.0.0.1:4000, or the port NEXUS_PORT names",
         show_envvar=True,
         help="Where the nexusai service listens",
     )(fn)
@@ -439,12 +440,13 @@ def sessions() -> None:
 
 
 @sessions.command("list")
-@click.option("--project", "project_id", type=int, default=None, help="Only this project's")
+@click.option("--project", default=None, help="Only this project's (its name or id)")
 @JSON
 @service_options
-def sessions_list(project_id: int | None, as_json: bool, url: str, api_key: str | None) -> None:
+def sessions_list(project: str | None, as_json: bool, url: str, api_key: str | None) -> None:
     """Every session (or a project's): id, project, title."""
     with Service(url, api_key) as service:
+        project_id = None if project is None else project_id_of(service, project)
         found = _json(service(Endpoints.list_sessions(project_id, limit=1000)))
         names = {p["id"]: p["name"] for p in _json(service(Endpoints.list_projects(limit=1000)))}
     if as_json:

@@ -434,3 +434,22 @@ def test_a_question_about_order_ranks_deepest_and_gives_short_passages() -> None
     cut = [f.tokens for f in short if f.excerpt is not None]  # room left grows some back
     assert cut
     assert max(cut) < min(f.tokens for f in usual[:-1])
+
+
+def test_the_users_rules_come_newest_first_each_under_its_date() -> None:
+    """Of two that contradict each other, the model reads which was said last."""
+    from nexusai.orchestration.layout import STANDING_CAPTION, block_tokens, standing_section
+
+    older = Episode(1, 1, "user", "I'm vegetarian", "2026-01-05T10:00:00Z", "", {})
+    newer = Episode(2, 2, "user", "I prefer fish for dinner now", "2026-05-01T10:00:00Z", "", {})
+    nearest_first = [FusedEpisode(e, 0.5, None, None) for e in (older, newer)]
+    section = standing_section(nearest_first)
+    assert section.split("\n") == [
+        STANDING_CAPTION,
+        "1 May 2026",
+        "user: I prefer fish for dinner now",
+        "5 January 2026",
+        "user: I'm vegetarian",
+    ]
+    priced = [whole(f) for f in nearest_first]
+    assert block_tokens(priced, []) == count_tokens(section)  # what packing counts

@@ -16,9 +16,9 @@ from nexusai.evaluation.answers import answer_recall
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.layout import (
     MEMORIES_CAPTION,
-    STANDING_CAPTION,
     block_tokens,
     render,
+    standing_section,
 )
 from nexusai.orchestration.packing import (
     PACK_DEPTH,
@@ -152,8 +152,7 @@ class Packed:
 
 def prompt_of(standing: Sequence[FusedEpisode], memories: Sequence[FusedEpisode]) -> str:
     """The memory sections of the prompt, as a turn gives them to the model."""
-    kept = render(STANDING_CAPTION, standing, dated=False)
-    return f"{kept}\n\n{render(MEMORIES_CAPTION, memories)}"
+    return f"{standing_section(standing)}\n\n{render(MEMORIES_CAPTION, memories)}"
 
 
 def within_budget(

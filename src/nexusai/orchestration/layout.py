@@ -192,7 +192,7 @@ def section_tokens(caption: str, memories: Sequence[FusedEpisode], dated: bool =
 def block_tokens(standing: Sequence[FusedEpisode], memories: Sequence[FusedEpisode]) -> int:
     """What the standing section, the memories' section and the break between them cost:
     what `contextBudget` holds."""
-    kept = section_tokens(STANDING_CAPTION, standing, dated=False)
+    kept = section_tokens(STANDING_CAPTION, standing)
     searched = section_tokens(MEMORIES_CAPTION, memories)
     return kept + searched + (SECTION_BREAK if kept and searched else 0)
 
@@ -203,11 +203,18 @@ def _searched(context: Context) -> list[FusedEpisode]:
     return [m for m in context.memories if m.episode.id not in standing]
 
 
+def standing_section(standing: Sequence[FusedEpisode]) -> str:
+    """The user's rules and preferences, the newest first, each group under its date: of
+    "I'm vegetarian" and a later "I eat fish now", the model reads which came last."""
+    newest = sorted(standing, key=_said_at, reverse=True)
+    return render(STANDING_CAPTION, newest)
+
+
 def memory_block(context: Context) -> str:
     """The standing memories, the memories and the entities of a turn, as the system
     message presents them (`layout`: the memories grouped by conversation, each group dated)."""
     parts = [
-        render(STANDING_CAPTION, context.standing, dated=False),
+        standing_section(context.standing),
         render(MEMORIES_CAPTION, _searched(context)),
     ]
     if context.entities:

@@ -430,7 +430,7 @@ def _standing_within(
 def _section_costs(lines: Sequence[FusedEpisode]) -> list[int]:
     """What the standing section costs with its first 1, 2, ... lines, and the break after
     it (kept whether or not memories follow: a token, so the room never depends on them)."""
-    tally = Tally(STANDING_CAPTION, 0, dated=False)
+    tally = Tally(STANDING_CAPTION, 0)
     costs = []
     for line in lines:
         tally.add(line)

@@ -116,11 +116,11 @@ SETTINGS: tuple[Setting, ...] = (
         20,
         10,
         "How many of the rules and lasting preferences the user stated (recognised when"
-        " stored) a turn carries under `standing`, the nearest the message in meaning first;"
-        " when the scope holds no more than this, all of them come (a profile), else the"
-        " nearest at or above standingFloor. Pinned episodes come always. With a"
-        " contextBudget they come first, within a quarter of it (0: none of the recognised"
-        " ones)",
+        " stored) a turn carries under `standing`; when the scope holds no more than this,"
+        " all of them come (a profile), else the instructions and health and diet ones"
+        " first, then the tastes at or above standingFloor, nearest the message first, and"
+        " a warning counts the rest. Pinned episodes come always. With a contextBudget they"
+        " come first, within a quarter of it (0: none of the recognised ones)",
     ),
     Setting(
         "standingFloor",
@@ -129,8 +129,9 @@ SETTINGS: tuple[Setting, ...] = (
         1,
         0.35,
         "When the scope holds more recognised rules and preferences than standingLimit: how"
-        " near the message in meaning (cosine) one must be for a turn to carry it; pinned"
-        " episodes come always. The default is fitted, by conversation, for the default"
+        " near the message in meaning (cosine) a taste must be for a turn to carry it;"
+        " instructions, health and diet come first whatever their nearness, pinned"
+        " episodes always. The default is fitted, by conversation, for the default"
         " embedder (docs/evaluation.md); 0: no floor",
     ),
     Setting(

@@ -184,3 +184,30 @@ def test_a_chat_turn_never_sends_more_memory_than_half_the_llms_window(
         system = stub[1].requests[-1]["body"]["messages"][0]["content"]
         assert count_tokens(system) <= 600  # the memories' 500, and the system's own words
         assert "Biscuit" in system
+
+
+def test_where_others_speak_every_user_role_message_names_its_speaker() -> None:
+    """A user's line "Maria: I'll pay you back" must not read as Maria's own."""
+    from nexusai.models import Episode
+    from nexusai.orchestration.chat import build_prompt
+    from nexusai.orchestration.context import Context
+
+    said = [
+        ("Maria", "Dinner is on me tonight"),
+        ("user", "Maria: I'll pay you back"),
+        ("assistant", "Noted."),
+    ]
+    recent = [
+        Episode(i, 1, who, text, f"2026-03-01T10:00:0{i}Z", "2026-03-01T10:00:00Z", {})
+        for i, (who, text) in enumerate(said, start=1)
+    ]
+    context = Context(session_id=1, message="Who pays?", recent=recent, memories=[])
+    sent = [(m["role"], m["content"]) for m in build_prompt(context)[1:]]
+    assert sent == [
+        ("user", "Maria: Dinner is on me tonight"),
+        ("user", "user: Maria: I'll pay you back"),
+        ("assistant", "Noted."),
+        ("user", "user: Who pays?"),
+    ]
+    plain = Context(session_id=1, message="Who pays?", recent=recent[1:], memories=[])
+    assert build_prompt(plain)[1]["content"] == "Maria: I'll pay you back"  # two speakers only

@@ -55,18 +55,22 @@ def build_prompt(context: Context) -> list[Message]:
     system = "\n\n".join(part for part in (SYSTEM, memory_block(context)) if part)
     messages: list[Message] = [{"role": "system", "content": system}]
     retried = unanswered_copy(context)  # the message itself, from a failed first try
-    for episode in context.recent:
-        if episode is retried:
-            continue
+    turns = [e for e in context.recent if e is not retried]
+    # Where others speak too, every message in the user's role names its speaker, the
+    # user's own as well: a user's line "Maria: ..." then never reads as Maria's.
+    named = any(e.speaker not in (USER, ASSISTANT) for e in turns)
+    for episode in turns:
         role = ASSISTANT if episode.speaker == ASSISTANT else USER
-        content = episode.content if episode.speaker in (USER, ASSISTANT) else _said(episode)
+        said = role == USER and named
+        content = _said(episode.speaker, episode.content) if said else episode.content
         messages.append({"role": role, "content": content})
-    messages.append({"role": "user", "content": context.message})
+    message = _said(USER, context.message) if named else context.message
+    messages.append({"role": "user", "content": message})
     return messages
 
 
-def _said(episode: Episode) -> str:
-    return f"{episode.speaker}: {episode.content}"
+def _said(speaker: str, content: str) -> str:
+    return f"{speaker}: {content}"
 
 
 @dataclass(frozen=True)

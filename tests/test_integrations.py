@@ -267,6 +267,39 @@ def test_the_turn_an_agent_is_in_is_the_services_whatever_the_wiring(served: str
     asyncio.run(run())
 
 
+def test_tool_traffic_is_kept_for_the_sdk_and_reaches_no_turn(served: str) -> None:
+    """A function call and its output come back from `get_items` in order, and no turn of
+    another session of the project puts their JSON in its prompt."""
+    from nexusai.integrations.openai_agents import NexusSession
+
+    call = {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "c1", "output": "Biscuit sunny 21C"}
+    items = [
+        {"role": "user", "content": "What is the weather for Biscuit's walk?"},
+        call,
+        output,
+        {"role": "assistant", "content": "Sunny, 21 degrees: a good walk for Biscuit."},
+    ]
+
+    async def run() -> None:
+        async with AsyncClient(served) as client:
+            session = NexusSession(session="walks", project="dogs", client=client)
+            await session.add_items(items)
+            assert await session.get_items() == items
+            assert await session.get_items(2) == items[2:]
+            other = (await client.resolve_session(title="later", project="dogs")).id
+            turn = await client.context(
+                other, "Biscuit weather walk", settings={"keywordWeight": 1}
+            )
+            assert "function_call" not in turn.prompt
+            assert "Sunny, 21 degrees" in turn.prompt
+            assert await session.pop_item() == items[-1]
+            await session.clear_session()
+            assert await session.get_items() == []
+
+    asyncio.run(run())
+
+
 def _examples() -> list[str]:
     from pathlib import Path
 

@@ -4,13 +4,16 @@
 Each of the SDK's items is one episode: its text (a message's content, or the item as JSON)
 is what nexusai indexes, its role (or, for tool traffic, its type) the speaker, and the item
 itself is kept in the episode's metadata, so `get_items` gives back exactly what was added.
-`recall` searches the conversation's messages only (`user` and `assistant`), never tool
-calls and their outputs (its own earlier answers among them), and leaves out the turn the
-agent is in: the SDK stores the user's message before the tool runs.
+Tool traffic (function calls, their outputs, reasoning: items without a role) is kept in a
+session of its own in no project, so no turn of any face searches it, and `get_items`
+gives both back in the order they were added. `recall` searches the conversation's
+messages only, and leaves out the turn the agent is in: the SDK stores the user's message
+before the tool runs.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -30,6 +33,7 @@ from nexusai.schemas import EpisodeOut, FilterIn, RecalledOut
 
 MARK = "openaiAgentsItem"  # the metadata key an item is kept under
 PAGE = 1000
+PLUMBING_TITLE = "openai-agents tool traffic of session"
 OPEN_TURN_DEPTH = 100  # recentLimit's most: a run's tool traffic beyond it is not left out
 # The speakers of conversation: message items' roles. Tool traffic is stored under its
 # item type (function_call, function_call_output, reasoning, ...) and never recalled.
@@ -57,6 +61,7 @@ class NexusSession:
         self._owned = client is None  # a client it made is its to close
         self.client = async_client_from(client, base_url, api_key)
         self._id = session_id
+        self._plumbing: int | None = None  # the session its tool traffic is kept in
         self._title, self._project = session, project
         self.session_id = str(session_id) if session_id is not None else f"{project}/{session}"
 
@@ -79,6 +84,14 @@ class NexusSession:
             ).id
         return self._id
 
+    async def plumbing_session_id(self) -> int:
+        """The session the conversation's tool traffic is kept in (found or made on first
+        use): in no project, so its JSON never reaches a turn's prompt."""
+        if self._plumbing is None:
+            title = f"{PLUMBING_TITLE} {await self.nexus_session_id()}"
+            self._plumbing = (await self.client.resolve_session(title=title, project=None)).id
+        return self._plumbing
+
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The conversation's items, oldest first; with `limit`, the latest that many."""
         episodes = await self._episodes()
@@ -87,9 +100,12 @@ class NexusSession:
         return [_item(e) for e in episodes]
 
     async def add_items(self, items: list[Any]) -> None:
-        body = [_episode(item) for item in items]
-        if body:
-            await self.client.add_episodes(await self.nexus_session_id(), body)
+        """Each run of messages into the conversation, each run of tool traffic beside it,
+        in order: the ids keep the order the SDK added them in."""
+        for plumbing, run in itertools.groupby(items, key=_is_plumbing):
+            body = [_episode(item) for item in run]
+            sid = await (self.plumbing_session_id() if plumbing else self.nexus_session_id())
+            await self.client.add_episodes(sid, body)
 
     async def pop_item(self) -> Any | None:
         episodes = await self._episodes()
@@ -119,7 +135,12 @@ class NexusSession:
         return 0
 
     async def _episodes(self) -> list[EpisodeOut]:
-        sid = await self.nexus_session_id()
+        """The conversation's episodes and its tool traffic's, in the order they were added."""
+        said = await self._all(await self.nexus_session_id())
+        plumbing = await self._all(await self.plumbing_session_id())
+        return sorted([*said, *plumbing], key=lambda e: e.id)
+
+    async def _all(self, sid: int) -> list[EpisodeOut]:
         found: list[EpisodeOut] = []
         while page := await self.client.list_episodes(sid, limit=PAGE, offset=len(found)):
             found += page
@@ -189,6 +210,11 @@ def _said_plainly(_: RunContextWrapper[Any], error: Exception) -> str:
 
 
 TAKES = 'it takes a JSON object with one string, {"query": "what to look for"}'
+
+
+def _is_plumbing(item: Any) -> bool:
+    """Tool traffic: an item with no role (a function call, its output, reasoning)."""
+    return not (isinstance(item, dict) and item.get("role"))
 
 
 def _episode(item: Any) -> dict[str, Any]:

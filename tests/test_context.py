@@ -184,8 +184,8 @@ def test_server_timing_says_where_the_turn_went(client: TestClient) -> None:
         "total",
     ]
     spent = {name: float(ms) for name, ms in steps.items()}
-    assert all(ms >= 0 for ms in spent.values())
     assert spent["total"] >= spent["embed"] + spent["fuse"]
+    assert spent["total"] == max(spent.values())  # the whole turn holds each of its steps
     no_keyword = client.post("/context", json={**body, "settings": {"keywordWeight": 0}})
     assert "keyword;" not in no_keyword.headers["Server-Timing"]
 

@@ -4,6 +4,7 @@ streamable HTTP transport at /mcp, and over stdio (`nexus mcp` with the embedded
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -244,7 +245,7 @@ async def arguments_are_strict(session: ClientSession) -> None:
 async def answers_are_compact(session: ClientSession) -> None:
     result = await session.call_tool("recall", {"query": "bees", "session": "monday"})
     text = result.content[0].text  # type: ignore[union-attr]
-    assert ": " not in text.replace('": "', "")[:0] + text.split('"content"')[0]
+    assert json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":")) == text
     assert "null" not in text
     assert '"metadata":{}' not in text
     score = payload(result)[0]["score"]

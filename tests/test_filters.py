@@ -21,7 +21,7 @@ from nexusai.memory.postgres.store import PgStore
 from nexusai.memory.sqlite.migrations import MIGRATIONS, apply_migrations
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.memory.store import EpisodeStore
-from nexusai.models import EpisodeFilter
+from nexusai.models import EpisodeFilter, NewEpisode
 from tests.conftest import SwitchableEmbedder
 
 ON_BOTH_STORES = True  # its tests that open a store run on SQLite and on PostgreSQL
@@ -250,3 +250,36 @@ def _labels_and_expiry_kept(store: EpisodeStore) -> None:
     assert kept(topic=("food",)) == [1]
     store.delete_episodes([1])
     assert kept(topic=("food",)) == []
+
+
+def test_metadata_numbers_compare_as_numbers(store: EpisodeStore) -> None:
+    """1 matches 1.0, 1e20 matches the integer it is, and a number never matches a text
+    that does not read as one; booleans and texts compare as before."""
+    sid = store.create_session().id
+    said = [
+        {"n": 1.0},
+        {"n": 100000000000000000000},
+        {"n": 1.5, "tag": "1"},
+        {"n": "one", "ok": True},
+    ]
+    ids = [
+        e.id
+        for e in store.add_episodes(
+            sid, [NewEpisode("user", f"m{i}", metadata=m) for i, m in enumerate(said)]
+        )
+    ]
+
+    def kept(**metadata: tuple[str, ...]) -> list[int]:
+        return store.matching_ids(None, EpisodeFilter(metadata=tuple(metadata.items())))
+
+    assert kept(n=("1",)) == [ids[0]]
+    assert kept(n=("1.0",)) == [ids[0]]
+    assert kept(n=("1e20",)) == [ids[1]]
+    assert kept(n=("100000000000000000000",)) == [ids[1]]
+    assert kept(n=("1.50",)) == [ids[2]]
+    assert kept(n=("one",)) == [ids[3]]
+    assert kept(tag=("1.0",)) == []  # the text "1" is no number
+    assert kept(tag=("1",)) == [ids[2]]
+    assert kept(ok=("true",)) == [ids[3]]
+    store.update_episode(ids[0], metadata={"n": 2})
+    assert kept(n=("2.0",)) == [ids[0]]

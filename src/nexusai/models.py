@@ -172,7 +172,8 @@ class Scope:
 class EpisodeFilter:
     """Which episodes: said at or after `after` and before `before` (UTC text, either
     open), by one of `speakers` (any when empty), and, for each metadata key, with one of
-    its values (compared as text: "1" matches 1, "true" matches true)."""
+    its values (compared as text, "1" matches 1 and "true" matches true, and a value that
+    reads as a number as a number too: "1" matches 1.0)."""
 
     after: str | None = None
     before: str | None = None

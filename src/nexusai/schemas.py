@@ -253,8 +253,9 @@ class FilterIn(StrictCamelModel):
     )
     metadata: dict[str, Any] | None = Field(
         default=None,
-        description="A top-level metadata key has this value, or one of these (compared as"
-        ' text: 1 matches "1"); a value is a string, number or boolean, or a list of them',
+        description="A top-level metadata key has this value, or one of these (numbers as"
+        ' numbers, 1 matches 1.0; and as text, 1 matches "1"); a value is a string, number or'
+        " boolean, or a list of them",
         json_schema_extra={"additionalProperties": _METADATA_VALUE},
     )
 

@@ -420,7 +420,8 @@ function isEmptyFilter(filter: EpisodeFilter): boolean {
   return filter.after == null && filter.before == null && filter.speaker == null && Object.keys(metadata).length === 0;
 }
 
-/** A filter as the query string carries it: a metadata value is compared as text (1 as "1"). */
+/** A filter as the query string carries it: a metadata value goes as text ("1"), which the
+ * service compares as text and, when it reads as one, as a number (1 matches 1.0). */
 function filterQuery(filter: EpisodeFilter | undefined): Query {
   checkFilter(filter);
   if (!filter) return {};

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import math
+import re
 import sqlite3
 import unicodedata
 from abc import ABC, abstractmethod
@@ -765,12 +766,16 @@ class EpisodeStore(ABC):
             params += rule.speakers
         for key, values in rule.metadata:
             # The labels index holds each top-level value as text ('travel', '1', 'true'),
-            # kept by the engine's triggers: no episode's JSON is read.
+            # and a number's value as a number too, kept by the engine's triggers: no
+            # episode's JSON is read, and 1 matches 1.0.
+            numbers = [float(v) for v in values if _JSON_NUMBER.fullmatch(v)]
+            numbers = [n for n in numbers if math.isfinite(n)]
+            either = f" OR number IN ({_marks(numbers)})" if numbers else ""
             where.append(
                 "id IN (SELECT episode_id FROM episode_labels"
-                f" WHERE key = ? AND value IN ({_marks(values)}))"
+                f" WHERE key = ? AND (value IN ({_marks(values)}){either}))"
             )
-            params += [key, *values]
+            params += [key, *values, *numbers]
         return where, params
 
     # -- keyword search -----------------------------------------------------------------
@@ -1000,6 +1005,10 @@ def _required_text(name: str, value: str, max_chars: int | None) -> str:
     if max_chars is not None and len(value) > max_chars:
         raise InvalidInput(f"{name} is {len(value)} characters; the limit is {max_chars}")
     return value
+
+
+# A filter's value that reads as a JSON number compares as one with the labels' numbers.
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 
 def _blank(value: str) -> bool:

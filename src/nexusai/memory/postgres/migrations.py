@@ -243,6 +243,30 @@ CREATE TABLE extraction_notes (
 );
 """
 
+# Each label that is a JSON number keeps its value as a number too (SQLite's m023).
+M013_LABEL_NUMBERS = """
+ALTER TABLE episode_labels ADD COLUMN number double precision;
+CREATE INDEX episode_labels_number ON episode_labels (key, number) WHERE number IS NOT NULL;
+CREATE OR REPLACE FUNCTION episode_labels_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        IF NEW.metadata IS NOT DISTINCT FROM OLD.metadata THEN
+            RETURN NULL;
+        END IF;
+        DELETE FROM episode_labels WHERE episode_id = OLD.id;
+    END IF;
+    INSERT INTO episode_labels (key, value, episode_id, number)
+    SELECT key, NEW.metadata ->> key, NEW.id,
+        CASE WHEN jsonb_typeof(value) = 'number' THEN (value #>> '{}')::double precision END
+    FROM jsonb_each(NEW.metadata)
+    WHERE jsonb_typeof(value) IN ('string', 'number', 'boolean');
+    RETURN NULL;
+END $$;
+UPDATE episode_labels l SET number = (e.metadata -> l.key #>> '{}')::double precision
+FROM episodes e
+WHERE e.id = l.episode_id AND jsonb_typeof(e.metadata -> l.key) = 'number';
+"""
+
 Migration = str | Callable[[Connection[tuple[object, ...]]], None]
 
 MIGRATIONS: list[tuple[str, Migration]] = [
@@ -258,6 +282,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("m010_standing_widened", m010_standing_widened),  # SQLite's m019
     ("m011_extraction_notes", M011_EXTRACTION_NOTES),  # SQLite's m021
     ("m012_standing_the_users_own", m012_standing_the_users_own),  # SQLite's m022
+    ("m013_label_numbers", M013_LABEL_NUMBERS),  # SQLite's m023
 ]
 
 

@@ -558,3 +558,38 @@ def m022_standing_the_users_own(conn: sqlite3.Connection) -> None:
     "I'm diabetic": every episode is read again, and those whose mark changes rewritten."""
     rows = conn.execute("SELECT id, speaker, content, standing FROM episodes").fetchall()
     conn.executemany("UPDATE episodes SET standing = ? WHERE id = ?", changed(rows))
+
+
+# A JSON number's value, for filters that compare numbers as numbers (1 matches 1.0).
+LABEL_NUMBER = "CASE type WHEN 'integer' THEN CAST(value AS REAL) WHEN 'real' THEN value END"
+LABEL_NUMBERS_DDL = f"""
+ALTER TABLE episode_labels ADD COLUMN number REAL;
+CREATE INDEX episode_labels_number ON episode_labels(key, number) WHERE number IS NOT NULL;
+DROP TRIGGER episode_labels_made;
+DROP TRIGGER episode_labels_changed;
+CREATE TRIGGER episode_labels_made AFTER INSERT ON episodes BEGIN
+    INSERT INTO episode_labels (key, value, episode_id, number)
+    SELECT key, {LABEL_TEXT}, new.id, {LABEL_NUMBER} FROM json_each(new.metadata)
+    WHERE {LABEL_KINDS};
+END;
+CREATE TRIGGER episode_labels_changed AFTER UPDATE OF metadata ON episodes BEGIN
+    DELETE FROM episode_labels WHERE episode_id = old.id;
+    INSERT INTO episode_labels (key, value, episode_id, number)
+    SELECT key, {LABEL_TEXT}, new.id, {LABEL_NUMBER} FROM json_each(new.metadata)
+    WHERE {LABEL_KINDS};
+END;
+"""
+
+
+@migration
+def m023_label_numbers(conn: sqlite3.Connection) -> None:
+    """Each metadata label that is a JSON number keeps its value as a number too, so that
+    a filter compares numbers as numbers: 1 matches 1.0, and 1e20 matches 100000000000000000000
+    (as text, SQLite renders them "1.0" and "1.0e+20")."""
+    run_script(conn, LABEL_NUMBERS_DDL)
+    conn.execute(
+        "UPDATE episode_labels SET number = (SELECT CASE type WHEN 'integer'"
+        " THEN CAST(j.value AS REAL) WHEN 'real' THEN j.value END"
+        " FROM episodes e, json_each(e.metadata) j"
+        " WHERE e.id = episode_labels.episode_id AND j.key = episode_labels.key)"
+    )

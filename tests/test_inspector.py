@@ -310,6 +310,36 @@ def test_ask_then_move_the_keyword_slider(page: Any, served: dict[str, Any]) -> 
     page.screenshot(path=str(ARTIFACTS / "inspector-ask-moved.png"))
 
 
+def test_with_a_budget_a_slider_asks_the_server_again(page: Any, served: dict[str, Any]) -> None:
+    """The packing is the server's with a budget: a move asks it again (the page used to
+    say it re-fused while nothing moved)."""
+    client: Client = served["client"]
+    session = served["sessions"]["autumn"]
+    client.update_settings(fusion="rrf", semanticWeight=1.0, keywordWeight=0.0, contextBudget=300)
+    try:
+        _enter_key(page)
+        page.click("[data-view=ask]")
+        page.select_option("#ask-session", str(session))
+        assert "asks it again" in page.inner_text("#weights-note")
+        page.fill("#ask-message", QUESTION)
+        page.click("#ask-form button[type=submit]")
+        page.wait_for_selector("#memories > li")
+        with page.expect_request(lambda request: request.url.endswith("/context")) as asked:
+            page.fill("#keyword-weight", "5")
+        sent = asked.value.post_data_json
+        assert sent["settings"]["keywordWeight"] == 5
+        moved = client.context(
+            session, QUESTION, settings={"keywordWeight": 5.0, "contextBudget": 300}
+        ).memories
+        page.wait_for_function(
+            "ids => JSON.stringify([...document.querySelectorAll('#memories > li')]"
+            ".map(n => Number(n.dataset.id))) === JSON.stringify(ids)",
+            arg=[m.id for m in moved],
+        )  # times out, failing, if the page never shows the server's answer at 5
+    finally:
+        client.update_settings(contextBudget=0)
+
+
 def test_ask_in_learned_mode_shows_what_moved_each_memory(
     page: Any, served: dict[str, Any]
 ) -> None:

@@ -299,16 +299,28 @@ function weights() {
 }
 
 // At fusion learned the ranker orders the memories and the weights do nothing, so the
-// sliders say so and rest until fusion is rrf again.
+// sliders say so and rest until fusion is rrf again. With a budget the packing is the
+// server's: a move asks the server again instead of re-fusing here.
 function showWeights() {
-  const { semanticWeight, keywordWeight, fusion } = weights();
+  const { semanticWeight, keywordWeight, fusion, contextBudget } = weights();
   $("semantic-out").textContent = semanticWeight.toFixed(2);
   $("keyword-out").textContent = keywordWeight.toFixed(2);
   const learned = fusion === "learned";
   $("semantic-weight").disabled = $("keyword-weight").disabled = learned;
   $("weights-note").textContent = learned
     ? "fusion learned: the ranker scores every candidate of both legs; the weights apply only at fusion rrf."
-    : "fusion rrf: the sliders re-fuse both legs' lists here as they move.";
+    : contextBudget > 0
+      ? "fusion rrf with a budget: the server packs the memories, so a move of the sliders asks it again."
+      : "fusion rrf: the sliders re-fuse both legs' lists here as they move.";
+}
+
+// A slider moved: re-fused here, or, with a budget (the server's packing), asked again.
+function weightsMoved() {
+  if (weights().contextBudget > 0 && weights().fusion !== "learned") {
+    showWeights();
+    return limitChanged();
+  }
+  renderMemories();
 }
 
 async function loadSettings() {
@@ -630,8 +642,8 @@ function wire() {
   }));
   $("search-form").addEventListener("submit", guarded(searchScope));
   $("ask-form").addEventListener("submit", guarded(ask));
-  $("semantic-weight").addEventListener("input", renderMemories);
-  $("keyword-weight").addEventListener("input", renderMemories);
+  $("semantic-weight").addEventListener("input", weightsMoved);
+  $("keyword-weight").addEventListener("input", weightsMoved);
   $("limit").addEventListener("input", limitChanged);
   $("budget").addEventListener("input", limitChanged);
   $("fusion").addEventListener("change", () => { showWeights(); limitChanged(); });

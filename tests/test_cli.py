@@ -90,6 +90,11 @@ def test_a_busy_port_fails_before_anything_loads(
     assert result.exit_code == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.output
     assert "NEXUS_EMBEDDER" not in result.output
+    for host, said in (("no-such-host.invalid", "give an address"), ("192.0.2.1", "no address")):
+        args = ["serve", "--data-dir", str(tmp_path), "--host", host, "--port", port]
+        wrong = CliRunner().invoke(cli, args)
+        assert wrong.exit_code == 2
+        assert said in wrong.output, wrong.output  # not "another program holds it"
 
 
 def test_settings_context_and_chat_against_a_running_service(

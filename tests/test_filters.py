@@ -256,7 +256,7 @@ def test_metadata_numbers_compare_as_numbers(store: EpisodeStore) -> None:
     """1 matches 1.0, 1e20 matches the integer it is, and a number never matches a text
     that does not read as one; booleans and texts compare as before."""
     sid = store.create_session().id
-    said = [
+    said: list[dict[str, Any]] = [
         {"n": 1.0},
         {"n": 100000000000000000000},
         {"n": 1.5, "tag": "1"},

@@ -74,6 +74,7 @@ def _warn_if_open(config: Config) -> None:
 
 def _check_port_free(host: str, port: int) -> None:
     """Before the models load: a busy port should fail at once, not after."""
+    import errno
     import socket
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -81,7 +82,17 @@ def _check_port_free(host: str, port: int) -> None:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
         try:
             probe.bind((host, port))
+        except socket.gaierror as exc:  # a name no resolver knows, or a malformed address
+            raise ConfigError(
+                f"cannot listen on {host!r} ({exc.strerror}): give an address of this machine"
+                " (127.0.0.1, 0.0.0.0, ::1) or a name it resolves (--host or NEXUS_HOST)"
+            ) from None
         except OSError as exc:
+            if exc.errno == errno.EADDRNOTAVAIL:
+                raise ConfigError(
+                    f"cannot listen on {host}:{port} ({exc.strerror}): {host} is no address of"
+                    " this machine; give one of its own (--host or NEXUS_HOST)"
+                ) from None
             raise ConfigError(
                 f"cannot listen on {host}:{port} ({exc.strerror}): another program holds it;"
                 " stop it or choose another port (--port or NEXUS_PORT)"

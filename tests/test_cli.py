@@ -425,6 +425,10 @@ def test_projects_sessions_and_add_from_the_cli_with_a_key(
             cli, ["add", "--session", sid, "-", "--json", *base], input="from a pipe\n"
         )
         assert json.loads(piped.output)["content"] == "from a pipe"
+        nobody = runner.invoke(cli, ["add", "--session", sid, "hi", "--speaker", "", *base])
+        assert nobody.exit_code == 2
+        assert "--speaker" in nobody.output
+        assert "episodes[0]" not in nobody.output
         env = {"NEXUS_API_KEY": "k-1"}  # the documented variable works as well as the flag
         shown = runner.invoke(cli, ["context", "--session", sid, "dog?", "--url", url], env=env)
         assert "2 recent turns" in shown.output  # the two messages just added

@@ -485,6 +485,10 @@ def add(
     """Store one message as an episode (TEXT - reads it from standard input)."""
     # A shell's `echo` or a file ends with a newline that is not part of the message.
     content = sys.stdin.read().removesuffix("\n") if text == "-" else text
+    if not speaker.strip():
+        raise click.BadParameter(
+            "name who said it (user, assistant or a name)", param_hint="--speaker"
+        )
     body = {"speaker": speaker, "content": content}
     with Service(url, api_key) as service:
         [episode] = _json(service(Endpoints.add_episodes(session_id, [body])))

@@ -538,6 +538,16 @@ def test_import_goes_through_a_running_service_with_url(
             f"{url}/episodes/search", params={"q": "Lisbon"}, timeout=HTTP_TIMEOUT
         ).json()
         assert [e["content"] for e in found] == ["I live in Lisbon"]
+        out = tmp_path / "p.jsonl"
+        exported = CliRunner().invoke(
+            cli, ["export", "--project", "p", "--url", url, "--out", str(out)]
+        )
+        assert exported.exit_code == 0, exported.output
+        assert "1 episodes of project 'p' exported from" in exported.output
+        again = CliRunner().invoke(
+            cli, ["export", "--project", "p", "--data-dir", str(config.data_dir)]
+        )
+        assert out.read_text() == again.stdout  # the same lines as a local export gives
 
 
 def test_doctor_and_reindex_refuse_a_data_dir_with_no_store(tmp_path: Path) -> None:

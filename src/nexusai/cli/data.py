@@ -502,9 +502,24 @@ def _extract_entities(memory: Memory) -> None:
     default=None,
     help="Write here (default: standard output)",
 )
+@click.option(
+    "--url",
+    default=None,
+    help="Export from the service running there (GET /projects/ID/export) instead of"
+    " reading the data directory: a service on another machine, or on PostgreSQL",
+)
+@click.option(
+    "--api-key",
+    envvar="NEXUS_API_KEY",
+    default=None,
+    show_envvar=True,
+    help="With --url: the service's API key, when it has one",
+)
 @DATA_DIR
 @clean_errors
-def export_command(project: str, out: Path | None, data_dir: Path | None) -> None:
+def export_command(
+    project: str, out: Path | None, url: str | None, api_key: str | None, data_dir: Path | None
+) -> None:
     """Write a project's episodes as JSONL, in the format `nexus import` reads: the
     project's name and retention, then ids, sessions, speakers, dates, metadata, captions,
     pins and expiry. The service may keep running."""
@@ -514,11 +529,27 @@ def export_command(project: str, out: Path | None, data_dir: Path | None) -> Non
 
     if out is not None and not out.resolve().parent.is_dir():
         raise click.BadParameter(f"the folder {out.parent} does not exist", param_hint="--out")
+    if url is not None:
+        return _export_over_http(project, out, url, api_key)
     config = _existing_store(Config.from_env(data_dir=data_dir))
     with open_store(config) as store:
         lines = project_lines(store, named_project(store, project))
         count = _write_lines(lines, sys.stdout) if out is None else _write_file(lines, out)
     click.echo(f"{count} episodes of project {project!r} exported", err=True)
+
+
+def _export_over_http(project: str, out: Path | None, url: str, api_key: str | None) -> None:
+    """The export the running service gives, written as a local export is."""
+    import json
+
+    from nexusai.cli.remote import Service, project_id_of
+    from nexusai.client import Endpoints
+
+    with Service(url, api_key) as service:
+        text = service(Endpoints.export_project(project_id_of(service, project)))
+    lines = (json.loads(line) for line in text.splitlines() if line.strip())
+    count = _write_lines(lines, sys.stdout) if out is None else _write_file(lines, out)
+    click.echo(f"{count} episodes of project {project!r} exported from {url}", err=True)
 
 
 def _write_file(lines: Iterator[dict[str, Any]], out: Path) -> int:

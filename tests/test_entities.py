@@ -510,3 +510,28 @@ def test_a_message_the_extractor_fails_on_alone_is_noted_and_the_rest_extracted(
         assert [tuple(row) for row in rows] == [(snowman, "failed", "cannot read a snowman")]
     finally:
         memory.close()
+
+
+def test_a_filtered_turn_lists_only_the_entities_of_what_it_kept(
+    entity_memory: Memory, embedder: SwitchableEmbedder
+) -> None:
+    from nexusai.models import EpisodeFilter
+
+    sid = entity_memory.store.create_session().id
+    entity_memory.add_episodes(
+        sid,
+        [
+            NewEpisode("user", "Maria Lopez moved to Lisbon", metadata={"topic": "a"}),
+            NewEpisode("user", "Tom Baker moved to Porto", metadata={"topic": "b"}),
+        ],
+    )
+    entity_memory.extract_pending()
+    settings = replace(DEFAULTS, recent_limit=0)
+    asked = "Who moved where?"
+    every = run_turn(entity_memory, embedder, settings, TurnRequest(sid, asked))
+    assert {"Maria Lopez", "Tom Baker"} <= {e.name for e in every.entities}
+    rule = EpisodeFilter(metadata=(("topic", ("b",)),))
+    kept = run_turn(entity_memory, embedder, settings, TurnRequest(sid, asked, rule=rule))
+    names = {e.name for e in kept.entities}
+    assert "Tom Baker" in names
+    assert not names & {"Maria Lopez", "Lisbon"}

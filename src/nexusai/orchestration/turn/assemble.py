@@ -6,6 +6,7 @@ and what a budget too small left out. The eval and the ranker's training replay 
 
 from __future__ import annotations
 
+from nexusai.models import Entity
 from nexusai.observability import stopwatch
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
@@ -34,7 +35,7 @@ def assemble(turn: TurnPlan, gathered: Gathered) -> Context:
         message=turn.message,
         recent=gathered.recent,
         memories=memories,
-        entities=gathered.entities,
+        entities=_entities(turn, gathered),
         standing=kept,
         warnings=[
             *turn.warnings(gathered.embedder),
@@ -62,3 +63,14 @@ def _fused(turn: TurnPlan, gathered: Gathered, depth: int) -> list[FusedEpisode]
         for name in turn.fused()
     }
     return turn.mode.fuse(turn.message, found, turn.weights, asks.limit, turn.request.explain)
+
+
+def _entities(turn: TurnPlan, gathered: Gathered) -> list[Entity]:
+    """The entities the search found; under a filter, only those whose latest mentions
+    include an episode the turn's sources found (each kept by the filter): an entity only
+    episodes the filter left out mention is not the turn's."""
+    if turn.rule is None or turn.rule.is_empty():
+        return gathered.entities
+    found = {e.id for rows in gathered.found.values() for e in rows}
+    found |= {f.episode.id for f in gathered.standing}
+    return [e for e in gathered.entities if found.intersection(e.latest_mention_ids)]

@@ -221,3 +221,31 @@ def test_a_learned_turn_asks_the_keyword_leg_for_its_depth_and_the_recent_turns(
     assert "LIMIT 8)" in seen[-1]
     assert [m.episode.id for m in turn.memories] == [m.episode.id for m in with_legs.memories]
     assert len(turn.memories) == 3
+
+
+@pytest.mark.parametrize("budget", [0, 300])
+def test_the_prompts_days_are_the_turns_own(client: TestClient, budget: int) -> None:
+    """A memory of 23:00 in New York is under that day, not UTC's next one, when the turn
+    says its time; its cost is what the prompt counts either way."""
+    from nexusai.tokens import count_tokens
+
+    project = client.post("/projects", json={"name": "ny"}).json()["id"]
+    said = client.post("/sessions", json={"projectId": project}).json()["id"]
+    late = {
+        "speaker": "user",
+        "content": "We adopted Biscuit tonight",
+        "occurredAt": "2026-05-01T23:00:00-05:00",
+    }
+    client.post(f"/sessions/{said}/episodes", json=late)
+    asking = client.post("/sessions", json={"projectId": project}).json()["id"]
+    body = {
+        "sessionId": asking,
+        "message": "When did we adopt Biscuit?",
+        "settings": {"contextBudget": budget},
+    }
+    local = client.post("/context", json={**body, "now": "2026-05-01T23:30:00-05:00"}).json()
+    assert "1 May 2026\nuser: We adopted Biscuit tonight" in local["prompt"]
+    utc = client.post("/context", json=body).json()
+    assert "2 May 2026\nuser: We adopted Biscuit tonight" in utc["prompt"]
+    if budget:
+        assert local["tokens"] == count_tokens(local["prompt"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import tzinfo
 
 from nexusai.models import Entity, Episode
 from nexusai.orchestration.fusion import FusedEpisode
@@ -27,3 +28,4 @@ class Context:
     budget: int = 0  # the contextBudget the memories were packed into (0: none)
     window: TimeWindow | None = None  # the time the message named, searched within (timeAware)
     fused: list[FusedEpisode] = field(default_factory=list)  # what packing chose from
+    zone: tzinfo | None = None  # the turn's `now`'s offset: the prompt's days are its own

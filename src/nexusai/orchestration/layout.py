@@ -8,7 +8,8 @@ and a memory's own further lines are indented: a message that says "assistant: .
 holds a list can never read as another speaker's, or run into the next memory. Groups
 come in the order of their best memory. Against `- [2023-05-08] speaker: ` on every line
 this saves about 6 tokens a memory; the LLM still reads who said each line, and when. The
-standing section is not dated: a rule or preference applies now, whenever it was said.
+standing section is dated too, its newest group first. Days are the turn's own (`zone`,
+its `now`'s offset; UTC without one): a memory of 23:30 in New York is under that day.
 The block a turn's memories make of the prompt (`memory_block`) is here too, so that
 `/context` shows the prompt without importing chat.
 
@@ -22,6 +23,7 @@ import functools
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from datetime import datetime, tzinfo
 
 from nexusai.models import Episode
 from nexusai.orchestration.context import Context
@@ -35,9 +37,17 @@ CUT = "…"
 GroupKey = tuple[int, str]
 
 
-def group_of(episode: Episode) -> GroupKey:
-    """The group a memory is given in: its session, on its day."""
-    return episode.session_id, episode.occurred_at[:10]
+def group_of(episode: Episode, zone: tzinfo | None = None) -> GroupKey:
+    """The group a memory is given in: its session, on its day (in `zone`)."""
+    return episode.session_id, day_of(episode.occurred_at, zone)
+
+
+def day_of(occurred_at: str, zone: tzinfo | None) -> str:
+    """The day (YYYY-MM-DD) a stored time falls on in `zone`; UTC's without one."""
+    if zone is None:
+        return occurred_at[:10]
+    moment = datetime.fromisoformat(occurred_at.replace("Z", "+00:00"))
+    return moment.astimezone(zone).date().isoformat()
 
 
 MONTHS = (
@@ -46,10 +56,10 @@ MONTHS = (
 )
 
 
-def header(episode: Episode, nth: int = 1) -> str:
+def header(episode: Episode, nth: int = 1, zone: tzinfo | None = None) -> str:
     """The group's date, as "8 May 2023": three tokens, where `[2023-05-08]` is seven; the
     nth conversation of one day says which ("8 May 2023, conversation 2")."""
-    year, month, day = episode.occurred_at[:10].split("-")
+    year, month, day = day_of(episode.occurred_at, zone).split("-")
     date = f"{int(day)} {MONTHS[int(month) - 1]} {year}"
     return date if nth == 1 else f"{date}, conversation {nth}"
 
@@ -115,7 +125,12 @@ NTH_TOKENS = 3
 SECTION_BREAK = LINE_BREAK
 
 
-def render(caption: str, memories: Sequence[FusedEpisode], dated: bool = True) -> str:
+def render(
+    caption: str,
+    memories: Sequence[FusedEpisode],
+    dated: bool = True,
+    zone: tzinfo | None = None,
+) -> str:
     """The section: the caption, then each group's header and lines (`dated`), or each
     line in the order given; empty without memories."""
     if not memories:
@@ -124,11 +139,11 @@ def render(caption: str, memories: Sequence[FusedEpisode], dated: bool = True) -
         return "\n".join([caption, *map(line, memories)])
     groups: dict[GroupKey, list[FusedEpisode]] = {}
     for fused in memories:
-        groups.setdefault(group_of(fused.episode), []).append(fused)
+        groups.setdefault(group_of(fused.episode, zone), []).append(fused)
     nth = _nth_in_time(groups)
     lines = [caption]
     for key, members in groups.items():
-        lines.append(header(members[0].episode, nth[key]))
+        lines.append(header(members[0].episode, nth[key], zone))
         lines.extend(line(fused) for fused in sorted(members, key=_said_at))
     return "\n".join(lines)
 
@@ -153,10 +168,13 @@ class Tally:
     """A section's cost as memories are added to it, each `tokens` already its line's: the
     caption with the first, and (`dated`) a header with the first of each group."""
 
-    def __init__(self, caption: str, budget: int, dated: bool = True) -> None:
+    def __init__(
+        self, caption: str, budget: int, dated: bool = True, zone: tzinfo | None = None
+    ) -> None:
         self.caption = _fixed_tokens(caption)
         self.left = budget
         self.dated = dated
+        self.zone = zone
         self.groups: set[GroupKey] = set()
         self.days: Counter[str] = Counter()
         self.lines = 0
@@ -164,7 +182,7 @@ class Tally:
     def cost(self, fused: FusedEpisode) -> int:
         """What adding it would take from the budget now."""
         cost = fused.tokens + (0 if self.lines else self.caption)
-        group = group_of(fused.episode)
+        group = group_of(fused.episode, self.zone)
         if self.dated and group not in self.groups:
             cost += HEADER_TOKENS + (NTH_TOKENS if self.days[group[1]] else 0)
         return cost
@@ -175,25 +193,34 @@ class Tally:
     def add(self, fused: FusedEpisode) -> None:
         self.left -= self.cost(fused)
         self.lines += 1
-        group = group_of(fused.episode)
+        group = group_of(fused.episode, self.zone)
         if group not in self.groups:
             self.groups.add(group)
             self.days[group[1]] += 1
 
 
-def section_tokens(caption: str, memories: Sequence[FusedEpisode], dated: bool = True) -> int:
+def section_tokens(
+    caption: str,
+    memories: Sequence[FusedEpisode],
+    dated: bool = True,
+    zone: tzinfo | None = None,
+) -> int:
     """What `render` of these memories costs, from their lines' `tokens`."""
-    tally = Tally(caption, 0, dated)
+    tally = Tally(caption, 0, dated, zone)
     for fused in memories:
         tally.add(fused)
     return -tally.left
 
 
-def block_tokens(standing: Sequence[FusedEpisode], memories: Sequence[FusedEpisode]) -> int:
+def block_tokens(
+    standing: Sequence[FusedEpisode],
+    memories: Sequence[FusedEpisode],
+    zone: tzinfo | None = None,
+) -> int:
     """What the standing section, the memories' section and the break between them cost:
     what `contextBudget` holds."""
-    kept = section_tokens(STANDING_CAPTION, standing)
-    searched = section_tokens(MEMORIES_CAPTION, memories)
+    kept = section_tokens(STANDING_CAPTION, standing, zone=zone)
+    searched = section_tokens(MEMORIES_CAPTION, memories, zone=zone)
     return kept + searched + (SECTION_BREAK if kept and searched else 0)
 
 
@@ -203,19 +230,19 @@ def _searched(context: Context) -> list[FusedEpisode]:
     return [m for m in context.memories if m.episode.id not in standing]
 
 
-def standing_section(standing: Sequence[FusedEpisode]) -> str:
+def standing_section(standing: Sequence[FusedEpisode], zone: tzinfo | None = None) -> str:
     """The user's rules and preferences, the newest first, each group under its date: of
     "I'm vegetarian" and a later "I eat fish now", the model reads which came last."""
     newest = sorted(standing, key=_said_at, reverse=True)
-    return render(STANDING_CAPTION, newest)
+    return render(STANDING_CAPTION, newest, zone=zone)
 
 
 def memory_block(context: Context) -> str:
     """The standing memories, the memories and the entities of a turn, as the system
     message presents them (`layout`: the memories grouped by conversation, each group dated)."""
     parts = [
-        standing_section(context.standing),
-        render(MEMORIES_CAPTION, _searched(context)),
+        standing_section(context.standing, context.zone),
+        render(MEMORIES_CAPTION, _searched(context), zone=context.zone),
     ]
     if context.entities:
         parts.append("Known entities:\n" + "\n".join(f"- {e.describe()}" for e in context.entities))
@@ -224,4 +251,4 @@ def memory_block(context: Context) -> str:
 
 def memory_tokens(context: Context) -> int:
     """What the block's standing and memory sections cost: what `contextBudget` holds."""
-    return block_tokens(context.standing, _searched(context))
+    return block_tokens(context.standing, _searched(context), context.zone)

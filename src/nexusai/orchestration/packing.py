@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import tzinfo
 from typing import NamedTuple
 
 from nexusai.config import RETRIEVAL
@@ -361,6 +362,7 @@ def pack_turn(
     limit: int,
     packer: Packer,
     chars: int = EXCERPT_CHARS,
+    zone: tzinfo | None = None,
 ) -> tuple[list[FusedEpisode], list[FusedEpisode]]:
     """A turn's two lists, (standing, memories), from fusion's list and the standing
     candidates (pinned first, then the most relevant). At budget 0 the memories are the
@@ -372,10 +374,10 @@ def pack_turn(
     gives too (`_standing_room`)."""
     if budget <= 0:
         return [whole(f) for f in standing], list(fused[:limit])
-    kept, reserved = _standing_within(standing, budget)
+    kept, reserved = _standing_within(standing, budget, zone)
     taken = {f.episode.id for f in kept}
     rest = [f for f in fused if f.episode.id not in taken]
-    tally = Tally(MEMORIES_CAPTION, budget - reserved)
+    tally = Tally(MEMORIES_CAPTION, budget - reserved, zone=zone)
     return kept, packer.pack(rest, message, tally, limit, chars)
 
 
@@ -387,6 +389,7 @@ def pack_in_stages(
     limit: int,
     packer: Packer,
     chars: int = EXCERPT_CHARS,
+    zone: tzinfo | None = None,
 ) -> tuple[list[FusedEpisode], list[FusedEpisode]]:
     """`pack_turn` for a budget whose list (`lists`, by depth) is ranked deeper than a
     smaller budget's (`stages`): the memories the largest budget of the stage before gives,
@@ -396,12 +399,12 @@ def pack_in_stages(
     larger one gives too, at every depth."""
     *before, (budget, depth) = staged
     if not before:
-        return pack_turn(lists[depth], standing, message, budget, limit, packer, chars)
-    _, given = pack_in_stages(lists, before, standing, message, limit, packer, chars)
-    kept, reserved = _standing_within(standing, budget)
+        return pack_turn(lists[depth], standing, message, budget, limit, packer, chars, zone)
+    _, given = pack_in_stages(lists, before, standing, message, limit, packer, chars, zone)
+    kept, reserved = _standing_within(standing, budget, zone)
     shown = {f.episode.id for f in kept}
     given = [f for f in given if f.episode.id not in shown]  # now a standing one
-    tally = Tally(MEMORIES_CAPTION, budget - reserved)
+    tally = Tally(MEMORIES_CAPTION, budget - reserved, zone=zone)
     for f in given:
         tally.add(f)
     shown.update(f.episode.id for f in given)
@@ -410,12 +413,12 @@ def pack_in_stages(
 
 
 def _standing_within(
-    standing: Sequence[FusedEpisode], budget: int
+    standing: Sequence[FusedEpisode], budget: int, zone: tzinfo | None = None
 ) -> tuple[list[FusedEpisode], int]:
     """The standing ones that fit, each in turn until one does not (pinned within the
     whole budget, the recognised within their share), and the room kept for them."""
     lines = [whole(f) for f in standing]
-    costs = _section_costs(lines)
+    costs = _section_costs(lines, zone)
     pinned = sum(f.episode.pinned for f in lines)
     pinned_room, recognised_room = _standing_room(costs, pinned, budget)
     kept = []
@@ -427,10 +430,10 @@ def _standing_within(
     return kept, pinned_room + recognised_room
 
 
-def _section_costs(lines: Sequence[FusedEpisode]) -> list[int]:
+def _section_costs(lines: Sequence[FusedEpisode], zone: tzinfo | None = None) -> list[int]:
     """What the standing section costs with its first 1, 2, ... lines, and the break after
     it (kept whether or not memories follow: a token, so the room never depends on them)."""
-    tally = Tally(STANDING_CAPTION, 0)
+    tally = Tally(STANDING_CAPTION, 0, zone=zone)
     costs = []
     for line in lines:
         tally.add(line)

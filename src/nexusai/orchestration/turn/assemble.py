@@ -48,6 +48,7 @@ def assemble(turn: TurnPlan, gathered: Gathered) -> Context:
         budget=settings.context_budget,
         window=turn.window,
         fused=fused,
+        zone=turn.zone,
     )
 
 

@@ -5,6 +5,7 @@ left out."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import tzinfo
 
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.layout import block_tokens
@@ -25,13 +26,14 @@ def pack(
     budget = settings.context_budget
     limit = settings.memory_limit if budget > 0 else settings.semantic_limit
     chars = turn.packing.excerpt_chars
+    zone = turn.zone
     kept, memories = pack_in_stages(
-        lists, turn.stages, standing, turn.message, limit, turn.packer, chars
+        lists, turn.stages, standing, turn.message, limit, turn.packer, chars, zone
     )
     if turn.order == "time":
         memories = sorted(memories, key=lambda f: (f.episode.occurred_at, f.episode.id))
     fused = lists[turn.stages[-1].depth]
-    return kept, memories, _left_out(budget, fused, standing, kept, memories)
+    return kept, memories, _left_out(budget, fused, standing, kept, memories, zone)
 
 
 def _left_out(
@@ -40,6 +42,7 @@ def _left_out(
     standing: Sequence[FusedEpisode],
     kept: Sequence[FusedEpisode],
     memories: Sequence[FusedEpisode],
+    zone: tzinfo | None,
 ) -> list[str]:
     """What a budget too small left out, said, so that a turn is never short in silence."""
     if budget <= 0:
@@ -59,7 +62,7 @@ def _left_out(
             f" contextBudget ({budget}) after the pinned ones; raise it"
         )
     if not memories and any(f.episode.id not in given for f in fused):
-        left = budget - block_tokens(kept, [])
+        left = budget - block_tokens(kept, [], zone)
         warnings.append(
             f"contextBudget {budget} left room for no memory ({left} tokens after the standing"
             " ones, less than any memory found costs); raise it"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
 from nexusai.embedders import Vector
 from nexusai.models import EpisodeFilter, Scope, to_utc_text
@@ -46,6 +46,13 @@ class TurnPlan:
     @property
     def stages(self) -> tuple[Stage, ...]:
         return self.packing.stages
+
+    @property
+    def zone(self) -> tzinfo | None:
+        """The turn's own time zone, its `now`'s offset: the prompt's days are the user's
+        (UTC when the request gives no time, or one without an offset)."""
+        now = self.request.now
+        return None if now is None else now.tzinfo
 
     @property
     def packer(self) -> Packer:

@@ -25,6 +25,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("nexusai.serve")
 
 
+# With --url: the key of the service a command speaks to instead of the data directory.
+URL_API_KEY = click.option(
+    "--api-key",
+    envvar="NEXUS_API_KEY",
+    default=None,
+    show_envvar=True,
+    help="With --url: the service's API key, when it has one",
+)
+
+
 @click.command()
 @click.option("--host", default=None, help="Address to bind (default 127.0.0.1, NEXUS_HOST)")
 @click.option("--port", type=int, default=None, help="Port (default 4000, NEXUS_PORT)")
@@ -368,13 +378,7 @@ def keys_revoke(key_id: int, data_dir: Path | None) -> None:
     help="Send the file to the service running there (POST /import) instead of writing the"
     " data directory: for a directory a running service holds",
 )
-@click.option(
-    "--api-key",
-    envvar="NEXUS_API_KEY",
-    default=None,
-    show_envvar=True,
-    help="With --url: the service's API key, when it has one",
-)
+@URL_API_KEY
 @DATA_DIR
 @clean_errors
 def import_command(
@@ -508,13 +512,7 @@ def _extract_entities(memory: Memory) -> None:
     help="Export from the service running there (GET /projects/ID/export) instead of"
     " reading the data directory: a service on another machine, or on PostgreSQL",
 )
-@click.option(
-    "--api-key",
-    envvar="NEXUS_API_KEY",
-    default=None,
-    show_envvar=True,
-    help="With --url: the service's API key, when it has one",
-)
+@URL_API_KEY
 @DATA_DIR
 @clean_errors
 def export_command(

@@ -85,6 +85,12 @@ def test_only_the_user_sets_the_users_rules() -> None:
         ("Can you call me back tomorrow?", None),
         ("I'm diabetic", "preference"),
         ("I have type 1 diabetes", "preference"),
+        ("Bonjour. Réponds toujours en français", "instruction"),
+        ("Antworte immer auf Deutsch", "instruction"),
+        ("Siempre responde en español", "instruction"),
+        ("Je suis végétarien", "preference"),
+        ("Soy alérgico al maní", "preference"),
+        ("Je suis toujours fatigué", None),
     ],
 )
 def test_common_rules_are_recognised(text: str, kind: str | None) -> None:

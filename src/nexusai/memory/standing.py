@@ -38,6 +38,11 @@ _LEAD = r"(?:(?:ok(?:ay)?|great|thanks|perfect|also|and|so|oh|yes|cool),?\s+)?"
 # that" or "don't ask".
 _FORBIDDEN_VERBS = "use|include|add|mention|format|write|reply|respond|answer|send|put|list"
 _OPENING = _SENTENCE_START + _LEAD + r"(?:please\s+)?"
+_ANSWER_VERBS = (
+    "r[ée]ponds|r[ée]pondez|[ée]cris|[ée]crivez|antworte|antworten|schreibe|schreiben|"
+    "responde|responda|respondas|contesta|escribe|escreva|responder|utilise|utilisez"
+)
+_ALWAYS = "toujours|jamais|immer|nie|niemals|siempre|nunca|sempre|jam[aá]s"
 _INSTRUCTION = re.compile(
     _OPENING + r"(?:always|never|don't ever|do not ever)\s+"
     # "Always be concise.": "be" and one word closing the sentence, never "always be there"
@@ -50,7 +55,11 @@ _INSTRUCTION = re.compile(
     r"|\bwhen(?:ever)? I ask (?:you )?(?:about|for)\b"
     # "Call me Sam", "Please keep your answers short": how to address and answer the user.
     r"|\b(?:call|address) me (?:as )?(?-i:[A-Z])[\w'-]*\b"
-    r"|\bkeep (?:your|the|all) (?:answers|replies|responses|messages)\b",
+    r"|\bkeep (?:your|the|all) (?:answers|replies|responses|messages)\b"
+    # The same rules in the languages users most often write them in besides English: a
+    # verb of answering or writing with always or never ("Réponds toujours en français",
+    # "Antworte immer auf Deutsch", "Siempre responde en español", "Responda sempre ...").
+    rf"|{_SENTENCE_START}(?=[^.!?\n]*\b(?:{_ANSWER_VERBS})\b)[^.!?\n]*\b(?:{_ALWAYS})\b",
     re.IGNORECASE | re.MULTILINE,
 )
 _PREFERENCE = re.compile(
@@ -58,6 +67,10 @@ _PREFERENCE = re.compile(
     r"|\bI(?:'m| am) (?:a )?(?:vegetarian|vegan|pescatarian|allergic|lactose|gluten|"
     r"diabetic|celiac|coeliac|kosher|halal)"
     r"|\bI have (?:type [12] )?(?:diabetes|celiac|coeliac|a \w+ allergy)\b"
+    # "Je suis végétarien", "Soy alérgico al maní", "Ich bin Vegetarierin", "Sou vegana".
+    r"|\b(?:je suis|soy|sou|ich bin)\s+(?:\w+\s+)?(?:v[ée]g[ée]tari\w*|v[ée]g[ée]talien\w*"
+    r"|vegan\w*|vegetari\w*|al[ée]rgi\w*|allergi\w*|c[ée]liaque|cel[ií]ac\w*|diab[ée]ti\w*"
+    r"|diabetiker\w*)"
     r"|\bI (?:don't|do not|never|can't|cannot) (?:eat|drink)\b"
     # A favourite stated ("my favorite book is", "is my favourite"), not one in passing
     # ("on my favorite blanket").

@@ -91,7 +91,8 @@ def standing_left_out(
 # A preference that keeps the user safe or fed: it comes before tastes whatever the
 # message asks ("Can you suggest a dinner recipe?" is not near "I'm vegan" in meaning).
 _VITAL = re.compile(
-    r"\b(?:allerg\w*|intoleran\w*|vegan|vegetarian|pescatarian|kosher|halal|gluten|"
+    r"\b(?:allerg\w*|al[ée]rgi\w*|intoleran\w*|vegan\w*|vegetari\w*|v[ée]g[ée]t\w*|"
+    r"pescatarian|kosher|halal|gluten|"
     r"lactose|celiac|coeliac|diabet\w*|can't eat|cannot eat|don't eat|do not eat|never eat|"
     r"pregnan\w*|medication|epilep\w*|asthma\w*)\b",
     re.IGNORECASE,

@@ -343,9 +343,11 @@ def test_among_more_tastes_than_fit_the_floor_chooses(
     assert len(_ids(both["standing"])) == 2  # both fit: the profile, whatever the message
 
 
-def test_among_more_than_fit_an_instruction_comes_before_a_near_taste(
+def test_among_more_than_fit_a_far_instruction_still_comes(
     project_client: tuple[TestClient, int],
 ) -> None:
+    """The near ones first, then the instructions, health and diet however far: a far
+    taste is what is left out."""
     client, project = project_client
     _, [rule, taste, *_] = _session(client, project, RULE, TASTE, *FILLER)
     asking, _ = _session(client, project, "hello")

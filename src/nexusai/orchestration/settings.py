@@ -117,8 +117,8 @@ SETTINGS: tuple[Setting, ...] = (
         10,
         "How many of the rules and lasting preferences the user stated (recognised when"
         " stored) a turn carries under `standing`; when the scope holds no more than this,"
-        " all of them come (a profile), else the instructions and health and diet ones"
-        " first, then the tastes at or above standingFloor, nearest the message first, and"
+        " all of them come (a profile), else those at or above standingFloor, nearest the"
+        " message first, then the instructions and health and diet ones however far, and"
         " a warning counts the rest. Pinned episodes come always. With a contextBudget they"
         " come first, within a quarter of it (0: none of the recognised ones)",
     ),
@@ -129,9 +129,9 @@ SETTINGS: tuple[Setting, ...] = (
         1,
         0.35,
         "When the scope holds more recognised rules and preferences than standingLimit: how"
-        " near the message in meaning (cosine) a taste must be for a turn to carry it;"
-        " instructions, health and diet come first whatever their nearness, pinned"
-        " episodes always. The default is fitted, by conversation, for the default"
+        " near the message in meaning (cosine) one must be to come first; instructions,"
+        " health and diet come after those whatever their nearness, pinned episodes"
+        " always. The default is fitted, by conversation, for the default"
         " embedder (docs/evaluation.md); 0: no floor",
     ),
     Setting(

@@ -58,20 +58,22 @@ def carried(candidates: Sequence[FusedEpisode], limit: int, floor: float) -> lis
     """Of `ranked` candidates: every pinned one, and the recognised ones as a profile.
     When all of them fit in `limit` they all come, however far from the message ("Always
     answer in French" is near no question). Among more than fit, a rank and a cap, never a
-    cliff: first what keeps the user safe or was asked of the assistant (health, diet and
-    explicit instructions: "I'm allergic to peanuts" is near no dinner question), then the
-    tastes at or above `floor` (the `standingFloor` setting: on human chats many sayings
-    read as tastes, "my favourite ... is", and are rarely what a question is about), each
-    tier nearest first, to `limit` in all."""
+    cliff: first those at or above `floor` (the `standingFloor` setting), nearest first,
+    then, far from the message as they may be, what keeps the user safe or was asked of
+    the assistant (health, diet and explicit instructions: "I'm allergic to peanuts" is
+    near no dinner question), to `limit` in all; far tastes are left out. Measured on the
+    three sets (docs/evaluation.md): the far vital ones after the near ones rather than
+    before them keep BEAM 500K's preference probes (0.71 against 0.59 within 1,000
+    tokens)."""
     pinned = [f for f in candidates if f.episode.pinned]
     others = [f for f in candidates if not f.episode.pinned]
     if limit <= 0:
         return pinned
     if len(others) <= limit:
         return pinned + others
-    vital = [f for f in others if is_vital(f.episode)]
-    near = [f for f in others if not is_vital(f.episode) and (floor <= 0 or f.score >= floor)]
-    return pinned + (vital + near)[:limit]
+    near = [f for f in others if floor <= 0 or f.score >= floor]
+    vital = [f for f in others if f not in near and is_vital(f.episode)]
+    return pinned + (near + vital)[:limit]
 
 
 def standing_left_out(

@@ -6,11 +6,19 @@ client, so this module imports neither service: only the domain rows in `models`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from nexusai.errors import InvalidInput
@@ -103,8 +111,10 @@ class EpisodeOut(CamelModel):
     image_caption: str | None = None
 
     def to_episode(self) -> Episode:
-        """The domain row back from JSON (what the indexes saw is not sent out)."""
-        return Episode(**self.model_dump(exclude={"matched_in"}))
+        """The domain row back from JSON (what the indexes saw is not sent out; what a
+        write or a search says beside the row is no field of it)."""
+        kept = {f.name for f in dataclasses.fields(Episode)}
+        return Episode(**{k: v for k, v in self.model_dump().items() if k in kept})
 
 
 class MarkedEpisodeOut(EpisodeOut):
@@ -184,8 +194,10 @@ class StoredEpisodeOut(EpisodeOut):
     )
     warnings: list[str] = Field(
         default_factory=list,
+        exclude_if=lambda said: not said,  # said only when there is one
         description="What the write did beyond storing it: stored already past its expiry"
-        " or its project's retention, it is hidden at once and deleted by the upkeep",
+        " or its project's retention, it is hidden at once and deleted by the upkeep (left"
+        " out when there is none)",
     )
 
     @model_validator(mode="after")

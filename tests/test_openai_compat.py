@@ -469,3 +469,23 @@ def test_a_stateless_client_sees_its_earlier_turns_and_a_carried_history_is_said
     systems = [str(m["content"]) for m in sent if m["role"] == "system"]
     assert not any("My cat is called Miso" in said for said in systems)  # not as a memory
     assert next(m["content"] for m in sent if m["role"] == "user") == "My cat is called Miso"
+
+
+def test_a_filter_or_setting_refusal_names_its_field_as_param(served: Served) -> None:
+    import httpx
+
+    body = {"model": "nexusai", "user": "s", "messages": [{"role": "user", "content": "hi"}]}
+    for extra, param in (
+        ({"filter": {"speaker": []}}, "filter.speaker"),
+        ({"settings": {"contextBudget": -1}}, "settings.contextBudget"),
+    ):
+        answer = httpx.post(
+            f"{served.url}/v1/chat/completions",
+            json={**body, **extra},
+            headers={"X-Nexus-Project": "p"},
+            timeout=HTTP_TIMEOUT,
+        )
+        assert answer.status_code == 422
+        error = answer.json()["error"]
+        assert error["param"] == param
+        assert "Value error" not in error["message"]

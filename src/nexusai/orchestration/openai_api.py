@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from nexusai.access import principal_of
 from nexusai.errors import InvalidInput, NexusError, NotFound
-from nexusai.http import StrictJSONRoute, field_path, openai_error
+from nexusai.http import StrictJSONRoute, openai_error, refusal
 from nexusai.idempotency import answered_once
 from nexusai.llm import SAMPLING, Completion, Ending, Message, OpenAIChat, Usage
 from nexusai.orchestration.api import check_message, visible_session
@@ -42,6 +42,7 @@ from nexusai.orchestration.chat import (
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.layout import memory_block
 from nexusai.orchestration.service import Orchestration
+from nexusai.orchestration.settings import SETTINGS
 from nexusai.orchestration.turn import TurnRequest
 from nexusai.schemas import MAX_ID, CamelModel, FilterIn, IsoTime, check_storable
 
@@ -217,9 +218,7 @@ def _validated(body: dict[str, Any]) -> ChatCompletionIn:
     try:
         asked = ChatCompletionIn.model_validate(body)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = field_path(first["loc"])
-        raise InvalidInput(f"{where}: {first['msg']}") from None
+        raise InvalidInput(_first_refusal(exc)) from None
     for key in asked.model_extra or {}:
         if key in CANNOT:
             raise Unsupported(f"{key}: {CANNOT[key]}", key)
@@ -269,6 +268,17 @@ def _check_sampling(name: str, value: Any) -> None:
         raise Unsupported(f"{name}: give an object, not {value!r}", name)
     elif name == "stop" and not _stop_words(value):
         raise Unsupported(f"stop: give a string or a list of up to 4 strings, not {value!r}", name)
+
+
+def _first_refusal(exc: ValidationError) -> str:
+    """The first of pydantic's errors, named by its field (`filter.speaker: ...`), without
+    pydantic's "Value error, "."""
+    first = exc.errors()[0]
+    where, said = refusal(first["loc"], first["msg"])
+    named = re.match(r"([\w.\[\]]+): (.+)", said, re.DOTALL)
+    if named:  # a check of a whole part names its field inside it
+        where, said = f"{where}.{named[1]}", named[2]
+    return f"{where}: {said}"
 
 
 def _stop_words(value: Any) -> bool:
@@ -464,10 +474,17 @@ def _error_body(exc: NexusError) -> dict[str, Any]:
     return shaped
 
 
+SETTING_NAMES = frozenset(setting.name for setting in SETTINGS)
+
+
 def _param_of(message: str) -> str | None:
-    """Our messages name the field first (`messages[0].role: ...`)."""
+    """Our messages name the field first (`messages[0].role: ...`); a setting's refusal
+    names the setting first (`contextBudget must be ...`), sent as `settings.NAME`."""
     head, colon, _ = message.partition(":")
-    return head if colon and " " not in head else None
+    if colon and " " not in head:
+        return head
+    setting = re.match(r"(\w+) must be", message)
+    return f"settings.{setting[1]}" if setting and setting[1] in SETTING_NAMES else None
 
 
 def _error(exc: NexusError) -> JSONResponse:

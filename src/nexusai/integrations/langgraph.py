@@ -401,9 +401,9 @@ def _split(wanted: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
     rest = False
     for field, condition in (wanted or {}).items():
         plain = condition.get("$eq") if _operators(condition) == {"$eq"} else condition
-        # Labels compare as text, where 1 and 1.0 differ: a number is checked after, as a
-        # number (InMemoryStore matches {"n": 1} to 1.0); every value is checked after.
-        if isinstance(plain, str) and field.strip():
+        # The service compares a label that reads as a number as a number (1 matches 1.0,
+        # as InMemoryStore does); every value is checked after the search as well.
+        if isinstance(plain, str | int | float) and field.strip():
             pushed[f"{FIELD}{field}"] = plain
         else:
             rest = True

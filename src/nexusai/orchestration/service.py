@@ -48,6 +48,8 @@ class Orchestration:
         would not reach the model at all."""
         context = self.context(request, overrides)
         cap = self.llm_context_tokens // 2
+        if 0 < context.budget <= cap:
+            return context  # packed already within the cap: nothing to count
         given = count_tokens(memory_block(context))  # a spec turn's lines are not priced
         if given <= cap:
             return context

@@ -25,7 +25,7 @@ def messages(count: int) -> list[str]:
 
 
 def write(memory: Memory, texts: list[str]) -> float:
-    session_id = memory.store.create_session().id
+    session_id = memory.store.sessions.create().id
     started = time.perf_counter()
     for i in range(0, len(texts), 100):
         memory.add_episodes(session_id, [NewEpisode("user", t) for t in texts[i : i + 100]])

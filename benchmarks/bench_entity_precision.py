@@ -31,11 +31,11 @@ LABELS = Path("bench-results") / "entity-labels.tsv"
 def stored_entities(memory: Memory) -> list[tuple[str, str, str, int, str]]:
     """(conversation, name, type, mentions, context) for every stored entity."""
     rows = []
-    for project in memory.store.list_projects(limit=100):
-        [first, *_] = memory.store.list_sessions(project.id, limit=1)
-        scope = memory.store.scope_session_ids(first.id)
+    for project in memory.store.projects.page(limit=100):
+        [first, *_] = memory.store.sessions.page(project.id, limit=1)
+        scope = memory.store.sessions.scope(first.id).session_ids
         for entity in memory.entities.by_prefix("", scope, 100_000):
-            [episode] = memory.store.get_episodes(entity.latest_mention_ids[:1])
+            [episode] = memory.store.episodes.get_many(entity.latest_mention_ids[:1])
             context = episode.content.replace("\t", " ").replace("\n", " ")[:100]
             rows.append((project.name, entity.name, entity.type, entity.mention_count, context))
     return rows

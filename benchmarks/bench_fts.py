@@ -19,10 +19,10 @@ def build(store: SqliteStore, episodes: int) -> list[int]:
     texts = sentences(episodes)
     session_ids = []
     for _ in range(SESSIONS):
-        session = store.create_session()
+        session = store.sessions.create()
         session_ids.append(session.id)
         batch = [NewEpisode("user", next(texts)) for _ in range(episodes // SESSIONS)]
-        store.add_episodes(session.id, batch)
+        store.episodes.add(session.id, batch)
     return session_ids
 
 
@@ -30,10 +30,10 @@ def measure(report: Report, store: SqliteStore, session_ids: list[int], size: in
     queries = iter(list(sentences(300, seed=99)) * 10)
     rng = random.Random(1)
     scoped = time_ms(
-        lambda: store.search_keyword(next(queries), 20, rng.sample(session_ids, 5)), 200
+        lambda: store.keywords.search(next(queries), 20, rng.sample(session_ids, 5)), 200
     )
     report.add_latency(f"{size:,} eps, scope 5 of {SESSIONS} sessions", scoped)
-    unscoped = time_ms(lambda: store.search_keyword(next(queries), 20, None), 200)
+    unscoped = time_ms(lambda: store.keywords.search(next(queries), 20, None), 200)
     report.add_latency(f"{size:,} eps, all sessions", unscoped)
     # A project holding every session: its scope names them all, and the whole-table BM25
     # answers once it holds the message's words (it reads them behind the first ask).
@@ -49,7 +49,7 @@ def _each(store: SqliteStore, messages: list[str], session_ids: list[int]) -> li
     samples = []
     for message in messages:
         started = time.perf_counter()
-        store.search_keyword(message, 20, session_ids)
+        store.keywords.search(message, 20, session_ids)
         samples.append((time.perf_counter() - started) * 1000)
     return samples
 

@@ -93,13 +93,13 @@ def _import(
             started = time.perf_counter()
             behind.start()
             for conversation in conversations:
-                project = memory.store.ensure_project(conversation.key)
+                project = memory.store.projects.ensure(conversation.key)
                 memory.import_conversation(conversation.sessions, project)
             written = time.perf_counter() - started
             while memory.entities_pending():
                 time.sleep(0.05)
             extracted = time.perf_counter() - started
-            episodes = memory.store.get_episodes(memory.store.episode_ids())
+            episodes = memory.store.episodes.get_many(memory.store.episodes.ids())
         finally:
             memory.stop()  # as the service stops: the thread first, then the store
             behind.join()

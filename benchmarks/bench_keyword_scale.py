@@ -75,10 +75,10 @@ def _fill(store: SqliteStore, sets: Sequence[EvalSet], size: int) -> ScaleStore:
         for number, conversation in enumerate(c for s in sets for c in s.conversations)
         for session in conversation.conversation.sessions
     ]
-    project = store.create_project("everything").id
+    project = store.projects.create("everything").id
     for number, session in sessions:
-        sid = store.create_session(project).id
-        added = store.add_episodes(sid, [source.episode for source in session.episodes])
+        sid = store.sessions.create(project).id
+        added = store.episodes.add(sid, [source.episode for source in session.episodes])
         layout.own[number].append(sid)
         for source, episode in zip(session.episodes, added, strict=True):
             layout.ids[(number, source.key)] = episode.id
@@ -86,8 +86,8 @@ def _fill(store: SqliteStore, sets: Sequence[EvalSet], size: int) -> ScaleStore:
     for number, session in itertools.cycle(sessions):
         if stored >= size:
             break
-        sid = store.create_session(project).id
-        stored += len(store.add_episodes(sid, [source.episode for source in session.episodes]))
+        sid = store.sessions.create(project).id
+        stored += len(store.episodes.add(sid, [source.episode for source in session.episodes]))
         layout.copies[number].append(sid)
     return layout
 
@@ -120,7 +120,7 @@ def _ask(
     scopes = {number: layout.scope(number) for number in layout.own}
     for name, number, text, evidence in asked:
         started = time.perf_counter()
-        found = [e.id for e in store.search_keyword(text, max(CUTOFFS), scopes[number], budget)]
+        found = [e.id for e in store.keywords.search(text, max(CUTOFFS), scopes[number], budget)]
         spent.append((time.perf_counter() - started) * 1000)
         recalls[name].append([len(evidence & set(found[:k])) / len(evidence) for k in CUTOFFS])
     return recalls, spent

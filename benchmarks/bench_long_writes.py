@@ -93,5 +93,5 @@ def _embedded(embedder: LocalEmbedder, data: Path, session: int) -> float:
     """The embedder alone on what the write path embedded for the session's messages, read
     back from the store the service wrote."""
     with SqliteStore(data / "nexus.db") as store:
-        episodes = store.list_episodes(session, limit=1_000_000)
+        episodes = store.episodes.page(session, limit=1_000_000)
     return embedder_seconds(embedder, episodes)

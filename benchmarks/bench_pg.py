@@ -44,7 +44,7 @@ def ingest(report: Report, config: Config, embedder: LocalEmbedder, label: str, 
     requests of 100, into new sessions of the 100,000-episode store."""
     texts = list(sentences(n, seed=23))
     with closing(Memory.open(config, embedder)) as memory:
-        session = memory.store.create_session().id
+        session = memory.store.sessions.create().id
         memory.add_episodes(session, [NewEpisode("user", t) for t in texts[:100]])  # warm
         started = time.perf_counter()
         for i in range(100, n, 100):
@@ -60,7 +60,7 @@ def keyword(report: Report, config: Config, label: str) -> None:
         def query() -> None:
             project = rng.randrange(SESSIONS // PER_PROJECT)
             scope = [project * PER_PROJECT + k + 1 for k in range(PER_PROJECT)]
-            store.search_keyword(next(words), 20, scope)
+            store.keywords.search(next(words), 20, scope)
 
         report.add_latency(label, time_ms(query, 300))
 

@@ -67,14 +67,14 @@ def _compare(
     latency: dict[str, list[float]] = {name: [] for name in RANKERS}
     for item in evalset.conversations:
         with SqliteStore(tmp / f"{item.conversation.key.replace(':', '-')}.db") as store:
-            project = store.ensure_project(item.conversation.key)
-            _, ids, _ = store.import_sessions(item.conversation.sessions, project)
-            keys = store.imported_episode_ids(f"{item.conversation.key}:")
+            project = store.projects.ensure(item.conversation.key)
+            _, ids, _ = store.imports.add(item.conversation.sessions, project)
+            keys = store.imports.episode_ids(f"{item.conversation.key}:")
             questions, _ = resolve_questions(item, keys)
-            scope = [s.id for s in store.list_sessions(project, limit=10_000)]
+            scope = [s.id for s in store.sessions.page(project, limit=10_000)]
             _load(pg, store, ids)
             rankers: dict[str, Ranker] = {
-                RANKERS[0]: lambda q, s: [e.id for e in store.search_keyword(q, 20, s)],
+                RANKERS[0]: lambda q, s: [e.id for e in store.keywords.search(q, 20, s)],
                 RANKERS[1]: lambda q, s: pg_fts.search(pg, q, 20, s, "bm25"),
                 RANKERS[2]: lambda q, s: pg_fts.search(pg, q, 20, s, "ts_rank_cd"),
             }
@@ -105,7 +105,7 @@ def _load(
     pg_fts.clear(pg)
     rows = [
         (e.id, e.session_id, e.search_text, e.context_text, keywords.cjk_text(e.search_text))
-        for e in store.get_episodes(list(ids))
+        for e in store.episodes.get_many(list(ids))
     ]
     pg_fts.index_documents(pg, rows)
     pg.execute(f"ANALYZE {pg_fts.TABLE}")

@@ -22,9 +22,8 @@ import numpy as np
 from benchmarks.common import LATENCY_COLUMNS, Report, embedder_seconds, sentences, time_ms
 from nexusai.config import VECTOR_LAYOUTS, Config
 from nexusai.embedders.minilm import LocalEmbedder
-from nexusai.memory import vector_state
+from nexusai.memory.repositories.derived import VectorState
 from nexusai.memory.service import Memory
-from nexusai.memory.vector_state import VectorState
 from nexusai.memory.vectors import EdgeVectorIndex, VectorIndex, VectorPoint
 from nexusai.models import NewEpisode
 
@@ -51,7 +50,7 @@ def ingest(embedder: LocalEmbedder, count: int, chunk: int = 500) -> tuple[Repor
             began = time.perf_counter()
             raw.extend(embedder.embed(part))
             bare_seconds += time.perf_counter() - began
-            session_id = memory.store.create_session().id
+            session_id = memory.store.sessions.create().id
             stored = []
             began = time.perf_counter()
             for i in range(0, len(part), 100):  # requests of 100 episodes, as a client would
@@ -183,19 +182,18 @@ def build_store(
         store, project = memory.store, None
         for i in range(SESSIONS):
             if per_project and i % per_project == 0:
-                project = store.create_project(f"p{i // per_project}").id
-            session_id = store.create_session(project).id
+                project = store.projects.create(f"p{i // per_project}").id
+            session_id = store.sessions.create(project).id
             batch = [
                 _labelled(next(texts), i, n) if labelled else NewEpisode("u", next(texts))
                 for n in range(size // SESSIONS)
             ]
-            store.add_episodes(session_id, batch)
+            store.episodes.add(session_id, batch)
         rows = time.perf_counter() - started
         # The vectors first, then the rows say so: an open finding rows marked indexed
         # without their vectors would mark them pending again.
         fill_index(memory.vectors.index, noisy_copies(base, size), per_session=size // SESSIONS)
-        with store.atomic() as conn:
-            vector_state.set_vectors(conn, list(range(1, size + 1)), VectorState.INDEXED)
+        store.derived.set_vectors(list(range(1, size + 1)), VectorState.INDEXED)
     return rows
 
 

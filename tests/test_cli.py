@@ -23,7 +23,7 @@ def test_reindex_rebuilds_every_vector(
     config: Config, embedder: SwitchableEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = Memory.open(config, embedder)
-    sid = first.store.create_session().id
+    sid = first.store.sessions.create().id
     embedder.failing = True
     first.add_episodes(sid, [NewEpisode("u", f"message {i}") for i in range(5)])
     first.close()
@@ -579,7 +579,6 @@ def _import_names(tmp_path: Path, *options: str) -> tuple[str, int, set[str]]:
     how many episodes still wait for extraction, and the entities stored."""
     import json
 
-    from nexusai.memory import vector_state
     from nexusai.memory.sqlite.store import SqliteStore
 
     env = {"NEXUS_DATA_DIR": str(tmp_path / "d"), "NEXUS_EXTRACTOR": "spacy"}
@@ -591,7 +590,7 @@ def _import_names(tmp_path: Path, *options: str) -> tuple[str, int, set[str]]:
     imported = CliRunner(env=env).invoke(cli, ["import", str(data), *options])
     assert imported.exit_code == 0, imported.output
     with SqliteStore(tmp_path / "d" / "nexus.db") as store:
-        pending = vector_state.count_pending_extraction(store.connection())
+        pending = store.derived.count_pending_extraction()
         names = {row[0] for row in store.connection().execute("SELECT name FROM entities")}
     return imported.output, pending, names
 
@@ -653,9 +652,9 @@ def _small_store(data_dir: Path) -> None:
     from nexusai.memory.sqlite.store import SqliteStore
 
     with SqliteStore(Config.from_env({}, data_dir=data_dir).db_path) as store:
-        project = store.create_project("p")
-        session = store.create_session(project.id, "s")
-        store.add_episodes(session.id, [NewEpisode("user", "I live in Lisbon")])
+        project = store.projects.create("p")
+        session = store.sessions.create(project.id, "s")
+        store.episodes.add(session.id, [NewEpisode("user", "I live in Lisbon")])
 
 
 def test_export_writes_a_device_or_a_fifo_in_place_and_files_for_their_owner(

@@ -41,7 +41,7 @@ def test_keyword_weight_zero_makes_no_fts_call(
     fts_queries: tuple[Memory, list[str]], embedder: SwitchableEmbedder
 ) -> None:
     memory, seen = fts_queries
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     write(memory, sid, "the zebra crossing", "a zebra")
     settings = replace(DEFAULTS, keyword_weight=0.0, recent_limit=0)
     context = run_turn(memory, embedder, settings, TurnRequest(sid, "zebra"))
@@ -71,7 +71,7 @@ def test_the_keyword_leg_is_searched_while_the_message_is_embedded(
     fts_queries: tuple[Memory, list[str]], embedder: SwitchableEmbedder
 ) -> None:
     memory, seen = fts_queries
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     write(memory, sid, "the zebra crossing", "a heron on the canal", "lunch at noon")
     waiting = KeywordFirst(embedder.inner, seen)
     turn = run_turn(memory, waiting, BOTH, TurnRequest(sid, "zebra"))
@@ -85,7 +85,7 @@ def test_a_turn_that_reads_no_vector_embeds_nothing(
 ) -> None:
     """semanticWeight 0, no entities and no recognised standing ones: no source reads the
     message's vector, so it is not made."""
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     write(memory, sid, "unrelated words", "the zebra crossing")
     calls = embedder.calls
     settings = replace(
@@ -103,7 +103,7 @@ def test_a_turn_that_reads_no_vector_embeds_nothing(
 
 
 def test_query_is_embedded_once_per_turn(memory: Memory, embedder: SwitchableEmbedder) -> None:
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     write(memory, sid, "one", "two")
     calls = embedder.calls
     run_turn(memory, embedder, BOTH, TurnRequest(sid, "a question"))
@@ -111,7 +111,7 @@ def test_query_is_embedded_once_per_turn(memory: Memory, embedder: SwitchableEmb
 
 
 def test_recent_ids_never_appear_in_memories(memory: Memory, embedder: SwitchableEmbedder) -> None:
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     ids = write(memory, sid, *[f"my dog Biscuit likes walk number {i}" for i in range(6)])
     context = run_turn(memory, embedder, BOTH, TurnRequest(sid, "Biscuit walk dog"))
     recent = {e.id for e in context.recent}
@@ -122,19 +122,19 @@ def test_recent_ids_never_appear_in_memories(memory: Memory, embedder: Switchabl
 
 
 def test_scope_never_leaks_across_projects(memory: Memory, embedder: SwitchableEmbedder) -> None:
-    p1 = memory.store.create_project("one").id
-    p2 = memory.store.create_project("two").id
-    a1 = memory.store.create_session(p1).id
-    a2 = memory.store.create_session(p1).id
-    b1 = memory.store.create_session(p2).id
-    lone = memory.store.create_session().id
+    p1 = memory.store.projects.create("one").id
+    p2 = memory.store.projects.create("two").id
+    a1 = memory.store.sessions.create(p1).id
+    a2 = memory.store.sessions.create(p1).id
+    b1 = memory.store.sessions.create(p2).id
+    lone = memory.store.sessions.create().id
     [shared] = write(memory, a2, "the secret password is swordfish")
     write(memory, b1, "the secret password is swordfish")
     write(memory, lone, "the secret password is swordfish")
     settings = replace(BOTH, recent_limit=0)
     context = run_turn(memory, embedder, settings, TurnRequest(a1, "secret password swordfish"))
     assert [m.episode.id for m in context.memories] == [shared]
-    alone = memory.store.create_session().id
+    alone = memory.store.sessions.create().id
     assert (
         run_turn(memory, embedder, settings, TurnRequest(alone, "secret password")).memories == []
     )
@@ -143,7 +143,7 @@ def test_scope_never_leaks_across_projects(memory: Memory, embedder: SwitchableE
 def test_failing_embedder_still_gives_keyword_memories(
     memory: Memory, embedder: SwitchableEmbedder
 ) -> None:
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     write(memory, sid, "unrelated words", "x", "y", "the zebra crossing")
     embedder.failing = True
     context = run_turn(memory, embedder, NO_RECENT, TurnRequest(sid, "zebra"))
@@ -155,7 +155,7 @@ def test_failing_embedder_still_gives_keyword_memories(
 def test_fused_result_has_at_most_semantic_limit(
     memory: Memory, embedder: SwitchableEmbedder
 ) -> None:
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     write(memory, sid, *[f"note {i} about the garden" for i in range(30)])
     settings: RuntimeSettings = replace(BOTH, semantic_limit=4)
     vector = embedder.embed_one("garden")
@@ -193,7 +193,7 @@ def test_server_timing_says_where_the_turn_went(client: TestClient) -> None:
 def test_a_keyword_budget_leaves_the_commonest_words_out_of_the_turn(
     memory: Memory, embedder: SwitchableEmbedder
 ) -> None:
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     walks = write(memory, sid, *(f"a walk with the dog, day {i}" for i in range(6)))
     heron = write(memory, sid, "a heron on the canal")
     keyword_only = replace(NO_RECENT, semantic_weight=0.0, keyword_weight=1.0)
@@ -208,7 +208,7 @@ def test_a_learned_turn_asks_the_keyword_leg_for_its_depth_and_the_recent_turns(
     fts_queries: tuple[Memory, list[str]], embedder: SwitchableEmbedder
 ) -> None:
     memory, seen = fts_queries
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     write(memory, sid, *(f"kayak trip number {n} on the lake" for n in range(12)))
     ranker = replace(shipped(), depth=4)
     settings = replace(BOTH, fusion="learned", recent_limit=2, semantic_limit=3)

@@ -114,8 +114,8 @@ def test_back_dating_a_turn_moves_it_and_reindexes_its_neighbours(
         listed = client.get(f"/sessions/{sid}/episodes").json()
         assert [e["id"] for e in listed] == [a, c, b]
         store = app.state.memory.store
-        assert store.get_episode(c).context_text == "alpha"  # a role is not written
-        assert store.get_episode(b).context_text == "charlie"
+        assert store.episodes.get(c).context_text == "alpha"  # a role is not written
+        assert store.episodes.get(b).context_text == "charlie"
         # Re-embedded by the write, or by the thread behind the writes where it claimed
         # them first (an earlier write woke it): either way, soon, not at the next start.
         deadline = time.monotonic() + 30

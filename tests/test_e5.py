@@ -74,7 +74,7 @@ def e5_memory(tmp_path: Path, e5: E5Embedder) -> Iterator[Memory]:
 def test_a_question_in_another_language_finds_its_episode_by_meaning(
     e5_memory: Memory, e5: E5Embedder, question: str
 ) -> None:
-    sid = e5_memory.store.create_session().id
+    sid = e5_memory.store.sessions.create().id
     said = [
         "I adopted a puppy called Biscuit last week",
         "The quarterly report is due on Friday",

@@ -89,7 +89,7 @@ def test_dates_pronouns_and_one_letter_names_are_not_entities() -> None:
 
 
 def test_mentions_merge_into_one_entity(entity_memory: Memory) -> None:
-    sid = entity_memory.store.create_session().id
+    sid = entity_memory.store.sessions.create().id
     say(
         entity_memory,
         sid,
@@ -103,11 +103,11 @@ def test_mentions_merge_into_one_entity(entity_memory: Memory) -> None:
 def test_entities_are_scoped_by_project(
     entity_memory: Memory, embedder: SwitchableEmbedder
 ) -> None:
-    home = entity_memory.store.create_project("home").id
-    work = entity_memory.store.create_project("work").id
-    a1 = entity_memory.store.create_session(home).id
-    a2 = entity_memory.store.create_session(home).id
-    b1 = entity_memory.store.create_session(work).id
+    home = entity_memory.store.projects.create("home").id
+    work = entity_memory.store.projects.create("work").id
+    a1 = entity_memory.store.sessions.create(home).id
+    a2 = entity_memory.store.sessions.create(home).id
+    b1 = entity_memory.store.sessions.create(work).id
     say(entity_memory, a1, "My sister Maria Lopez lives in Lisbon.")
     say(entity_memory, b1, "Our client Globex Corporation is based in Berlin.")
     assert "Maria Lopez" in names(entity_memory, a2)  # a project's sessions share entities
@@ -121,7 +121,7 @@ def test_entities_are_scoped_by_project(
 def test_a_turn_embeds_its_query_once_and_gets_entities(
     entity_memory: Memory, embedder: SwitchableEmbedder
 ) -> None:
-    sid = entity_memory.store.create_session().id
+    sid = entity_memory.store.sessions.create().id
     say(entity_memory, sid, "I adopted a puppy and took it to Central Park in New York.")
     calls = embedder.calls
     settings = replace(DEFAULTS, keyword_weight=1.0, recent_limit=0)
@@ -144,9 +144,9 @@ def test_a_failing_extractor_never_loses_the_episode(
     config: Config, embedder: SwitchableEmbedder, spacy_extractor: SpacyExtractor
 ) -> None:
     memory = Memory.open(config, embedder, extractor=Broken())
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     [eid] = say(memory, sid, "Maria Lopez flew to Lisbon")
-    assert [e.id for e in memory.store.search_keyword("Lisbon")] == [eid]
+    assert [e.id for e in memory.store.keywords.search("Lisbon")] == [eid]
     assert memory.count_pending_vectors() == 0
     memory.entities.extractor = spacy_extractor  # the next pass catches up
     assert memory.entities.sync() == 1
@@ -155,7 +155,7 @@ def test_a_failing_extractor_never_loses_the_episode(
 
 
 def test_deleting_episodes_updates_counts_and_drops_orphans(entity_memory: Memory) -> None:
-    sid = entity_memory.store.create_session().id
+    sid = entity_memory.store.sessions.create().id
     first, second = say(
         entity_memory, sid, "Maria Lopez went to Lisbon.", "Maria Lopez loves Lisbon in May."
     )
@@ -292,7 +292,7 @@ def test_one_name_is_one_entity_of_the_type_most_mentions_give(
     given = [[Mention("Caroline", t)] for t in ("person", "place", "person", "place", "person")]
     memory = Memory.open(config, embedder, extractor=Scripted(given))
     try:
-        sid = memory.store.create_session().id
+        sid = memory.store.sessions.create().id
         say(memory, sid, *[f"turn {i} with Caroline" for i in range(5)])
         [caroline] = memory.entities.by_prefix("caro", [sid], 10)
         assert (caroline.type, caroline.mention_count) == ("person", 5)
@@ -318,7 +318,7 @@ def test_an_import_is_extracted_behind_its_write(
     assert entity_memory.entities.count() == 0
     assert entity_memory.extract_pending() == 2
     assert entity_memory.entities_pending() == 0
-    session = entity_memory.store.list_sessions(None, limit=5)[0].id
+    session = entity_memory.store.sessions.page(None, limit=5)[0].id
     assert {"Maria Lopez", "Lisbon", "Siemens"} <= set(names(entity_memory, session))
 
 
@@ -404,7 +404,7 @@ def test_a_message_longer_than_spacy_takes_is_extracted_in_pieces(
 ) -> None:
     """spaCy refuses a text over 1,000,000 characters; the store takes up to 1 MiB. Such a
     message is read in pieces, so its extraction ends instead of being retried forever."""
-    sid = entity_memory.store.create_session(None, "long").id
+    sid = entity_memory.store.sessions.create(None, "long").id
     text = "Maria Lopez moved to Lisbon. " + "x" * 1_000_000 + " Then Tom visited Porto."
     say(entity_memory, sid, text)
     entity_memory.extract_pending()
@@ -466,7 +466,7 @@ def test_a_message_read_in_part_is_noted_and_not_read_again(
 ) -> None:
     memory = Memory.open(config, embedder, extractor=spacy_extractor)
     try:
-        session = memory.store.create_session(None, "logs")
+        session = memory.store.sessions.create(None, "logs")
         long_id, _plain_id = say(memory, session.id, SEPARATOR, "Tom moved to Porto")
         assert memory.entities_pending() == 0
         rows = memory.store.connection().execute("SELECT episode_id, outcome FROM extraction_notes")
@@ -500,7 +500,7 @@ def test_a_message_the_extractor_fails_on_alone_is_noted_and_the_rest_extracted(
 ) -> None:
     memory = Memory.open(config, embedder, extractor=FailsOnOne(spacy_extractor))
     try:
-        sid = memory.store.create_session().id
+        sid = memory.store.sessions.create().id
         snowman, _plain = say(memory, sid, "A \u2603 in Oslo", "Maria Lopez flew to Lisbon")
         assert memory.entities_pending() == 0
         assert "Lisbon" in names(memory, sid)
@@ -517,7 +517,7 @@ def test_a_filtered_turn_lists_only_the_entities_of_what_it_kept(
 ) -> None:
     from nexusai.models import EpisodeFilter
 
-    sid = entity_memory.store.create_session().id
+    sid = entity_memory.store.sessions.create().id
     entity_memory.add_episodes(
         sid,
         [

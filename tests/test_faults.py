@@ -133,10 +133,10 @@ def _stored_garden(config: Config, embedder: SwitchableEmbedder) -> tuple[int, i
     """A project with a chat of 30 turns, all indexed; returns (that session, a new one)."""
     memory = Memory.open(config, embedder)
     try:
-        project = memory.store.create_project("home").id
-        chat = memory.store.create_session(project, "garden").id
+        project = memory.store.projects.create("home").id
+        chat = memory.store.sessions.create(project, "garden").id
         memory.add_episodes(chat, [NewEpisode("user", text) for text in GARDEN])
-        later = memory.store.create_session(project, "later").id
+        later = memory.store.sessions.create(project, "later").id
         assert memory.count_pending_vectors() == 0
         return chat, later
     finally:

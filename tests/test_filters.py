@@ -236,26 +236,26 @@ def test_an_older_postgresql_gets_its_labels_and_own_expiry(pg_url: str) -> None
 
 def _labels_and_expiry_kept(store: EpisodeStore) -> None:
     def kept(**metadata: tuple[str, ...]) -> list[int]:
-        return store.matching_ids(None, EpisodeFilter(metadata=tuple(metadata.items())))
+        return store.episodes.matching_ids(None, EpisodeFilter(metadata=tuple(metadata.items())))
 
     assert kept(topic=("travel",)) == [1]
     assert kept(n=("1",)) == [1]
     assert kept(n=("1.5",)) == [2]
     assert kept(ok=("true",)) == [1]
     assert kept(topic=('{"nested": 1}', "nested")) == []  # objects never match
-    assert store.get_episode(1).expiry_asked == "2999-01-01T00:00:00.000000Z"
+    assert store.episodes.get(1).expiry_asked == "2999-01-01T00:00:00.000000Z"
     # Labels follow an edit of the metadata, and go with the episode.
-    store.update_episode(1, metadata={"topic": "food"})
+    store.episodes.update(1, metadata={"topic": "food"})
     assert kept(topic=("travel",)) == []
     assert kept(topic=("food",)) == [1]
-    store.delete_episodes([1])
+    store.episodes.delete_many([1])
     assert kept(topic=("food",)) == []
 
 
 def test_metadata_numbers_compare_as_numbers(store: EpisodeStore) -> None:
     """1 matches 1.0, 1e20 matches the integer it is, and a number never matches a text
     that does not read as one; booleans and texts compare as before."""
-    sid = store.create_session().id
+    sid = store.sessions.create().id
     said: list[dict[str, Any]] = [
         {"n": 1.0},
         {"n": 100000000000000000000},
@@ -264,13 +264,13 @@ def test_metadata_numbers_compare_as_numbers(store: EpisodeStore) -> None:
     ]
     ids = [
         e.id
-        for e in store.add_episodes(
+        for e in store.episodes.add(
             sid, [NewEpisode("user", f"m{i}", metadata=m) for i, m in enumerate(said)]
         )
     ]
 
     def kept(**metadata: tuple[str, ...]) -> list[int]:
-        return store.matching_ids(None, EpisodeFilter(metadata=tuple(metadata.items())))
+        return store.episodes.matching_ids(None, EpisodeFilter(metadata=tuple(metadata.items())))
 
     assert kept(n=("1",)) == [ids[0]]
     assert kept(n=("1.0",)) == [ids[0]]
@@ -281,5 +281,5 @@ def test_metadata_numbers_compare_as_numbers(store: EpisodeStore) -> None:
     assert kept(tag=("1.0",)) == []  # the text "1" is no number
     assert kept(tag=("1",)) == [ids[2]]
     assert kept(ok=("true",)) == [ids[3]]
-    store.update_episode(ids[0], metadata={"n": 2})
+    store.episodes.update(ids[0], metadata={"n": 2})
     assert kept(n=("2.0",)) == [ids[0]]

@@ -21,8 +21,8 @@ from nexusai.cli import cli
 from nexusai.config import Config
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.importing import import_stream
+from nexusai.memory.repositories.derived import VectorState
 from nexusai.memory.service import CATCH_UP, FORGET_CHUNK, Memory
-from nexusai.memory.vector_state import VectorState
 from nexusai.models import EpisodeFilter, NewEpisode
 from tests.conftest import SwitchableEmbedder, entities_settled
 from tests.live_server import live_server
@@ -127,7 +127,7 @@ def test_a_refused_forget_names_what_to_fix_and_deletes_nothing(
     refused = client.delete("/episodes", params=params)
     assert refused.status_code == status
     assert says in refused.json()["detail"]
-    assert memory.store.count_episodes() == 1
+    assert memory.store.episodes.count() == 1
 
 
 def test_forget_from_the_command_line(
@@ -142,7 +142,7 @@ def test_forget_from_the_command_line(
         rule = ["--session", sid, "--after", "2000-01-01", "--speaker", "user", "--url", url]
         counted = runner.invoke(cli, ["forget", *rule, "--dry-run"])
         assert counted.output == "2 episodes would be forgotten (dry run)\n"
-        assert memory.store.count_episodes() == 2
+        assert memory.store.episodes.count() == 2
         wrong = runner.invoke(cli, ["forget", *rule, "--metadata", "topic"])
         assert "write KEY=VALUE" in wrong.output
         when = runner.invoke(cli, ["forget", "--after", "last week", "--url", url])
@@ -153,7 +153,7 @@ def test_forget_from_the_command_line(
         declined = runner.invoke(cli, ["forget", *rule], input="n\n")
         assert declined.exit_code == 1  # asked first, and nothing was deleted
         assert "Forget 2 episodes?" in declined.output
-        assert memory.store.count_episodes() == 2
+        assert memory.store.episodes.count() == 2
         one = ["--session", sid, "--metadata", "x=1", "--url", url]
         assert (
             runner.invoke(cli, ["forget", *one]).output == "no episode matches: nothing forgotten\n"
@@ -162,7 +162,7 @@ def test_forget_from_the_command_line(
         assert dry == "0 episodes would be forgotten (dry run)\n"
         done = runner.invoke(cli, ["forget", *rule], input="y\n")
         assert done.output.endswith("2 episodes forgotten\n")
-        assert memory.store.count_episodes() == 0
+        assert memory.store.episodes.count() == 0
         runner.invoke(cli, ["add", "--session", sid, "gamma note", "--url", url])
         yes = runner.invoke(cli, ["forget", "--session", sid, "--yes", "--url", url])
         assert yes.output == "1 episode forgotten\n"
@@ -235,8 +235,8 @@ def test_an_expired_episode_is_never_returned_and_the_upkeep_deletes_it(
     assert client.get(f"/episodes/{kept}").json()["expiresAt"] == "2999-01-01T00:00:00.000000Z"
     # The upkeep deletes it from every index; the other stays.
     assert memory.forget_expired() == 1
-    assert memory.store.expired_ids() == []
-    assert memory.store.matching_ids([first], EpisodeFilter()) == [kept]
+    assert memory.store.episodes.expired_ids() == []
+    assert memory.store.episodes.matching_ids([first], EpisodeFilter()) == [kept]
     cleared = client.patch(f"/episodes/{kept}", json={"expiresAt": None}).json()
     assert cleared["expiresAt"] is None
     again = client.patch(f"/episodes/{kept}", json={"expiresAt": "2000-01-01T00:00:00Z"})
@@ -293,7 +293,7 @@ def test_an_expired_episodes_entities_are_never_returned(
     lisbon = next(e for e in entities if e["name"] == "Lisbon")
     assert lisbon["mentionCount"] == 2
     client.patch(f"/episodes/{gone}", json={"expiresAt": "2000-01-01T00:00:00Z"})
-    assert memory.store.expired_ids() == [gone]  # the upkeep has not run
+    assert memory.store.episodes.expired_ids() == [gone]  # the upkeep has not run
 
     names = {e["name"]: e for e in client.get("/entities", params={"sessionId": first}).json()}
     assert "Maria Lopez" not in names
@@ -325,8 +325,8 @@ def test_a_forget_counts_what_reads_show_and_deletes_the_hidden_too(
     assert _ids(visible.json()) == counted["episodeIds"]  # what it counts, a read returns
     done = client.delete("/episodes", params={"sessionIds": str(sid)}).json()
     assert (done["episodes"], done["episodeIds"]) == (1, [shown])
-    assert memory.store.matching_ids([sid], EpisodeFilter()) == []  # the hidden went too
-    assert memory.store.expired_ids() == []
+    assert memory.store.episodes.matching_ids([sid], EpisodeFilter()) == []  # the hidden went too
+    assert memory.store.episodes.expired_ids() == []
     client.patch(f"/projects/{made['id']}", json={"retentionDays": None})
     assert client.get(f"/sessions/{sid}/episodes").json() == []  # neither comes back
     for gone in (hidden, expired):
@@ -410,13 +410,13 @@ def test_a_forget_of_many_chunks_leaves_nothing_and_lets_writes_through(
     rule = EpisodeFilter(metadata=(("tag", ("birds",)),))
     with ThreadPoolExecutor(1) as pool:
         forgetting = pool.submit(memory.forget, None, rule)
-        while len(memory.store.matching_ids(None, rule)) == many and not forgetting.done():
+        while len(memory.store.episodes.matching_ids(None, rule)) == many and not forgetting.done():
             time.sleep(0.001)  # until its first chunk is deleted
         written = memory.add_episodes(kept_sid, [NewEpisode("user", "A heron at the weir")])
-        left_when_written = len(memory.store.matching_ids(None, rule))
+        left_when_written = len(memory.store.episodes.matching_ids(None, rule))
         assert sorted(forgetting.result()) == sorted(gone)
     assert 0 < left_when_written < many  # stored while the forget was still deleting
-    assert memory.store.matching_ids(None, rule) == []
+    assert memory.store.episodes.matching_ids(None, rule) == []
     found = client.get("/episodes/search", params={"q": "heron canal lock", "limit": 50}).json()
     assert set(_ids(found)) <= {*kept, written[0].id}
     hits = client.post(
@@ -438,7 +438,7 @@ def test_the_turns_after_forgotten_ones_are_indexed_behind_the_forget(
         sid = _heron_pairs(memory, pairs)
         assert memory.count_pending_vectors() == 0
         memory.forget(None, BIRDS)
-        kept = [e.id for e in memory.store.list_episodes(sid)]
+        kept = [e.id for e in memory.store.episodes.page(sid)]
         assert len(kept) == pairs
         _until_none_pending(memory)
         assert set(memory.vector_states(kept).values()) == {VectorState.INDEXED}
@@ -481,10 +481,10 @@ def test_a_write_makes_only_the_vectors_it_made_due(
             memory.forget(None, BIRDS)
             [appended] = memory.add_episodes(sid, [NewEpisode("user", "And a kingfisher")])
             assert memory.count_pending_vectors() == pairs
-            first = memory.store.list_episodes(sid)[0]
+            first = memory.store.episodes.page(sid)[0]
             sooner = datetime.fromisoformat(first.occurred_at) - timedelta(seconds=1)
             [egret] = memory.add_episodes(sid, [NewEpisode("user", "An egret first", sooner)])
-            assert memory.store.list_episodes(sid)[1].id == first.id
+            assert memory.store.episodes.page(sid)[1].id == first.id
             done = memory.vector_states([appended.id, egret.id, first.id])
             assert set(done.values()) == {VectorState.INDEXED}
             assert memory.count_pending_vectors() == pairs - 1
@@ -497,7 +497,7 @@ BIRDS = EpisodeFilter(metadata=(("tag", ("birds",)),))
 
 def _heron_pairs(memory: Memory, pairs: int) -> int:
     """A session of `pairs` user turns tagged `birds`, each answered by the assistant."""
-    sid = memory.store.create_session(None).id
+    sid = memory.store.sessions.create(None).id
     for i in range(pairs):
         memory.add_episodes(
             sid,

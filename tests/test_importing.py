@@ -46,11 +46,11 @@ def test_jsonl_import_groups_sessions_and_reimport_skips(memory: Memory) -> None
     assert (summary.conversations, summary.sessions, summary.episodes) == (2, 2, 4)
     again = import_stream(memory, data(), "jsonl", project="mine")
     assert (again.sessions, again.episodes, again.skipped) == (0, 0, 4)
-    assert memory.store.count_episodes() == 4
-    project = memory.store.find_project("mine")
+    assert memory.store.episodes.count() == 4
+    project = memory.store.projects.find("mine")
     assert project
-    assert len(memory.store.list_sessions(project.id)) == 2
-    assert memory.store.search_keyword("Oslo")[0].content == "Book a flight to Oslo"
+    assert len(memory.store.sessions.page(project.id)) == 2
+    assert memory.store.keywords.search("Oslo")[0].content == "Book a flight to Oslo"
     assert memory.count_pending_vectors() == 0
 
 
@@ -62,17 +62,17 @@ def test_a_malformed_line_anywhere_stops_the_import_before_any_write(memory: Mem
     )
     with pytest.raises(ImportFormatError, match="line 3"):
         import_stream(memory, data, "jsonl", project="never-made")
-    assert memory.store.count_episodes() == 0
-    assert memory.store.list_sessions() == []
-    assert memory.store.find_project("never-made") is None
+    assert memory.store.episodes.count() == 0
+    assert memory.store.sessions.page() == []
+    assert memory.store.projects.find("never-made") is None
 
 
 def test_jsonl_takes_its_keys_only_and_checks_types(memory: Memory) -> None:
     data = jsonl({"session": 7, "speaker": "user", "content": "hi", "metadata": {"a": 1}})
     import_stream(memory, data, "jsonl")
-    [session] = memory.store.list_sessions()
+    [session] = memory.store.sessions.page()
     assert session.title == "7"  # a session named by a number, as documented
-    [episode] = memory.store.list_episodes(session.id)
+    [episode] = memory.store.episodes.page(session.id)
     assert episode.metadata == {"a": 1}
     ok = {"session": "s", "speaker": "user", "content": "fine"}
     for wrong, said in (
@@ -83,7 +83,7 @@ def test_jsonl_takes_its_keys_only_and_checks_types(memory: Memory) -> None:
     ):
         with pytest.raises(ImportFormatError, match=said):
             import_stream(memory, jsonl(ok, {**ok, **wrong}), "jsonl")
-    assert len(memory.store.list_sessions()) == 1  # nothing of a refused file is written
+    assert len(memory.store.sessions.page()) == 1  # nothing of a refused file is written
 
 
 def test_jsonl_in_utf16_is_named_and_a_utf8_bom_is_read(memory: Memory) -> None:
@@ -101,7 +101,7 @@ def test_the_same_file_into_another_project_is_another_copy(memory: Memory) -> N
     assert import_stream(memory, data(), "jsonl", project="one").episodes == 1
     assert import_stream(memory, data(), "jsonl", project="two").episodes == 1
     assert import_stream(memory, data(), "jsonl", project="two").episodes == 0
-    assert memory.store.count_episodes() == 2
+    assert memory.store.episodes.count() == 2
 
 
 def chatgpt_export() -> list[dict[str, object]]:
@@ -134,9 +134,9 @@ def chatgpt_export() -> list[dict[str, object]]:
 def test_chatgpt_import_follows_the_current_branch(memory: Memory) -> None:
     summary = import_stream(memory, io.BytesIO(json.dumps(chatgpt_export()).encode()), "chatgpt")
     assert (summary.sessions, summary.episodes, summary.skipped) == (1, 2, 2)
-    [session] = memory.store.list_sessions()
+    [session] = memory.store.sessions.page()
     assert session.title == "Python lists"
-    assert [(e.speaker, e.content) for e in memory.store.list_episodes(session.id)] == [
+    assert [(e.speaker, e.content) for e in memory.store.episodes.page(session.id)] == [
         ("user", "How do I reverse a list in Python?"),
         ("assistant", "Use reversed() or slicing [::-1]."),
     ]
@@ -167,14 +167,14 @@ def test_locomo_import_maps_sessions_dates_speakers_and_captions(memory: Memory)
     }
     summary = import_stream(memory, io.BytesIO(json.dumps([sample]).encode()), "locomo")
     assert (summary.conversations, summary.sessions, summary.episodes) == (1, 2, 3)
-    project = memory.store.find_project("locomo conv-1")
+    project = memory.store.projects.find("locomo conv-1")
     assert project is not None
-    first = memory.store.list_episodes(memory.store.list_sessions(project.id)[0].id)
+    first = memory.store.episodes.page(memory.store.sessions.page(project.id)[0].id)
     assert first[0].occurred_at == "2023-05-08T13:56:00.000000Z"
     assert first[1].metadata == {"diaId": "D1:2"}
     assert first[1].image_caption == "a photo of a red kayak on a lake"
     assert first[1].speaker == "Bo"
-    assert [e.id for e in memory.store.search_keyword("lake")] == [first[1].id]
+    assert [e.id for e in memory.store.keywords.search("lake")] == [first[1].id]
 
 
 @pytest.mark.parametrize(
@@ -208,7 +208,7 @@ def test_bad_files_name_what_is_wrong_in_words(
         import_stream(memory, io.BytesIO(payload), fmt)
     for python in ("Error(", "right here", "^"):
         assert python not in str(raised.value)
-    assert memory.store.count_episodes() == 0
+    assert memory.store.episodes.count() == 0
 
 
 def test_import_over_http_streams_the_body(client: TestClient) -> None:
@@ -282,7 +282,7 @@ def test_a_too_large_message_in_the_last_conversation_writes_nothing(
     memory: Memory = client.app.state.memory  # type: ignore[attr-defined]
     with pytest.raises(TooLarge, match="session 'third': content is 1048577 bytes"):
         import_stream(memory, io.BytesIO(path.read_bytes()), "jsonl")
-    assert memory.store.list_sessions() == []
+    assert memory.store.sessions.page() == []
     refused = client.post("/import?format=jsonl", content=path.read_bytes())
     assert refused.status_code == 413
     assert "session 'third'" in refused.json()["detail"]
@@ -301,12 +301,12 @@ def test_an_export_imports_back_as_it_was(memory: Memory, config: Config, tmp_pa
     metadata, captions and pins come back (only the ids are the new store's)."""
     from nexusai.models import NewEpisode
 
-    project = memory.store.create_project("home").id
-    monday = memory.store.create_session(project, "monday").id
-    again = memory.store.create_session(project, "monday").id  # a title two sessions share
-    untitled = memory.store.create_session(project).id
-    empty = memory.store.create_session(project, "not started").id  # no episodes
-    memory.store.create_session(None, "elsewhere")
+    project = memory.store.projects.create("home").id
+    monday = memory.store.sessions.create(project, "monday").id
+    again = memory.store.sessions.create(project, "monday").id  # a title two sessions share
+    untitled = memory.store.sessions.create(project).id
+    empty = memory.store.sessions.create(project, "not started").id  # no episodes
+    memory.store.sessions.create(None, "elsewhere")
     [first, _] = memory.add_episodes(
         monday,
         [
@@ -367,7 +367,7 @@ def test_an_export_imports_back_as_it_was(memory: Memory, config: Config, tmp_pa
 def test_an_export_that_cannot_run_writes_nothing(
     memory: Memory, config: Config, tmp_path: Path
 ) -> None:
-    memory.store.create_project("home")
+    memory.store.projects.create("home")
     env = {"NEXUS_DATA_DIR": str(config.data_dir), "NEXUS_EXTRACTOR": "none"}
     if config.database_url:
         env["NEXUS_DATABASE_URL"] = config.database_url
@@ -506,9 +506,9 @@ def test_an_interleaved_log_is_written_in_windows_and_stores_every_line_once(
     assert (summary.sessions, summary.episodes, summary.skipped) == (3, 30, 0)
     again = import_stream(memory, io.BytesIO(raw), "jsonl", project="log")
     assert (again.sessions, again.episodes, again.skipped) == (0, 0, 30)
-    project = memory.store.find_project("log")
+    project = memory.store.projects.find("log")
     assert project is not None
-    for session in memory.store.list_sessions(project.id):
-        said = [e.content for e in memory.store.list_episodes(session.id)]
+    for session in memory.store.sessions.page(project.id):
+        said = [e.content for e in memory.store.episodes.page(session.id)]
         start = int(str(session.title)[1:])
         assert said == [f"line {i}" for i in range(start, 30, 3)]

@@ -211,7 +211,7 @@ def test_keys_from_the_command_line(tmp_path: Path) -> None:
     from nexusai.memory.sqlite.store import SqliteStore
 
     with SqliteStore(tmp_path / "nexus.db") as store:
-        store.create_project("team")
+        store.projects.create("team")
     made = runner.invoke(cli, ["keys", "create", "--project", "team", "--read-only", *data])
     assert made.exit_code == 0, made.output
     key = made.stdout.strip()

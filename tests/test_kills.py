@@ -42,7 +42,7 @@ def source(tmp_path_factory: pytest.TempPathFactory, minilm: LocalEmbedder) -> P
     memory = Memory.open(_config(data_dir), minilm)
     try:
         for s in range(3):
-            session = memory.store.create_session(None, f"chat {s}").id
+            session = memory.store.sessions.create(None, f"chat {s}").id
             memory.add_episodes(
                 session,
                 [
@@ -117,7 +117,7 @@ def _next_start_finishes(
         memory.sync_pending()
         assert memory.count_pending_vectors() == 0
         assert memory.vectors.count() == len(expected)
-        assert memory.store.keyword_index_ok()
+        assert memory.store.keywords.ok()
     finally:
         memory.close()
     assert _rows(_config(data_dir).db_path) == expected
@@ -206,7 +206,7 @@ def test_killed_migration(tmp_path: Path) -> None:
         with SqliteStore(work) as store:  # the next start: migrations done, or done now
             assert {m.__name__ for m in MIGRATIONS} <= set(_applied(store))
             assert fts.integrity_check(store.connection())
-            assert [e.id for e in store.search_keyword("saffron", 3)]
+            assert [e.id for e in store.keywords.search("saffron", 3)]
         assert _rows(work) == expected
     killer.assert_most_killed()
 
@@ -247,7 +247,7 @@ def test_killed_import_run_again_stores_every_message_once(
             assert sorted(row[0] for row in contents) == expected
             assert memory.count_pending_vectors() == 0
             assert memory.vectors.count() == len(expected)
-            assert memory.store.keyword_index_ok()
+            assert memory.store.keywords.ok()
         finally:
             memory.close()
     killer.assert_most_killed()

@@ -48,8 +48,8 @@ def contract(
         store = memory.store
         yield Contract(
             memory,
-            lambda project: store.create_session(project).id,
-            lambda name: store.create_project(name).id,
+            lambda project: store.sessions.create(project).id,
+            lambda name: store.projects.create(name).id,
             embedder.embed_one,
         )
         memory.close()

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from nexusai.cli import cli
 from nexusai.config import Config
 from nexusai.embedders import Embedder
-from nexusai.memory import transfer
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.keys import KeyStore
 from nexusai.memory.postgres.store import PgStore
+from nexusai.memory.repositories import transfer
 from nexusai.memory.service import Memory
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import NewEpisode
@@ -33,12 +33,12 @@ def _seed(config: Config, embedder: Embedder, extractor: SpacyExtractor) -> str:
     """A SQLite store with a bit of everything; returns a project key made on it."""
     memory = Memory.open(config, embedder, extractor=extractor)
     try:
-        project = memory.store.create_project("home")
+        project = memory.store.projects.create("home")
         for title in ("first", "second"):
-            session = memory.store.create_session(project.id, title)
+            session = memory.store.sessions.create(project.id, title)
             memory.add_episodes(session.id, [NewEpisode(s, c, metadata=m) for s, c, m in TURNS])
-        memory.store.create_session(None, "outside any project")
-        memory.store.set_meta("note", "kept")
+        memory.store.sessions.create(None, "outside any project")
+        memory.store.meta.set("note", "kept")
         return KeyStore(memory.store).create("home", read_only=True)
     finally:
         memory.close()
@@ -46,15 +46,18 @@ def _seed(config: Config, embedder: Embedder, extractor: SpacyExtractor) -> str:
 
 def _answers(memory: Memory) -> list[object]:
     store = memory.store
-    sessions = store.list_sessions(limit=100)
-    episodes = [e for s in sessions for e in store.list_episodes(s.id)]
+    sessions = store.sessions.page(limit=100)
+    episodes = [e for s in sessions for e in store.episodes.page(s.id)]
     found = [
-        [e.id for e in store.search_keyword(q, 10, store.scope_session_ids(sessions[0].id))]
+        [
+            e.id
+            for e in store.keywords.search(q, 10, store.sessions.scope(sessions[0].id).session_ids)
+        ]
         for q in ("Biscuit puppy", "Lisbon", "北京", "shoes OR NEAR(")
     ]
     vector = memory.embedder.embed_query("What is the dog called?")
     hits = memory.search_vectors(vector, [s.id for s in sessions], [], 5)
-    nearest = [e.content for e in store.get_episodes([i for i, _ in hits])]  # ties: same text
+    nearest = [e.content for e in store.episodes.get_many([i for i, _ in hits])]  # ties: same text
     entities = sorted((e.name, e.mention_count) for e in memory.entities.get(range(1, 50)))
     return [sessions, episodes, found, nearest, entities]
 
@@ -81,11 +84,11 @@ def test_migrate_copies_everything_and_answers_alike(
         after.sync_pending()
         after.entities.sync()
         assert _answers(after) == expected
-        assert after.store.get_meta("note") == "kept"
+        assert after.store.meta.get("note") == "kept"
         principal = KeyStore(after.store).verify(key)  # a key made on SQLite still works
         assert principal is not None
         assert principal.read_only
-        made = after.store.create_session(None, "new")  # ids go on past the copied ones
+        made = after.store.sessions.create(None, "new")  # ids go on past the copied ones
         assert made.id > max(s.id for s in expected[0])  # type: ignore[attr-defined]
 
 
@@ -94,8 +97,8 @@ def test_a_stopped_migration_resumes_where_it_stopped(
 ) -> None:
     config = Config.from_env({}, data_dir=tmp_path, extractor="none")
     with closing(Memory.open(config, embedder)) as memory:
-        session = memory.store.create_session().id
-        memory.store.add_episodes(session, [NewEpisode("u", f"turn {i}") for i in range(50)])
+        session = memory.store.sessions.create().id
+        memory.store.episodes.add(session, [NewEpisode("u", f"turn {i}") for i in range(50)])
     monkeypatch.setattr(transfer, "BATCH", 7)
     with SqliteStore(config.db_path) as source, PgStore(pg_url) as target:
         copied: list[int] = []
@@ -107,10 +110,10 @@ def test_a_stopped_migration_resumes_where_it_stopped(
 
         with pytest.raises(KeyboardInterrupt):
             transfer.copy_store(source, target, stop_midway)
-        assert 0 < target.count_episodes() < 50
+        assert 0 < target.episodes.count() < 50
         transfer.copy_store(source, target)
         assert all(there == here for _, there, here in transfer.compare_counts(source, target))
-        assert [e.content for e in target.list_episodes(session)] == [
+        assert [e.content for e in target.episodes.page(session)] == [
             f"turn {i}" for i in range(50)
         ]
 
@@ -119,7 +122,7 @@ def test_migrate_refuses_a_database_holding_another_store(
     tmp_path: Path, pg_url: str, embedder: Embedder
 ) -> None:
     with PgStore(pg_url) as other:
-        other.create_project("someone else's")
+        other.projects.create("someone else's")
     Memory.open(Config.from_env({}, data_dir=tmp_path, extractor="none"), embedder).close()
     result = CliRunner().invoke(cli, ["migrate", "--to", pg_url, "--data-dir", str(tmp_path)])
     assert result.exit_code != 0

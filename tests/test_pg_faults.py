@@ -70,11 +70,11 @@ def test_a_transaction_begun_on_a_connection_the_server_closed_is_begun_again(
     database = pg_url.split("?")[0].rsplit("/", 1)[1]
     store = PgStore(pg_url)
     try:
-        session = store.create_session(title="t")
+        session = store.sessions.create(title="t")
         _terminate(postgres, database)
         with store.atomic() as conn:
             conn.execute("UPDATE sessions SET title = ? WHERE id = ?", ["renamed", session.id])
-        assert store.get_session(session.id).title == "renamed"
+        assert store.sessions.get(session.id).title == "renamed"
     finally:
         store.close()
 

@@ -94,23 +94,23 @@ def test_bm25_ranks_as_fts5_does_on_the_same_rows(tmp_path: Path, pg: Conn) -> N
     rng = random.Random(5)
     weights = [1 / (i + 1) for i in range(len(WORDS))]  # a few common words, many rare
     with SqliteStore(tmp_path / "nexus.db") as store:
-        sessions = [store.create_session(None, f"chat {s}").id for s in range(4)]
+        sessions = [store.sessions.create(None, f"chat {s}").id for s in range(4)]
         for session in sessions:
-            store.add_episodes(
+            store.episodes.add(
                 session,
                 [
                     NewEpisode("user", " ".join(rng.choices(WORDS, weights, k=rng.randint(3, 30))))
                     for _ in range(150)
                 ],
             )
-        episodes = store.get_episodes(store.episode_ids())
+        episodes = store.episodes.get_many(store.episodes.ids())
         _index(pg, [(e.id, e.session_id, e.search_text, e.context_text) for e in episodes])
         rankings: tuple[pg_fts.Ranking, ...] = ("bm25", "ts_rank_cd")
         same = dict.fromkeys(rankings, 0)
         queries = [" ".join(rng.sample(WORDS, rng.randint(1, 3))) for _ in range(60)]
         for query in queries:
             scope = sessions[:2]
-            fts5 = [e.id for e in store.search_keyword(query, 10, scope)]
+            fts5 = [e.id for e in store.keywords.search(query, 10, scope)]
             for ranking in rankings:
                 same[ranking] += fts5 == pg_fts.search(pg, query, 10, scope, ranking)
     assert same["bm25"] >= 0.9 * len(queries), same
@@ -123,13 +123,13 @@ def test_the_counts_bm25_reads_are_kept_by_the_writes(pg_url: str) -> None:
     from nexusai.memory.postgres.store import PgStore
 
     with PgStore(pg_url) as store:
-        first, second = store.create_session().id, store.create_session().id
+        first, second = store.sessions.create().id, store.sessions.create().id
         texts = [f"the walrus and the {w} went to Lisbon" for w in ("carpenter", "baker", "cat")]
-        ids = [e.id for e in store.add_episodes(first, [NewEpisode("u", t) for t in texts])]
-        store.add_episodes(second, [NewEpisode("u", "a walrus in a café")])
-        store.update_episode(ids[0], content="nothing about that animal now")
-        store.delete_episode(ids[1])
-        store.delete_session(second)
+        ids = [e.id for e in store.episodes.add(first, [NewEpisode("u", t) for t in texts])]
+        store.episodes.add(second, [NewEpisode("u", "a walrus in a café")])
+        store.episodes.update(ids[0], content="nothing about that animal now")
+        store.episodes.delete(ids[1])
+        store.sessions.delete(second)
         with store.pool.connection() as conn:
             kept = dict(conn.execute(f"SELECT lexeme, df FROM {pg_fts.TERMS} WHERE df > 0"))
             fresh = dict(

@@ -89,9 +89,9 @@ def test_two_replicas_repairing_at_once_make_each_vector_once(
     config = Config.from_env({}, data_dir=tmp_path, database_url=pg_url, extractor="none")
     first, second = (Memory.open(config, embedder) for _ in range(2))
     try:
-        session = first.store.create_session().id
+        session = first.store.sessions.create().id
         turns = [NewEpisode("u", f"note number {i} about topic {i % 7}") for i in range(300)]
-        first.store.add_episodes(session, turns)  # stored, not yet embedded
+        first.store.episodes.add(session, turns)  # stored, not yet embedded
         first.batch_size = second.batch_size = 20
         done = [0, 0]
 
@@ -123,10 +123,10 @@ def test_an_edit_while_embedding_leaves_the_episode_pending(
     memory = Memory.open(config, embedder)
     try:
         store = memory.store
-        session = store.create_session().id
-        [episode] = store.add_episodes(session, [NewEpisode("u", "the old text")])
-        stale = store.get_episode(episode.id)
-        store.update_episode(episode.id, content="the new text")
+        session = store.sessions.create().id
+        [episode] = store.episodes.add(session, [NewEpisode("u", "the old text")])
+        stale = store.episodes.get(episode.id)
+        store.episodes.update(episode.id, content="the new text")
         memory.index([stale])
         assert memory.vector_states([episode.id])[episode.id] == "pending"
         memory.sync_pending()

@@ -15,18 +15,18 @@ from nexusai.models import NewEpisode
 
 
 def add(store: EpisodeStore, session_id: int, *texts: str) -> list[int]:
-    return [e.id for e in store.add_episodes(session_id, [NewEpisode("u", t) for t in texts])]
+    return [e.id for e in store.episodes.add(session_id, [NewEpisode("u", t) for t in texts])]
 
 
 def add_apart(store: EpisodeStore, *texts: str) -> list[int]:
     """Each text in a session of its own, so no episode is indexed with another's text."""
-    return [add(store, store.create_session().id, text)[0] for text in texts]
+    return [add(store, store.sessions.create().id, text)[0] for text in texts]
 
 
 def test_none_query_never_touches_the_database(store: EpisodeStore) -> None:
     store.close()  # any SQL now would reopen a connection (SQLite) or fail (PostgreSQL)
     before = store.open_connections()
-    assert store.search_keyword("how do I do it?") == []
+    assert store.keywords.search("how do I do it?") == []
     assert store.open_connections() == before
 
 
@@ -37,7 +37,7 @@ def test_results_are_full_rows_best_first(store: EpisodeStore) -> None:
         "Qdrant is a vector database",
         "nothing relevant here",
     )
-    results = store.search_keyword("How do I configure the Qdrant collection?")
+    results = store.keywords.search("How do I configure the Qdrant collection?")
     assert [e.id for e in results] == ids[:2]
     assert results[0].content == "I configured the Qdrant collection yesterday"
     assert results[0].speaker == "u"
@@ -45,34 +45,34 @@ def test_results_are_full_rows_best_first(store: EpisodeStore) -> None:
 
 def test_stemming_and_diacritics(store: EpisodeStore) -> None:
     [running, cafe] = add_apart(store, "she was running fast", "meet at the cafe")
-    assert [e.id for e in store.search_keyword("runs")] == [running]
-    assert [e.id for e in store.search_keyword("café")] == [cafe]
+    assert [e.id for e in store.keywords.search("runs")] == [running]
+    assert [e.id for e in store.keywords.search("café")] == [cafe]
 
 
 def test_non_latin_text_matches(store: EpisodeStore) -> None:
     ru, el, fr = add_apart(
         store, "Я люблю программирование", "Καλημέρα κόσμε", "Une crème brûlée délicieuse"
     )
-    assert [e.id for e in store.search_keyword("люблю?")] == [ru]
-    assert [e.id for e in store.search_keyword("κόσμε")] == [el]
-    assert [e.id for e in store.search_keyword("creme brulee")] == [fr]
+    assert [e.id for e in store.keywords.search("люблю?")] == [ru]
+    assert [e.id for e in store.keywords.search("κόσμε")] == [el]
+    assert [e.id for e in store.keywords.search("creme brulee")] == [fr]
 
 
 def test_scoping_never_returns_other_sessions(store: EpisodeStore) -> None:
-    a = store.create_session().id
-    b = store.create_session().id
-    c = store.create_session().id
+    a = store.sessions.create().id
+    b = store.sessions.create().id
+    c = store.sessions.create().id
     [in_a] = add(store, a, "secret llama plans")
     [in_b] = add(store, b, "secret llama plans")
     add(store, c, "secret llama plans")
-    assert {e.id for e in store.search_keyword("llama", 20, [a, b])} == {in_a, in_b}
-    assert store.search_keyword("llama", 20, []) == []
-    assert len(store.search_keyword("llama", 20, None)) == 3
+    assert {e.id for e in store.keywords.search("llama", 20, [a, b])} == {in_a, in_b}
+    assert store.keywords.search("llama", 20, []) == []
+    assert len(store.keywords.search("llama", 20, None)) == 3
 
 
 def test_limit_and_tie_order_by_id(store: EpisodeStore) -> None:
     ids = add_apart(store, *["same words here"] * 5)
-    assert [e.id for e in store.search_keyword("words", 3)] == ids[:3]
+    assert [e.id for e in store.keywords.search("words", 3)] == ids[:3]
 
 
 # Each query with whether it must find the stored "llama OR alpha NOT content": it does
@@ -102,49 +102,49 @@ def test_limit_and_tie_order_by_id(store: EpisodeStore) -> None:
 def test_fts_syntax_is_searched_for_never_parsed(
     store: EpisodeStore, query: str, finds: bool
 ) -> None:
-    [stored] = add(store, store.create_session().id, "llama OR alpha NOT content")
-    found = [e.id for e in store.search_keyword(query)]
+    [stored] = add(store, store.sessions.create().id, "llama OR alpha NOT content")
+    found = [e.id for e in store.keywords.search(query)]
     assert found == ([stored] if finds else [])
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=300))
 def test_no_text_makes_search_raise(store: EpisodeStore, text: str) -> None:
-    if not store.count_episodes():
-        add(store, store.create_session().id, "some stored text", "Привет мир", "日本語")
-    store.search_keyword(text, 10, [1])
+    if not store.episodes.count():
+        add(store, store.sessions.create().id, "some stored text", "Привет мир", "日本語")
+    store.keywords.search(text, 10, [1])
 
 
 def test_a_reply_is_found_by_the_turn_it_answers(store: EpisodeStore) -> None:
     question, reply, later = add(
         store,
-        store.create_session().id,
+        store.sessions.create().id,
         "Did you finish the marathon in Berlin?",
         "Yes, last Sunday!",
         "Unrelated later remark",
     )
-    found = [e.id for e in store.search_keyword("Berlin marathon")]
+    found = [e.id for e in store.keywords.search("Berlin marathon")]
     assert found == [question, reply]  # a match in the turn itself ranks first
     assert later not in found
 
 
 def test_an_image_caption_is_searchable(store: EpisodeStore) -> None:
-    session = store.create_session().id
+    session = store.sessions.create().id
     [shared] = [
         e.id
-        for e in store.add_episodes(
+        for e in store.episodes.add(
             session, [NewEpisode("u", "Look at this!", image_caption="a red kayak")]
         )
     ]
-    assert [e.id for e in store.search_keyword("kayak")] == [shared]
-    assert store.get_episode(shared).content == "Look at this!"
+    assert [e.id for e in store.keywords.search("kayak")] == [shared]
+    assert store.episodes.get(shared).content == "Look at this!"
 
 
 def test_chinese_and_japanese_words_are_found_inside_a_clause(store: EpisodeStore) -> None:
-    session = store.create_session().id
+    session = store.sessions.create().id
     chinese, japanese, english = (
         e.id
-        for e in store.add_episodes(
+        for e in store.episodes.add(
             session,
             [
                 NewEpisode("u", "我的狗叫饼干，我们住在北京"),
@@ -153,13 +153,13 @@ def test_chinese_and_japanese_words_are_found_inside_a_clause(store: EpisodeStor
             ],
         )
     )
-    assert [e.id for e in store.search_keyword("北京")] == [chinese]
-    assert [e.id for e in store.search_keyword("饼干")] == [chinese]
-    assert [e.id for e in store.search_keyword("我们住在哪里？")][:1] == [chinese]
-    assert [e.id for e in store.search_keyword("東京")] == [japanese]
-    assert [e.id for e in store.search_keyword("猫を飼っていますか")][:1] == [japanese]
-    assert [e.id for e in store.search_keyword("上海")] == []
-    assert {e.id for e in store.search_keyword("Beijing 北京")} == {chinese, english}
+    assert [e.id for e in store.keywords.search("北京")] == [chinese]
+    assert [e.id for e in store.keywords.search("饼干")] == [chinese]
+    assert [e.id for e in store.keywords.search("我们住在哪里？")][:1] == [chinese]
+    assert [e.id for e in store.keywords.search("東京")] == [japanese]
+    assert [e.id for e in store.keywords.search("猫を飼っていますか")][:1] == [japanese]
+    assert [e.id for e in store.keywords.search("上海")] == []
+    assert {e.id for e in store.keywords.search("Beijing 北京")} == {chinese, english}
     assert keywords.query_terms("住在北京") == ["住在", "在北", "北京"]
     assert keywords.query_terms("python编程") == ["编程", "python"]
 
@@ -171,10 +171,10 @@ def test_the_scope_in_the_match_gives_what_the_join_gives(tmp_path: Path, dev_da
     with SqliteStore(tmp_path / "s.db") as store:
         sessions = []
         for number in range(1, 6):
-            sid = store.create_session().id
+            sid = store.sessions.create().id
             sessions.append(sid)
             turns = sample["conversation"][f"session_{number}"]
-            store.add_episodes(sid, [NewEpisode(t["speaker"], t["text"]) for t in turns])
+            store.episodes.add(sid, [NewEpisode(t["speaker"], t["text"]) for t in turns])
         questions = [qa["question"] for qa in sample["qa"][:40]]
         compared = 0
         for question in questions:
@@ -182,7 +182,7 @@ def test_the_scope_in_the_match_gives_what_the_join_gives(tmp_path: Path, dev_da
             assert match is not None
             words = f"{{search_text context_text search_cjk}} : ({match})"
             for scope in (sessions[:1], sessions[1:4], sessions):
-                matched = [e.id for e in store.search_keyword(question, 20, scope)]
+                matched = [e.id for e in store.keywords.search(question, 20, scope)]
                 joined = fts._search_joined(store.connection(), words, 20, scope)
                 assert matched == [row["id"] for row in joined], (question, scope)
                 compared += bool(matched)
@@ -196,19 +196,19 @@ def test_a_scope_of_every_session_gives_what_the_join_gives(tmp_path: Path, dev_
     sample = json.loads((dev_data / "locomo" / "locomo10.json").read_text())[0]
     turns = [t for n in range(1, 6) for t in sample["conversation"][f"session_{n}"]]
     with SqliteStore(tmp_path / "s.db") as store:
-        sessions = [store.create_session().id for _ in range(fts.MATCH_SCOPE_LIMIT + 20)]
+        sessions = [store.sessions.create().id for _ in range(fts.MATCH_SCOPE_LIMIT + 20)]
         for number, turn in enumerate(turns):
             add(store, sessions[number % len(sessions)], turn["text"])
         for qa in sample["qa"][:40]:
             question = qa["question"]
             words = f"{{search_text context_text search_cjk}} : ({fts.build_fts_query(question)})"
-            every = store.search_keyword(question, 20, sessions)
+            every = store.keywords.search(question, 20, sessions)
             joined = fts._search_joined(store.connection(), words, 20, sessions)
             assert [e.id for e in every] == [row["id"] for row in joined] != []
-            assert every == store.search_keyword(question, 20, None)
+            assert every == store.keywords.search(question, 20, None)
             top = every[0].session_id  # leave out the session of the best match
             rest = [s for s in sessions if s != top]
-            assert all(e.session_id != top for e in store.search_keyword(question, 20, rest))
+            assert all(e.session_id != top for e in store.keywords.search(question, 20, rest))
 
 
 def test_a_budget_leaves_out_the_commonest_words_and_keeps_the_rarest(
@@ -218,15 +218,15 @@ def test_a_budget_leaves_out_the_commonest_words_and_keeps_the_rarest(
     common = add_apart(store, *(f"walking the dog number {i}" for i in range(6)))
     rare = add_apart(store, "a heron by the canal", "the herons came back")
     both = add_apart(store, "walked past a heron")[0]
-    everything = [e.id for e in store.search_keyword("walk heron", 20)]
+    everything = [e.id for e in store.keywords.search("walk heron", 20)]
     assert set(everything) == {*common, *rare, both}
     # 7 entries for "walk", 3 for "heron": a budget of 5 keeps only the rarest word.
-    kept = [e.id for e in store.search_keyword("walk heron", 20, budget=5)]
+    kept = [e.id for e in store.keywords.search("walk heron", 20, budget=5)]
     assert set(kept) == {*rare, both}
-    within = [e.id for e in store.search_keyword("walk heron", 20, budget=10)]
+    within = [e.id for e in store.keywords.search("walk heron", 20, budget=10)]
     assert within == everything  # within the budget: the spec's query, rows and order
     # Every word over the budget: the rarest one alone is still searched.
-    assert set(e.id for e in store.search_keyword("walk heron", 20, budget=1)) == {*rare, both}
+    assert set(e.id for e in store.keywords.search("walk heron", 20, budget=1)) == {*rare, both}
 
 
 def test_within_budget_keeps_the_query_order() -> None:

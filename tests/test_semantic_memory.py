@@ -56,14 +56,14 @@ def any_memory(request: pytest.FixtureRequest, memory: Memory, embedder: Switcha
 
 
 def test_a_paraphrase_finds_its_episode(any_memory: Memory) -> None:
-    sid = any_memory.store.create_session().id
+    sid = any_memory.store.sessions.create().id
     ids = write(any_memory, sid, *FACTS)
     assert semantic(any_memory, "what is my dog's name?", [sid])[0] == ids[0]
 
 
 def test_scope_and_recent_ids(any_memory: Memory) -> None:
-    a = any_memory.store.create_session().id
-    b = any_memory.store.create_session().id
+    a = any_memory.store.sessions.create().id
+    b = any_memory.store.sessions.create().id
     [dog_a] = write(any_memory, a, FACTS[0])
     [dog_b] = write(any_memory, b, FACTS[0])
     assert semantic(any_memory, "my dog", [a]) == [dog_a]
@@ -72,9 +72,9 @@ def test_scope_and_recent_ids(any_memory: Memory) -> None:
 
 
 def test_deletes_remove_vectors(any_memory: Memory) -> None:
-    project = any_memory.store.create_project("p")
-    s1 = any_memory.store.create_session(project.id).id
-    s2 = any_memory.store.create_session(project.id).id
+    project = any_memory.store.projects.create("p")
+    s1 = any_memory.store.sessions.create(project.id).id
+    s2 = any_memory.store.sessions.create(project.id).id
     [e1, e2] = write(any_memory, s1, FACTS[0], FACTS[1])
     write(any_memory, s2, FACTS[2])
     any_memory.delete_episode(e1)
@@ -87,15 +87,15 @@ def test_deletes_remove_vectors(any_memory: Memory) -> None:
 
 
 def test_none_vector_gives_nothing(memory: Memory) -> None:
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     write(memory, sid, FACTS[0])
     assert semantic_leg(_asked(memory, None, [sid], [])) == []
 
 
 def test_vector_without_row_is_skipped(memory: Memory) -> None:
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     ids = write(memory, sid, *FACTS)
-    memory.store.delete_episode(ids[0])  # row gone, vector left behind
+    memory.store.episodes.delete(ids[0])  # row gone, vector left behind
     assert memory.vectors.count() == 4
     found = semantic(memory, "what is my dog's name?", [sid])
     assert ids[0] not in found
@@ -105,7 +105,7 @@ def test_vector_without_row_is_skipped(memory: Memory) -> None:
 def test_failing_embedder_keeps_episodes_pending_then_indexes_them(
     memory: Memory, embedder: SwitchableEmbedder
 ) -> None:
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     embedder.failing = True
     stored = write(memory, sid, FACTS[0], FACTS[1])
     assert memory.count_pending_vectors() == 2
@@ -126,7 +126,7 @@ def test_pending_episodes_are_indexed_at_start_up(
     from nexusai.app import create_app
 
     first = Memory.open(config, embedder)
-    sid = first.store.create_session().id
+    sid = first.store.sessions.create().id
     embedder.failing = True
     write(first, sid, *FACTS)
     first.close()
@@ -144,7 +144,7 @@ def test_pending_episodes_are_indexed_at_start_up(
 
 
 def test_edited_content_gets_a_new_vector(memory: Memory) -> None:
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     [eid] = write(memory, sid, FACTS[1])
     memory.update_episode(eid, content=FACTS[0])
     assert semantic(memory, "what is my dog's name?", [sid]) == [eid]
@@ -153,7 +153,7 @@ def test_edited_content_gets_a_new_vector(memory: Memory) -> None:
 
 def test_vectors_survive_a_reopen(config: Config, embedder: SwitchableEmbedder) -> None:
     first = Memory.open(config, embedder)
-    sid = first.store.create_session().id
+    sid = first.store.sessions.create().id
     ids = write(first, sid, *FACTS)
     first.close()
     again = Memory.open(config, embedder)
@@ -172,7 +172,7 @@ def test_embedder_mismatch_is_a_clear_error_and_reindex_fixes_it(
     config: Config, embedder: SwitchableEmbedder, tmp_path: Path
 ) -> None:
     first = Memory.open(config, embedder)
-    sid = first.store.create_session().id
+    sid = first.store.sessions.create().id
     write(first, sid, *FACTS)
     first.close()
     other = OtherEmbedder(embedder)
@@ -191,7 +191,7 @@ def test_embedder_mismatch_is_a_clear_error_and_reindex_fixes_it(
 def test_a_turn_after_a_long_answer_is_found_by_its_own_words(memory: Memory) -> None:
     """The model reads 256 tokens: a long turn before a reply must not crowd the reply out
     of its own vector."""
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     long_answer = " ".join(
         f"Step {i}: run the migration tool against the staging database and check the logs."
         for i in range(60)
@@ -214,7 +214,7 @@ def test_a_long_episode_is_one_vector_and_found_far_into_it_by_its_words(
 ) -> None:
     """A long turn is embedded by its opening (what the model reads); words far into it are
     keyword-indexed, so a fused turn still finds it."""
-    sid = any_memory.store.create_session().id
+    sid = any_memory.store.sessions.create().id
     ids = write(any_memory, sid, LONG_ANSWER, *FACTS)
     assert any_memory.vectors.count() == len(ids)
     question = "which port does Grafana scrape the exporter on?"
@@ -227,7 +227,7 @@ def test_a_long_episode_is_one_vector_and_found_far_into_it_by_its_words(
 
 
 def test_every_window_goes_with_its_episode(any_memory: Memory) -> None:
-    sid = any_memory.store.create_session().id
+    sid = any_memory.store.sessions.create().id
     [long_id, short_id] = write(any_memory, sid, LONG_ANSWER, FACTS[0])
     any_memory.update_episode(long_id, content="Grafana is on port 3000")
     assert any_memory.vectors.count() == 2  # the windows it no longer has are gone

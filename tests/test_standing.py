@@ -118,7 +118,7 @@ def test_m022_marks_only_the_users_own_rules_of_an_existing_store(
     expected = [None, "instruction", "instruction", None]
     with SqliteStore(path) as store:
         assert "m022_standing_the_users_own" in store.migrations_applied
-        assert [e.standing for e in store.list_episodes(1)] == expected
+        assert [e.standing for e in store.episodes.page(1)] == expected
     with pg_pool.connection() as pg:
         pg_apply_migrations(pg, PG_MIGRATIONS[:11])
         pg.execute("INSERT INTO sessions (created_at) VALUES (now())")
@@ -135,39 +135,39 @@ def test_m022_marks_only_the_users_own_rules_of_an_existing_store(
 
 
 def test_stored_episodes_are_marked_and_edits_mark_them_again(store: EpisodeStore) -> None:
-    sid = store.create_session().id
-    rule, plain = store.add_episodes(sid, [NewEpisode("user", RULE), NewEpisode("user", "hi")])
+    sid = store.sessions.create().id
+    rule, plain = store.episodes.add(sid, [NewEpisode("user", RULE), NewEpisode("user", "hi")])
     assert (rule.standing, plain.standing) == ("instruction", None)
     assert not rule.pinned
-    assert store.update_episode(plain.id, content=TASTE).standing == "preference"
-    assert store.update_episode(rule.id, content="just a note").standing is None
+    assert store.episodes.update(plain.id, content=TASTE).standing == "preference"
+    assert store.episodes.update(rule.id, content="just a note").standing is None
 
 
 def test_pins_and_standing_ones_are_listed_pinned_first(store: EpisodeStore) -> None:
-    project = store.create_project("p")
-    a, b = store.create_session(project.id).id, store.create_session(project.id).id
-    elsewhere = store.create_session().id
-    [rule] = store.add_episodes(a, [NewEpisode("user", RULE)])
-    [note] = store.add_episodes(b, [NewEpisode("user", "a plain note")])
-    store.add_episodes(elsewhere, [NewEpisode("user", TASTE)])
-    assert store.standing_episodes([a, b], 10) == [rule]
-    pinned = store.update_episode(note.id, pinned=True)
+    project = store.projects.create("p")
+    a, b = store.sessions.create(project.id).id, store.sessions.create(project.id).id
+    elsewhere = store.sessions.create().id
+    [rule] = store.episodes.add(a, [NewEpisode("user", RULE)])
+    [note] = store.episodes.add(b, [NewEpisode("user", "a plain note")])
+    store.episodes.add(elsewhere, [NewEpisode("user", TASTE)])
+    assert store.episodes.standing([a, b], 10) == [rule]
+    pinned = store.episodes.update(note.id, pinned=True)
     assert pinned.pinned
     assert pinned.content == note.content
-    assert [e.id for e in store.standing_episodes([a, b], 10)] == [note.id, rule.id]
-    assert len(store.standing_episodes(None, 10)) == 3
-    assert store.standing_episodes([], 10) == []
-    assert not store.update_episode(note.id, pinned=False).pinned
-    assert store.standing_episodes([b], 10) == []
+    assert [e.id for e in store.episodes.standing([a, b], 10)] == [note.id, rule.id]
+    assert len(store.episodes.standing(None, 10)) == 3
+    assert store.episodes.standing([], 10) == []
+    assert not store.episodes.update(note.id, pinned=False).pinned
+    assert store.episodes.standing([b], 10) == []
 
 
 def test_a_pin_leaves_the_keyword_index_alone(tmp_path: Path) -> None:
     """Pinning is no edit of the text: the whole-table BM25 copy stays in step."""
     with SqliteStore(tmp_path / "n.db") as store:
-        sid = store.create_session().id
-        [note] = store.add_episodes(sid, [NewEpisode("user", "zebra")])
+        sid = store.sessions.create().id
+        [note] = store.episodes.add(sid, [NewEpisode("user", "zebra")])
         edits = store.connection().execute("SELECT edits FROM keyword_edits").fetchall()
-        store.update_episode(note.id, pinned=True)
+        store.episodes.update(note.id, pinned=True)
         after = store.connection().execute("SELECT edits FROM keyword_edits").fetchall()
         assert [tuple(r) for r in after] == [tuple(r) for r in edits]
 
@@ -188,7 +188,7 @@ def test_m014_marks_the_episodes_of_an_existing_store(tmp_path: Path) -> None:
     conn.close()
     with SqliteStore(path) as store:
         assert store.migrations_applied[:2] == ["m014_standing_and_pins", "m015_expiry"]
-        assert [e.standing for e in store.list_episodes(1)] == ["instruction", None, "preference"]
+        assert [e.standing for e in store.episodes.page(1)] == ["instruction", None, "preference"]
 
 
 def test_m005_marks_the_episodes_of_an_existing_postgresql(pg_pool: ConnectionPool) -> None:
@@ -228,7 +228,7 @@ def test_the_widened_patterns_mark_an_existing_stores_episodes(
     conn.close()
     with SqliteStore(path) as store:
         assert store.migrations_applied[:1] == ["m019_standing_widened"]
-        assert [e.standing for e in store.list_episodes(1)] == ["instruction", None, "instruction"]
+        assert [e.standing for e in store.episodes.page(1)] == ["instruction", None, "instruction"]
     with pg_pool.connection() as pg:
         pg_apply_migrations(pg, PG_MIGRATIONS[:9])
         pg.execute("INSERT INTO sessions (created_at) VALUES (now())")
@@ -534,7 +534,7 @@ def test_pinning_is_checked_and_a_refusal_changes_nothing(client: TestClient) ->
 def test_the_chat_prompt_carries_the_standing_ones(
     memory: Memory, embedder: SwitchableEmbedder
 ) -> None:
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     memory.add_episodes(sid, [NewEpisode("user", t) for t in (RULE, *FILLER)])
     settings = replace(DEFAULTS, recent_limit=0, semantic_limit=2, standing_floor=0.0)
     context = run_turn(memory, embedder, settings, TurnRequest(sid, "a chart of monthly expenses"))

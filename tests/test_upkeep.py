@@ -34,11 +34,11 @@ FACTS = [
 
 @pytest.mark.parametrize("config", BOTH_STORES, indirect=True)
 def test_doctor_finds_and_repairs_drift(memory: Memory) -> None:
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     ids = [e.id for e in memory.add_episodes(sid, [NewEpisode("u", t) for t in FACTS])]
     assert upkeep.check(memory).healthy
     # the last turn: deleting an earlier one would re-queue the vector of the turn after it
-    memory.store.delete_episode(ids[2])  # row gone, vector left behind
+    memory.store.episodes.delete(ids[2])  # row gone, vector left behind
     memory.vectors.delete([ids[1]])  # vector lost, row still says indexed
     _damage_keyword_index(memory.store, ids[0])
     found = upkeep.check(memory)
@@ -50,16 +50,16 @@ def test_doctor_finds_and_repairs_drift(memory: Memory) -> None:
     upkeep.repair(memory, found)
     assert upkeep.check(memory).healthy
     # the turn itself, then the one after it (indexed with it)
-    assert [e.id for e in memory.store.search_keyword("puppy Biscuit")] == ids[:2]
+    assert [e.id for e in memory.store.keywords.search("puppy Biscuit")] == ids[:2]
 
 
 def _damage_keyword_index(store: EpisodeStore, episode_id: int) -> None:
     """An episode's keyword row lost behind the triggers' back."""
     with store.atomic() as conn:
         if isinstance(store, PgStore):
-            conn.execute(f"DELETE FROM {pg_fts.TABLE} WHERE id = ?", (episode_id,))
+            conn.execute(f"DELETE FROM {pg_fts.TABLE} WHERE id = %s", (episode_id,))
             return
-        episode = store.get_episode(episode_id)
+        episode = store.episodes.get(episode_id)
         conn.execute(
             "INSERT INTO episodes_fts(episodes_fts, rowid, search_text, context_text)"
             " VALUES ('delete', ?, ?, ?)",
@@ -80,7 +80,7 @@ def test_backup_while_serving_then_restore_finds_everything(
     memory = Memory.open(restored, embedder)
     try:
         for text in FACTS:  # top two: a turn is also indexed with the turn before it
-            assert text in [h.content for h in memory.store.search_keyword(text, 2)]
+            assert text in [h.content for h in memory.store.keywords.search(text, 2)]
             found = semantic_leg(
                 LegQuery(
                     memory=memory,
@@ -149,7 +149,7 @@ def test_sigkill_mid_stream_loses_no_acknowledged_episode(tmp_path: Path) -> Non
     memory = Memory.open(Config.from_env({}, data_dir=tmp_path, extractor="none"))
     try:
         assert memory.count_pending_vectors() == 0
-        assert memory.vectors.count() == memory.store.count_episodes()
+        assert memory.vectors.count() == memory.store.episodes.count()
     finally:
         memory.close()
 
@@ -205,7 +205,7 @@ def test_doctor_reports_lost_vectors_before_it_changes_anything(
 ) -> None:
     config = Config.from_env({}, data_dir=tmp_path, extractor="none")
     memory = Memory.open(config, embedder)
-    sid = memory.store.create_session().id
+    sid = memory.store.sessions.create().id
     memory.add_episodes(sid, [NewEpisode("u", t) for t in FACTS])
     memory.close()
     import shutil

@@ -14,6 +14,7 @@ from typing import TypeVar
 import pytest
 
 from nexusai.keywords import query_terms
+from nexusai.memory.repositories.filters import filter_sql
 from nexusai.memory.sqlite import fts
 from nexusai.memory.sqlite.bm25 import GROUPED, PENDING_CHANGES, WholeTableBM25
 from nexusai.memory.sqlite.store import SqliteStore
@@ -33,10 +34,10 @@ def conversation(tmp_path: Path, dev_data: Path) -> Iterator[tuple[SqliteStore, 
     sample = json.loads((dev_data / "locomo" / "locomo10.json").read_text())[0]
     store = SqliteStore(tmp_path / "s.db")
     for number in range(1, 8):
-        session = store.create_session().id
+        session = store.sessions.create().id
         turns = sample["conversation"][f"session_{number}"]
-        store.add_episodes(session, [NewEpisode(t["speaker"], t["text"]) for t in turns])
-    store.add_episodes(store.create_session().id, [NewEpisode("user", "我们住在北京")])
+        store.episodes.add(session, [NewEpisode(t["speaker"], t["text"]) for t in turns])
+    store.episodes.add(store.sessions.create().id, [NewEpisode("user", "我们住在北京")])
     yield store, [qa["question"] for qa in sample["qa"][:40]] + ODD
     store.close()  # its copy first: a worker reading behind is stopped before the connections
 
@@ -97,15 +98,15 @@ def test_it_keeps_step_with_every_write(
     store, queries = conversation
     bm25 = copy_of
     same_answers(store, bm25, queries)
-    session = store.create_session().id
+    session = store.sessions.create().id
     # Said twice, and twice again: the rows added share (length, count) pairs, so with
     # postings grouped from 2 the first append makes new groups and the second joins them.
     for _ in range(2):
-        store.add_episodes(session, [NewEpisode("Caroline", q) for q in queries[:10] * 2])
+        store.episodes.add(session, [NewEpisode("Caroline", q) for q in queries[:10] * 2])
         assert same_answers(store, bm25, queries) > 60  # appended: the copy grows
-    store.update_episode(3, content="Caroline painted a lake at the support group")
+    store.episodes.update(3, content="Caroline painted a lake at the support group")
     assert same_answers(store, bm25, queries) > 60  # edited: made again
-    store.delete_episode(7)
+    store.episodes.delete(7)
     assert same_answers(store, bm25, queries) > 60
 
 
@@ -125,16 +126,16 @@ def test_deletes_and_edits_are_applied_to_it_in_place(
                 assert found == by_fts5(store, query, limit), query
 
     for start in range(10, 200, 50):
-        store.delete_episodes(list(range(start, start + 50, 2)))
+        store.episodes.delete_many(list(range(start, start + 50, 2)))
         at_once()
     last = fts.index_state(store.connection()).last_id
-    store.delete_episodes([last, last - 1])
+    store.episodes.delete_many([last, last - 1])
     at_once()
-    store.add_episodes(store.create_session().id, [NewEpisode("Caroline", q) for q in queries[:5]])
+    store.episodes.add(store.sessions.create().id, [NewEpisode("Caroline", q) for q in queries[:5]])
     at_once()  # a copy read anew would have left each of these to FTS5 (None) meanwhile
     left = [row[0] for row in store.connection().execute("SELECT id FROM episodes ORDER BY id")]
     for n in range(PENDING_CHANGES + 6):  # stems no turn asks fall behind, then are dropped
-        store.update_episode(left[n % len(left)], content=f"Caroline went hiking, day {n}")
+        store.episodes.update(left[n % len(left)], content=f"Caroline went hiking, day {n}")
         assert copy_of.search(query_terms(queries[0]), 5) == by_fts5(store, queries[0], 5)
     assert copy_of._copy is not None
     pending = copy_of._copy.changes
@@ -144,10 +145,10 @@ def test_deletes_and_edits_are_applied_to_it_in_place(
     assert not any(gc.is_tracked(change.fresh) for change in pending)
     assert same_answers(store, copy_of, queries) > 60  # the dropped ones read again
     # Owed several changes at once: a row edited twice, another edited and then deleted.
-    store.update_episode(left[-1], content="Caroline painted the lake")
-    store.update_episode(left[-1], content="Caroline painted the lake again, at dawn")
-    store.update_episode(left[-2], content="Caroline painted a sunrise by the lake")
-    store.delete_episodes([left[-2]])
+    store.episodes.update(left[-1], content="Caroline painted the lake")
+    store.episodes.update(left[-1], content="Caroline painted the lake again, at dawn")
+    store.episodes.update(left[-2], content="Caroline painted a sunrise by the lake")
+    store.episodes.delete_many([left[-2]])
     assert same_answers(store, copy_of, [*queries, "painted lake sunrise dawn"]) > 60
 
 
@@ -172,7 +173,7 @@ def test_the_store_uses_it_for_a_whole_table_scope(
     connection = store.connection()
     connection.set_trace_callback(ranked.append)
     try:
-        found = {q: [(e.id, e.score) for e in store.search_keyword(q, 20, None)] for q in queries}
+        found = {q: [(e.id, e.score) for e in store.keywords.search(q, 20, None)] for q in queries}
     finally:
         connection.set_trace_callback(None)
     assert not [sql for sql in ranked if "episodes_fts MATCH" in sql]
@@ -187,15 +188,15 @@ def test_a_filtered_search_ranks_as_fts5_joined_to_the_filter(
     store, queries = conversation
     store._bm25.close()
     store._bm25 = copy_of
-    sessions = store.list_sessions(None, limit=100)
+    sessions = store.sessions.page(None, limit=100)
     rules = [
         EpisodeFilter(speakers=("Caroline",)),
-        EpisodeFilter(after=store.list_episodes(sessions[2].id)[0].occurred_at),
+        EpisodeFilter(after=store.episodes.page(sessions[2].id)[0].occurred_at),
         EpisodeFilter(speakers=("nobody",)),
     ]
     compared = 0
     for rule in rules:
-        where = store._filter_sql(rule)
+        where = filter_sql(rule)
         for query in queries:
             if not query_terms(query):
                 continue
@@ -204,7 +205,7 @@ def test_a_filtered_search_ranks_as_fts5_joined_to_the_filter(
             ranked: list[str] = []
             store.connection().set_trace_callback(ranked.append)
             try:
-                found = store.search_keyword(query, 20, None, 0, rule)
+                found = store.keywords.search(query, 20, None, 0, rule)
             finally:
                 store.connection().set_trace_callback(None)
             assert not [sql for sql in ranked if "episodes_fts MATCH" in sql]  # the copy's
@@ -333,22 +334,22 @@ def test_saved_at_close_it_answers_the_next_start_as_fts5_does(
             assert again.search(query_terms(query), 10) == by_fts5(store, query, 10), query
     finally:
         again.close()
-    store.add_episodes(store.create_session().id, [NewEpisode("Caroline", queries[0])])
+    store.episodes.add(store.sessions.create().id, [NewEpisode("Caroline", queries[0])])
     grown = opened()
     try:
         for query in queries[:40]:
             assert grown.search(query_terms(query), 10) == by_fts5(store, query, 10), query
     finally:
         grown.close()
-    store.update_episode(3, content="Caroline painted a lake at the support group")
-    store.delete_episode(9)
+    store.episodes.update(3, content="Caroline painted a lake at the support group")
+    store.episodes.delete(9)
     edited = opened()
     try:  # the edits since, applied to it from the log of changes
         for query in queries[:40]:
             assert edited.search(query_terms(query), 10) == by_fts5(store, query, 10), query
     finally:
         edited.close()
-    store.update_episode(4, content="Melanie ran a charity race for mental health")
+    store.episodes.update(4, content="Melanie ran a charity race for mental health")
     with store.atomic() as conn:  # as if the log had been cut past this edit
         conn.execute("DELETE FROM keyword_changes")
     behind = opened()

@@ -157,7 +157,7 @@ def _metrics(request: Request) -> Response:
     embedding latency, episodes stored, vectors pending, entity extraction's backlog."""
     memory: Memory | None = getattr(request.app.state, "memory", None)
     if memory is not None:
-        EPISODES.set(memory.store.count_episodes())
+        EPISODES.set(memory.store.episodes.count())
         PENDING.set(memory.count_pending_vectors())
         ENTITIES_PENDING.set(memory.entities_pending())
     return Response(render(), media_type="text/plain; version=0.0.4")
@@ -224,10 +224,10 @@ def _settings_path(config: Config) -> Path:
 def _newest_messages(memory: Memory) -> list[Asked]:
     """The newest session's newest messages, each cut to a message's usual length: what
     the warm turns ask (none in an empty store)."""
-    sessions = memory.store.count_sessions()
+    sessions = memory.store.sessions.count()
     if not sessions:
         return []
-    [newest] = memory.store.list_sessions(limit=1, offset=sessions - 1)
+    [newest] = memory.store.sessions.page(limit=1, offset=sessions - 1)
     recent = memory.recent_episodes(newest.id, WARM_TURNS)
     return [(newest.id, episode.content[:WARM_CHARS]) for episode in recent]
 

@@ -147,7 +147,7 @@ def reindex(data_dir: Path | None) -> None:
     config = _existing_store(Config.from_env(data_dir=data_dir))
     memory = Memory.open(config, check=False)
     try:
-        total = memory.store.count_episodes()
+        total = memory.store.episodes.count()
         with Progress(transient=False) as bar:
             task = bar.add_task(f"embedding with {memory.embedder.name}", total=total)
             done = memory.reindex(progress=lambda n: bar.advance(task, n))
@@ -248,8 +248,8 @@ def migrate(url: str, no_vectors: bool, data_dir: Path | None) -> None:
     from rich.progress import Progress
 
     from nexusai.config import Config
-    from nexusai.memory import transfer
     from nexusai.memory.postgres.store import PgStore
+    from nexusai.memory.repositories import transfer
     from nexusai.memory.service import Memory
     from nexusai.memory.sqlite.store import SqliteStore
 

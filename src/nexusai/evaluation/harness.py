@@ -189,12 +189,12 @@ def imported(
         memory = Memory.open(Config.from_env({}, data_dir=Path(tmp), extractor="none"), embedder)
         try:
             conversation, keys = merge_turns(item.conversation, turns_per_episode)
-            project = memory.store.ensure_project(conversation.project or conversation.key)
+            project = memory.store.projects.ensure(conversation.project or conversation.key)
             memory.import_conversation(conversation.sessions, project)
-            ids = memory.store.imported_episode_ids(f"{conversation.key}:")
+            ids = memory.store.imports.episode_ids(f"{conversation.key}:")
             found = {turn: ids[episode] for turn, episode in keys.items() if episode in ids}
             questions, dropped = resolve_questions(item, found)
-            scope = [s.id for s in memory.store.list_sessions(project, limit=10_000)]
+            scope = [s.id for s in memory.store.sessions.page(project, limit=10_000)]
             speakers = {e.episode.speaker for s in conversation.sessions for e in s.episodes}
             sliced = [with_answer(memory, with_slices(memory, q, speakers)) for q in questions]
             said = [e.episode.occurred_at for s in conversation.sessions for e in s.episodes]
@@ -302,7 +302,7 @@ def _bare(episode: Episode) -> Episode:
 
 
 def with_slices(memory: Memory, question: Asked, speakers: set[str]) -> Asked:
-    said_by = {e.speaker.lower() for e in memory.store.get_episodes(question.evidence)}
+    said_by = {e.speaker.lower() for e in memory.store.episodes.get_many(question.evidence)}
     named = named_speakers(question.text, speakers)
     slices = []
     if said_by == {"assistant"}:
@@ -314,7 +314,7 @@ def with_slices(memory: Memory, question: Asked, speakers: set[str]) -> Asked:
 
 def with_answer(memory: Memory, question: Asked) -> Asked:
     """The question with its answer words: its reference's words its evidence states."""
-    texts = [e.content for e in memory.store.get_episodes(question.evidence)]
+    texts = [e.content for e in memory.store.episodes.get_many(question.evidence)]
     return replace(question, answer=answer_words(question.reference, question.text, texts))
 
 

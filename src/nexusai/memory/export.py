@@ -21,12 +21,12 @@ PAGE = 1000
 def named_project(store: EpisodeStore, name: str) -> Project:
     """The project called `name` or, when none is, the one of that id; NotFound naming the
     projects there are."""
-    project = store.find_project(name)
+    project = store.projects.find(name)
     if project is None and name.isascii() and name.isdigit():
         with contextlib.suppress(NotFound):
-            project = store.get_project(int(name))
+            project = store.projects.get(int(name))
     if project is None:
-        known = ", ".join(repr(p.name) for p in store.list_projects(limit=50)) or "none"
+        known = ", ".join(repr(p.name) for p in store.projects.page(limit=50)) or "none"
         raise NotFound(f"there is no project named {name!r}; projects: {known}")
     return project
 
@@ -86,13 +86,13 @@ def as_jsonl(line: dict[str, Any]) -> str:
 
 def _all_sessions(store: EpisodeStore, project_id: int) -> list[Session]:
     found: list[Session] = []
-    while page := store.list_sessions(project_id, PAGE, len(found)):
+    while page := store.sessions.page(project_id, PAGE, len(found)):
         found += page
     return found
 
 
 def _all_episodes(store: EpisodeStore, session_id: int) -> Iterator[Episode]:
     offset = 0
-    while page := store.list_episodes(session_id, PAGE, offset):
+    while page := store.episodes.page(session_id, PAGE, offset):
         yield from page
         offset += len(page)

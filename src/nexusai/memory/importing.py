@@ -25,8 +25,8 @@ import ijson
 
 from nexusai.errors import InvalidInput, NexusError, first_line
 from nexusai.memory.export import JSONL_KEYS
+from nexusai.memory.repositories.validation import MAX_RETENTION_DAYS
 from nexusai.memory.service import Memory
-from nexusai.memory.store import MAX_RETENTION_DAYS
 from nexusai.models import NewEpisode, parse_time
 
 
@@ -436,7 +436,7 @@ def import_stream(
         placed = project or (exported.name if exported else None)
         name = conversation.project or placed
         days = exported.retention_days if exported else None
-        project_id = memory.store.ensure_project(name, days) if name else None
+        project_id = memory.store.projects.ensure(name, days) if name else None
         sessions = _placed(conversation, None if conversation.project else placed)
         new_sessions, episodes, skipped = memory.import_conversation(sessions, project_id)
         summary.conversations += conversation.conversations
@@ -455,7 +455,7 @@ def _check(memory: Memory, conversation: SourceConversation) -> None:
     store's own rules, naming the session: nothing of the file is written yet."""
     for session in conversation.sessions:
         try:
-            memory.store.check_episodes([source.episode for source in session.episodes])
+            memory.store.episodes.check([source.episode for source in session.episodes])
         except NexusError as exc:
             raise type(exc)(f"session {session.title or session.key!r}: {exc}") from None
 

@@ -12,27 +12,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
 
 from nexusai.access import Principal
 from nexusai.errors import NotFound
-from nexusai.memory.dbapi import inserted_id
+from nexusai.memory.repositories.api_keys import ApiKey
 from nexusai.memory.store import EpisodeStore
-from nexusai.models import now_text
 
 PREFIX = "nxk_"
 SECRET_FILE = "api-keys.secret"
-
-
-@dataclass(frozen=True)
-class ApiKey:
-    id: int
-    name: str | None
-    project_id: int
-    project_name: str
-    read_only: bool
-    created_at: str
-    revoked_at: str | None
 
 
 class KeyStore:
@@ -42,61 +29,32 @@ class KeyStore:
 
     def create(self, project: str, read_only: bool = False, name: str | None = None) -> str:
         """A new key for the named project (which must exist); the only time it is shown."""
-        found = self.store.find_project(project)
+        found = self.store.projects.find(project)
         if found is None:
             raise NotFound(f"project {project!r} does not exist")
         secret = secrets.token_urlsafe(32)
-        with self.store.atomic() as conn:
-            cursor = conn.execute(
-                "INSERT INTO api_keys (name, project_id, read_only, hash, created_at)"
-                " VALUES (?, ?, ?, '', ?) RETURNING id",
-                (name, found.id, read_only, now_text()),
-            )
-            key_id = inserted_id(cursor)
-            conn.execute("UPDATE api_keys SET hash = ? WHERE id = ?", (self._hash(secret), key_id))
+        key_id = self.store.api_keys.add(found.id, read_only, name, self._hash(secret))
         return f"{PREFIX}{key_id}_{secret}"
 
     def list(self) -> list[ApiKey]:
-        rows = self.store.connection().execute(
-            "SELECT k.id, k.name, k.project_id, p.name, k.read_only, k.created_at, k.revoked_at"
-            " FROM api_keys k JOIN projects p ON p.id = k.project_id ORDER BY k.id"
-        )
-        return [ApiKey(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6]) for r in rows]
+        return self.store.api_keys.all()
 
     def revoke(self, key_id: int) -> None:
-        with self.store.atomic() as conn:
-            changed = conn.execute(
-                "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-                (now_text(), key_id),
-            ).rowcount
-        if not changed:
+        if not self.store.api_keys.revoke(key_id):
             raise NotFound(f"key {key_id} does not exist or is revoked already")
 
     def any_active(self) -> bool:
-        row = (
-            self.store.connection()
-            .execute("SELECT 1 FROM api_keys WHERE revoked_at IS NULL LIMIT 1")
-            .fetchone()
-        )
-        return row is not None
+        return self.store.api_keys.any_live()
 
     def verify(self, presented: str) -> Principal | None:
         """The key's principal, or None for anything that is not a live key."""
         key_id, secret = _parts(presented)
         if key_id is None:
             return None
-        row = (
-            self.store.connection()
-            .execute(
-                "SELECT k.hash, k.project_id, p.name, k.read_only FROM api_keys k"
-                " JOIN projects p ON p.id = k.project_id WHERE k.id = ? AND k.revoked_at IS NULL",
-                (key_id,),
-            )
-            .fetchone()
-        )
-        if row is None or not hmac.compare_digest(self._hash(secret), row[0]):
+        row = self.store.api_keys.live(key_id)
+        if row is None or not hmac.compare_digest(self._hash(secret), row.hash):
             return None
-        return Principal(row[1], row[2], bool(row[3]), key_id)
+        return Principal(row.project_id, row.project_name, row.read_only, key_id)
 
     def _hash(self, secret: str) -> str:
         return hmac.new(self._key(), secret.encode(), hashlib.sha256).hexdigest()

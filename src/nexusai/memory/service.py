@@ -19,13 +19,14 @@ from typing import Any
 from nexusai.config import Config
 from nexusai.embedders import Embedder, create_embedder
 from nexusai.errors import ConfigError
-from nexusai.memory import background, vector_state
+from nexusai.memory import background
 from nexusai.memory.chunks import VECTOR_WINDOWS, EpisodeVectors, episode_of, windows
 from nexusai.memory.entities import EntityMemory
 from nexusai.memory.extractors import Extractor, create_extractor
+from nexusai.memory.repositories.derived import VectorState
+from nexusai.memory.repositories.imports import ImportedSession
 from nexusai.memory.sqlite.store import SqliteStore
-from nexusai.memory.store import EpisodeStore, ImportedSession
-from nexusai.memory.vector_state import VectorState
+from nexusai.memory.store import EpisodeStore
 from nexusai.memory.vectors import VectorIndex, claim_embedded_indexes, open_vector_index
 from nexusai.memory.vectors.owner import OwnerLock
 from nexusai.models import Entity, Episode, EpisodeFilter, NewEpisode, Scope
@@ -56,7 +57,7 @@ class EmbedderMismatch(ConfigError):
 
 def check_embedder(store: EpisodeStore, embedder: Embedder) -> None:
     """The vectors in a store are only comparable with queries from the same embedder."""
-    name, dimension = store.get_meta("embedder"), store.get_meta("embedder_dimension")
+    name, dimension = store.meta.get("embedder"), store.meta.get("embedder_dimension")
     if name is None:
         record_embedder(store, embedder)
     elif (name, int(dimension or 0)) != (embedder.name, embedder.dimension):
@@ -69,8 +70,8 @@ def check_embedder(store: EpisodeStore, embedder: Embedder) -> None:
 
 
 def record_embedder(store: EpisodeStore, embedder: Embedder) -> None:
-    store.set_meta("embedder", embedder.name)
-    store.set_meta("embedder_dimension", str(embedder.dimension))
+    store.meta.set("embedder", embedder.name)
+    store.meta.set("embedder_dimension", str(embedder.dimension))
 
 
 def embedding_texts(episode: Episode, window_chars: int) -> list[str]:
@@ -152,14 +153,13 @@ class Memory:
         for index in (self.vectors.index, self.entities.vectors):
             if index is not None and index.damaged:
                 log.warning("%s", index.damaged)
-        conn = self.store.connection()
-        if self.vectors.index.count() >= vector_state.count_indexed_vectors(conn):
+        derived = self.store.derived
+        if self.vectors.index.count() >= derived.count_vectors(VectorState.INDEXED):
             lost = 0  # every indexed episode has at least its one point
         else:
             held = {episode_of(point) for point in self.vectors.index.ids()}
-            missing = sorted(vector_state.indexed_episodes(conn) - held)
-            with self.store.atomic() as write:
-                vector_state.set_vectors(write, missing, VectorState.PENDING)
+            missing = sorted(derived.indexed() - held)
+            derived.set_vectors(missing, VectorState.PENDING)
             lost = len(missing)
             log.warning(
                 "the vector index lacks the vectors of %d episodes: keyword search serves them"
@@ -186,7 +186,7 @@ class Memory:
         searchable by meaning (0 when extraction is off): what a read of entities may miss."""
         if self.entities.extractor is None:
             return 0
-        waiting = vector_state.count_pending_extraction(self.store.connection())
+        waiting = self.store.derived.count_pending_extraction()
         return waiting + self.entities.waiting_vectors()
 
     def vectors_rebuilding(self) -> int:
@@ -226,14 +226,14 @@ class Memory:
     # -- writes -----------------------------------------------------------------------
 
     def add_episodes(self, session_id: int, episodes: Sequence[NewEpisode]) -> list[Episode]:
-        return self._derive(self.store.add_episodes(session_id, episodes))
+        return self._derive(self.store.episodes.add(session_id, episodes))
 
     def add_episodes_named(
         self, project: str | None, title: str, episodes: Sequence[NewEpisode]
     ) -> list[Episode]:
         """Into the session of this title in the project of this name, both made when
         missing, in the episodes' own transaction."""
-        return self._derive(self.store.add_episodes_named(project, title, episodes))
+        return self._derive(self.store.episodes.add_named(project, title, episodes))
 
     def _derive(self, stored: list[Episode]) -> list[Episode]:
         """The vectors of episodes just stored, and their entities: behind the write when
@@ -255,9 +255,9 @@ class Memory:
         Its entities are extracted behind it (`extract_behind`, `extract_pending`): on long
         chats spaCy costs twice what embedding does, and would set an import's pace.
         Returns (new sessions, new episodes, skipped episodes)."""
-        new_sessions, ids, skipped = self.store.import_sessions(sessions, project_id)
+        new_sessions, ids, skipped = self.store.imports.add(sessions, project_id)
         for start in range(0, len(ids), self.batch_size):
-            self.index(self.store.get_episodes(ids[start : start + self.batch_size]))
+            self.index(self.store.episodes.get_many(ids[start : start + self.batch_size]))
         if ids:
             self.extraction_due.set()
         return new_sessions, len(ids), skipped
@@ -285,20 +285,20 @@ class Memory:
             self.extraction_due.clear()
 
     def update_episode(self, episode_id: int, **changes: Any) -> Episode:
-        episode = self.store.update_episode(episode_id, **changes)
+        episode = self.store.episodes.update(episode_id, **changes)
         self._catch_up({episode.session_id})  # itself, if its text changed, and its neighbours
         return episode
 
     def delete_episode(self, episode_id: int) -> None:
-        deleted = self.store.delete_episode(episode_id)
+        deleted = self.store.episodes.delete(episode_id)
         self._delete_vectors([episode_id], "episode")
         self._catch_up({deleted.session_id})  # the turn after it, read with a new neighbour
 
     def delete_session(self, session_id: int) -> None:
-        self._delete_vectors(self.store.delete_session(session_id), "session")
+        self._delete_vectors(self.store.sessions.delete(session_id), "session")
 
     def delete_project(self, project_id: int) -> None:
-        self._delete_vectors(self.store.delete_project(project_id), "project")
+        self._delete_vectors(self.store.projects.delete(project_id), "project")
 
     def forget(self, session_ids: Sequence[int] | None, rule: EpisodeFilter) -> list[int]:
         """Deletes the episodes of these sessions (all when None) that `rule` keeps, from
@@ -306,7 +306,7 @@ class Memory:
         those a read still returned (what a dry run counts: expired ones, which reads no
         longer show, go too, uncounted). In chunks (`_delete_chunk`): a forget cut short (a
         crash) has deleted whole chunks, and asking it again deletes the rest."""
-        found = self.store.matching(session_ids, rule)
+        found = self.store.episodes.matching(session_ids, rule)
         matching, shown = [i for i, _ in found], {i for i, live in found if live}
         gone: list[int] = []
         with self.forgetting.under_way():
@@ -319,7 +319,7 @@ class Memory:
         that moment) from every index, in chunks as `forget`; how many."""
         gone = 0
         with self.forgetting.under_way():
-            while found := self.store.expired_ids(FORGET_CHUNK):
+            while found := self.store.episodes.expired_ids(FORGET_CHUNK):
                 gone += len(self._delete_chunk(found, "expired"))
                 if len(found) < FORGET_CHUNK:
                     break
@@ -328,7 +328,7 @@ class Memory:
     def _delete_chunk(self, ids: Sequence[int], how: str) -> list[int]:
         """One transaction of a forget, then a pause in which a waiting write takes the
         store."""
-        deleted = self.store.delete_episodes(ids)
+        deleted = self.store.episodes.delete_many(ids)
         self._delete_vectors(deleted, how)
         self.vectors_due.set()  # the turns after them, read with new neighbours, behind
         time.sleep(FORGET_PAUSE)
@@ -368,8 +368,7 @@ class Memory:
                 for e, episode in zip(batch, texts, strict=True)
             ]
         )
-        with self.store.atomic() as conn:
-            vector_state.mark_indexed(conn, batch)
+        self.store.derived.mark_indexed(batch)
 
     def _catch_up(self, sessions: set[int], after: Sequence[int] | None = None) -> None:
         """A few of the vectors waiting besides a write's own (the turn after one it
@@ -384,7 +383,7 @@ class Memory:
             return
         if after is None:
             self.sync_pending(max_batches=1, limit=CATCH_UP, sessions=sorted(sessions))
-        elif turns := self.store.turns_after(after):
+        elif turns := self.store.episodes.turns_after(after):
             self.sync_pending(max_batches=1, limit=CATCH_UP, among=turns)
         self.vectors_due.set()
 
@@ -405,7 +404,7 @@ class Memory:
         batch = limit or self.batch_size
         while not self.stopping.is_set():
             with self.store.claim_pending_vectors(batch, sessions, among) as ids:
-                if not ids or not self.index(self.store.get_episodes(ids), embedder):
+                if not ids or not self.index(self.store.episodes.get_many(ids), embedder):
                     break
             done += len(ids)
             batches += 1
@@ -423,8 +422,7 @@ class Memory:
         entities of episodes that have not been through extraction."""
         self.vectors.reset(self.embedder.dimension)
         self.entities.reset()
-        with self.store.atomic() as conn:
-            vector_state.mark_all_vectors_pending(conn)
+        self.store.derived.mark_all_vectors_pending()
         record_embedder(self.store, self.embedder)
         done = self.sync_pending(progress=progress)
         self.entities.sync()
@@ -445,20 +443,20 @@ class Memory:
         index searches only those: `limit` come back whenever that many match."""
         only = None
         if rule is not None and not rule.is_empty():
-            only = self.store.kept_ids(session_ids, rule)
+            only = self.store.episodes.kept_ids(session_ids, rule)
         hits = self.vectors.search(vector, session_ids, exclude_ids, limit, only)
         return sorted(hits, key=lambda hit: (-hit[1], hit[0]))
 
     # -- reads (what orchestration's MemoryClient asks for) -------------------------------
 
     def scope(self, session_id: int) -> Scope:
-        return self.store.scope(session_id)
+        return self.store.sessions.scope(session_id)
 
     def resolve_session(self, project: str | None, title: str) -> int:
-        return self.store.resolve_session(project, title).id
+        return self.store.sessions.resolve(project, title).id
 
     def recent_episodes(self, session_id: int, limit: int) -> list[Episode]:
-        return self.store.recent_episodes(session_id, limit)
+        return self.store.episodes.recent(session_id, limit)
 
     def vector_episodes(
         self,
@@ -469,7 +467,7 @@ class Memory:
         rule: EpisodeFilter | None = None,
     ) -> list[Episode]:
         hits = dict(self.search_vectors(vector, session_ids, exclude_ids, limit, rule))
-        return self.store.get_episodes(list(hits), hits)
+        return self.store.episodes.get_many(list(hits), hits)
 
     def search_keyword(
         self,
@@ -479,18 +477,18 @@ class Memory:
         budget: int = 0,
         rule: EpisodeFilter | None = None,
     ) -> list[Episode]:
-        return self.store.search_keyword(query, limit, session_ids, budget, rule)
+        return self.store.keywords.search(query, limit, session_ids, budget, rule)
 
     def standing_episodes(
         self, session_ids: Sequence[int] | None, limit: int, rule: EpisodeFilter | None = None
     ) -> list[Episode]:
-        return self.store.standing_episodes(session_ids, limit, rule)
+        return self.store.episodes.standing(session_ids, limit, rule)
 
     def vector_states(self, episode_ids: Sequence[int]) -> dict[int, VectorState]:
-        return vector_state.vector_states(self.store.connection(), episode_ids)
+        return self.store.derived.vector_states(episode_ids)
 
     def count_pending_vectors(self) -> int:
-        return vector_state.count_pending_vectors(self.store.connection())
+        return self.store.derived.count_vectors(VectorState.PENDING)
 
     def search_entities(
         self, vector: Sequence[float] | None, session_ids: Sequence[int], limit: int

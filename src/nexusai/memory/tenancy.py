@@ -33,7 +33,7 @@ class Tenancy:
         that does not exist is a 404, not an empty list."""
         if self.principal.admin:
             if project_id is not None:
-                self.memory.store.get_project(project_id)  # NotFound when there is none
+                self.memory.store.projects.get(project_id)  # NotFound when there is none
             return project_id
         if project_id is not None:
             self.project(project_id)
@@ -48,7 +48,7 @@ class Tenancy:
         return self.principal.project_name
 
     def session(self, session_id: int) -> Session:
-        session = self.memory.store.get_session(session_id)  # NotFound when missing
+        session = self.memory.store.sessions.get(session_id)  # NotFound when missing
         check_project(self.principal, session.project_id, f"session {session_id}")
         return session
 
@@ -62,8 +62,8 @@ class Tenancy:
         return project_id
 
     def episode(self, episode_id: int) -> Episode:
-        episode = self.memory.store.get_episode(episode_id)
-        session = self.memory.store.get_session(episode.session_id)
+        episode = self.memory.store.episodes.get(episode_id)
+        session = self.memory.store.sessions.get(episode.session_id)
         check_project(self.principal, session.project_id, f"episode {episode_id}")
         return episode
 
@@ -91,7 +91,7 @@ class Tenancy:
 
     def own_session_ids(self) -> list[int]:
         assert self.principal.project_id is not None
-        return self.memory.store.project_session_ids(self.principal.project_id)
+        return self.memory.store.sessions.of_project(self.principal.project_id)
 
 
 def _project_of_scope(scope: str | None) -> int | None:

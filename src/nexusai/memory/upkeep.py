@@ -17,9 +17,8 @@ from pathlib import Path
 from nexusai.config import Config
 from nexusai.errors import Conflict, InvalidInput
 from nexusai.files import private_dir, private_file
-from nexusai.memory import vector_state
+from nexusai.memory.repositories.derived import VectorState
 from nexusai.memory.service import Memory, Progress
-from nexusai.memory.vector_state import VectorState
 
 
 @dataclass
@@ -51,25 +50,24 @@ class Checkup:
 
 
 def check(memory: Memory) -> Checkup:
-    conn = memory.store.connection()
-    indexed = vector_state.indexed_episodes(conn)
-    every = set(memory.store.episode_ids())
+    derived = memory.store.derived
+    indexed = derived.indexed()
+    every = set(memory.store.episodes.ids())
     points = memory.vectors.ids()
     return Checkup(
-        fts_ok=memory.store.keyword_index_ok(),
-        pending_vectors=vector_state.count_pending_vectors(conn),
+        fts_ok=memory.store.keywords.ok(),
+        pending_vectors=derived.count_vectors(VectorState.PENDING),
         vectors_without_rows=sorted(points - every),
         rows_without_vectors=sorted(indexed - points),
-        pending_entities=vector_state.count_pending_extraction(conn),
+        pending_entities=derived.count_pending_extraction(),
     )
 
 
 def repair(memory: Memory, found: Checkup, progress: Progress | None = None) -> None:
     if not found.fts_ok:
-        memory.store.rebuild_keyword_index()
+        memory.store.keywords.rebuild()
     memory.vectors.delete(found.vectors_without_rows)
-    with memory.store.atomic() as conn:
-        vector_state.set_vectors(conn, found.rows_without_vectors, VectorState.PENDING)
+    memory.store.derived.set_vectors(found.rows_without_vectors, VectorState.PENDING)
     memory.sync_pending(progress=progress)
     memory.entities.sync()
 
@@ -109,7 +107,7 @@ def restore(config: Config, source: Path, progress: Progress | None = None) -> i
     memory = Memory.open(config, check=False, reconcile=False)  # rebuilt here, in front
     try:
         memory.reindex(progress)
-        return memory.store.count_episodes()
+        return memory.store.episodes.count()
     finally:
         memory.close()
 

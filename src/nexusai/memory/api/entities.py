@@ -68,7 +68,7 @@ def list_entities(
     if q is not None and prefix is not None:
         raise InvalidInput("give q (search by meaning) or prefix (by name), not both")
     tenancy.session(session_id)
-    scope = memory.store.scope_session_ids(session_id)
+    scope = memory.store.sessions.scope(session_id).session_ids
     if q:
         found = memory.search_entities(memory.embedder.embed_query(q), scope, limit)
     else:

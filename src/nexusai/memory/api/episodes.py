@@ -21,7 +21,7 @@ from nexusai.memory.api.common import (
 )
 from nexusai.memory.api.filters import episode_filter
 from nexusai.memory.api.sessions import SessionResolveIn
-from nexusai.memory.store import UNSET
+from nexusai.memory.repositories.validation import UNSET
 from nexusai.models import EpisodeFilter, NewEpisode, now_text
 from nexusai.schemas import (
     EditedEpisodeOut,
@@ -203,8 +203,8 @@ def list_episodes(
     """A session's episodes in time order, a page at a time; with a filter (`after`,
     `before`, `speaker`, `metadata.KEY`), only those it keeps."""
     tenancy.session(session_id)
-    episodes = memory.store.list_episodes(session_id, limit, offset, rule)
-    page(request, response, memory.store.count_episodes(session_id, rule), limit, offset)
+    episodes = memory.store.episodes.page(session_id, limit, offset, rule)
+    page(request, response, memory.store.episodes.count(session_id, rule), limit, offset)
     if not detail:
         return [EpisodeOut.model_validate(e) for e in episodes]
     ids = [e.id for e in episodes]
@@ -301,6 +301,8 @@ def forget_episodes(
         tenancy.session(session_id)
     scope = tenancy.scope(asked)
     ids = (
-        memory.store.matching_ids(scope, rule, live=True) if dry_run else memory.forget(scope, rule)
+        memory.store.episodes.matching_ids(scope, rule, live=True)
+        if dry_run
+        else memory.forget(scope, rule)
     )
     return ForgetOut(episodes=len(ids), episode_ids=ids[:1000], dry_run=dry_run)

@@ -21,7 +21,7 @@ def health(memory: MemoryHandle) -> Health:
     being rebuilt, entities still to extract, the vector index being optimized."""
     return Health(
         status="ok",
-        episodes=memory.store.count_episodes(),
+        episodes=memory.store.episodes.count(),
         vectors_rebuilding=memory.vectors_rebuilding(),
         entities_pending=memory.entities_pending(),
         vector_index_optimizing=memory.vectors.index.optimizing,

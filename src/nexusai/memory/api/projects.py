@@ -18,7 +18,7 @@ from nexusai.memory.api.common import (
     page,
 )
 from nexusai.memory.export import as_jsonl, project_lines
-from nexusai.memory.store import MAX_RETENTION_DAYS
+from nexusai.memory.repositories.validation import MAX_RETENTION_DAYS
 from nexusai.schemas import (
     ProjectOut,
     StrictCamelModel,
@@ -51,7 +51,7 @@ class ProjectPatch(StrictCamelModel):
 def create_project(memory: MemoryHandle, body: ProjectIn) -> ProjectOut:
     """A project groups sessions: its sessions share their memories. `retentionDays`
     (null: none) keeps each episode that many days after it was said."""
-    return ProjectOut.model_validate(memory.store.create_project(body.name, body.retention_days))
+    return ProjectOut.model_validate(memory.store.projects.create(body.name, body.retention_days))
 
 
 @router.patch("/projects/{project_id}", tags=["projects"], responses=errors(404, 415, 422))
@@ -61,7 +61,9 @@ def update_project(
     """Sets the project's retention: every episode's deadline is set anew at once (one said
     longer ago than the new period is no longer returned, and the upkeep deletes it)."""
     tenancy.project(project_id)
-    return ProjectOut.model_validate(memory.store.set_retention(project_id, body.retention_days))
+    return ProjectOut.model_validate(
+        memory.store.projects.set_retention(project_id, body.retention_days)
+    )
 
 
 @router.get("/projects", tags=["projects"], responses=errors(422), openapi_extra=PAGED)
@@ -78,16 +80,16 @@ def list_projects(
     own = tenancy.project_filter(None)
     if own is not None:  # a project key lists its own project
         page(request, response, 1, limit, offset)
-        return [ProjectOut.model_validate(store.get_project(own))][offset : offset + limit]
-    page(request, response, store.count_projects(), limit, offset)
-    return [ProjectOut.model_validate(p) for p in store.list_projects(limit, offset)]
+        return [ProjectOut.model_validate(store.projects.get(own))][offset : offset + limit]
+    page(request, response, store.projects.count(), limit, offset)
+    return [ProjectOut.model_validate(p) for p in store.projects.page(limit, offset)]
 
 
 @router.get("/projects/{project_id}", tags=["projects"], responses=errors(404, 422))
 def get_project(memory: MemoryHandle, tenancy: TenancyHandle, project_id: PathId) -> ProjectOut:
     """One project."""
     tenancy.project(project_id)
-    return ProjectOut.model_validate(memory.store.get_project(project_id))
+    return ProjectOut.model_validate(memory.store.projects.get(project_id))
 
 
 @router.get(
@@ -100,7 +102,7 @@ def export_project(memory: MemoryHandle, tenancy: TenancyHandle, project_id: Pat
     """The project as JSONL, streamed: what `nexus export` writes and `nexus import` (or
     POST /import) reads, its first line the project's name and retention."""
     tenancy.project(project_id)
-    project = memory.store.get_project(project_id)
+    project = memory.store.projects.get(project_id)
     lines = (as_jsonl(line) for line in project_lines(memory.store, project))
     return StreamingResponse(lines, media_type="application/x-ndjson")
 

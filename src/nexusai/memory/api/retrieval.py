@@ -39,7 +39,7 @@ router = APIRouter(route_class=StrictJSONRoute)
 def session_scope(memory: MemoryHandle, tenancy: TenancyHandle, session_id: PathId) -> ScopeOut:
     """The sessions a search from this session sees: its project's, or just itself."""
     session = tenancy.session(session_id)
-    scope = memory.store.scope(session_id)
+    scope = memory.store.sessions.scope(session_id)
     return ScopeOut(
         session_ids=scope.session_ids,
         project_id=session.project_id,
@@ -57,7 +57,7 @@ def recent_episodes(
     """The session's last `limit` episodes, oldest first (what a prompt holds as recent)."""
     store = memory.store
     tenancy.session(session_id)
-    return [EpisodeOut.model_validate(e) for e in store.recent_episodes(session_id, limit)]
+    return [EpisodeOut.model_validate(e) for e in store.episodes.recent(session_id, limit)]
 
 
 @router.get("/episodes", tags=["retrieval"], responses=errors(422))
@@ -70,7 +70,7 @@ def episodes_by_id(
     wanted = parse_id_list("ids", ids) or []
     if len(wanted) > 1000:
         raise InvalidInput(f"ids holds {len(wanted)} ids; the limit is 1000")
-    found = tenancy.visible_episodes(memory.store.get_episodes(wanted))
+    found = tenancy.visible_episodes(memory.store.episodes.get_many(wanted))
     return [EpisodeOut.model_validate(e) for e in found]
 
 
@@ -98,7 +98,7 @@ def vector_search(
         body.vector, body.session_ids, body.exclude_ids, body.limit, body.rule()
     )
     # Only episodes a read may return: not expired, and still there.
-    live = {e.id for e in memory.store.get_episodes([i for i, _ in hits])}
+    live = {e.id for e in memory.store.episodes.get_many([i for i, _ in hits])}
     return [VectorHit(id=i, score=score) for i, score in hits if i in live]
 
 
@@ -166,7 +166,7 @@ def search_episodes(
     response.headers["X-Search-Terms"] = quote(",".join(keywords.query_terms(q)))
     found = [ScoredEpisodeOut.model_validate(e) for e in episodes]
     if explain:
-        own = memory.store.own_text_matches(q, [e.id for e in episodes])
+        own = memory.store.keywords.own_text_matches(q, [e.id for e in episodes])
         for episode in found:
             episode.matched_in = "message" if episode.id in own else "turnBefore"
     return found

@@ -16,7 +16,7 @@ from nexusai.memory.api.common import (
     TenancyHandle,
     page,
 )
-from nexusai.memory.store import UNSET
+from nexusai.memory.repositories.validation import UNSET
 from nexusai.schemas import (
     MAX_ID,
     Id,
@@ -51,7 +51,7 @@ def create_session(
     """A session: one conversation, in a project (whose sessions share memories) or alone."""
     body = body or SessionIn()
     project_id = tenancy.new_session_project(body.project_id or tenancy.principal.project_id)
-    session = memory.store.create_session(project_id, body.title)
+    session = memory.store.sessions.create(project_id, body.title)
     return SessionOut.model_validate(session)
 
 
@@ -62,7 +62,7 @@ def resolve_session(
     """The session with this title in the project of this name (or in no project),
     created, with the project, when missing."""
     project = tenancy.project_name(body.project)
-    session = memory.store.resolve_session(project, body.title)
+    session = memory.store.sessions.resolve(project, body.title)
     return SessionOut.model_validate(session)
 
 
@@ -84,8 +84,8 @@ def list_sessions(
     more): all, or a project's (`projectId`)."""
     store = memory.store
     project_id = tenancy.project_filter(project_id)
-    page(request, response, store.count_sessions(project_id), limit, offset)
-    found = store.list_sessions(project_id, limit, offset, order)
+    page(request, response, store.sessions.count(project_id), limit, offset)
+    found = store.sessions.page(project_id, limit, offset, order)
     return [SessionOut.model_validate(s) for s in found]
 
 
@@ -103,7 +103,7 @@ def update_session(
     project."""
     given = body.model_fields_set
     tenancy.session(session_id)
-    session = memory.store.update_session(
+    session = memory.store.sessions.update(
         session_id,
         title=body.title if "title" in given else UNSET,
         project_id=tenancy.new_session_project(body.project_id) if "project_id" in given else UNSET,

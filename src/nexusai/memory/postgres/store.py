@@ -10,15 +10,13 @@ replicas share.
 - **Vectors waiting to be made** are claimed with `FOR UPDATE SKIP LOCKED`: two replicas
   repairing at once take different episodes, and an edit waits for the claim to end, so
   no vector is made from text that changed under it.
-- **The SQL** is the shared SQLite-flavoured SQL, translated once per statement: `?` to
-  `%s` and SQLite's `json_each` id lists to `jsonb_array_elements_text`.
+- **The SQL** is the repositories', rendered by the `POSTGRES` dialect; keyword search
+  is PostgreSQL's own (`postgres.fts`).
 - **Values** come back as SQLite's do: times as the store's UTC text, metadata as JSON text.
 """
 
 from __future__ import annotations
 
-import functools
-import re
 import secrets
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -35,11 +33,14 @@ from psycopg.types.string import TextLoader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from nexusai.errors import DISK_FULL, ConfigError, NexusError, StorageFull, first_line
-from nexusai.memory import vector_state
 from nexusai.memory.dbapi import Connection
 from nexusai.memory.postgres import fts as pg_fts
 from nexusai.memory.postgres.migrations import apply_migrations
-from nexusai.memory.store import EpisodeStore, Where
+from nexusai.memory.repositories.columns import Where
+from nexusai.memory.repositories.dialect import POSTGRES
+from nexusai.memory.repositories.keywords import Keywords
+from nexusai.memory.repositories.validation import Limits
+from nexusai.memory.store import EpisodeStore
 from nexusai.models import Episode, to_utc_text
 
 PgConnection = psycopg.Connection[Any]
@@ -48,7 +49,6 @@ WRITE_LOCK = "hashtext('nexus_writes')"
 # every request wait this long, a busy pool rarely anywhere near it.
 POOL_WAIT = 5.0
 SECRET_PREFIX = "secret:"  # a store's secrets are rows of `meta`, every replica reads them
-_JSON_IDS = re.compile(r"SELECT value FROM json_each\(\?\)")
 
 
 class DatabaseUnavailable(NexusError):
@@ -60,8 +60,7 @@ class DatabaseUnavailable(NexusError):
 class PgStore(EpisodeStore):
     """The PostgreSQL store, over a pool it owns (the pgvector index may share it)."""
 
-    ID_LIST = "string_agg(id::text, ',')"
-    ROWS_AS_JSON = "json_agg(json_build_array({}))::text"
+    dialect = POSTGRES
 
     def __init__(
         self,
@@ -73,8 +72,8 @@ class PgStore(EpisodeStore):
         connect_timeout: int = 10,
     ) -> None:
         self.url = url
-        self.max_content_bytes = max_content_bytes
-        self.max_metadata_bytes = max_metadata_bytes
+        self._open_repositories(Limits(max_content_bytes, max_metadata_bytes))
+        self.keywords: PgKeywords = PgKeywords(self)
         try:  # one connection first: a bad URL is one clear line, not the pool's retries
             with psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout) as conn:
                 self.migrations_applied = apply_migrations(conn)
@@ -110,9 +109,9 @@ class PgStore(EpisodeStore):
         return current
 
     @contextmanager
-    def _raw(self) -> Iterator[PgConnection]:
-        """A psycopg connection, for `postgres.fts`: this thread's transaction's, or a borrowed
-        one."""
+    def raw(self) -> Iterator[PgConnection]:
+        """A psycopg connection, for `postgres.fts` and pgvector: this thread's
+        transaction's, or a borrowed one."""
         current = self._current()
         if current is not None:
             yield current.raw
@@ -178,19 +177,11 @@ class PgStore(EpisodeStore):
     # -- what differs from SQLite ----------------------------------------------------
 
     def secret(self, name: str) -> bytes:
-        key = SECRET_PREFIX + name
-        with self.atomic() as conn:
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                (key, secrets.token_hex(32)),
-            )
-            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        assert row is not None  # inserted above, or by whoever got there first
-        return bytes.fromhex(row[0])
+        return bytes.fromhex(self.meta.add(SECRET_PREFIX + name, secrets.token_hex(32)))
 
     def adopt_secret(self, name: str, value: bytes) -> None:
         """Takes another store's secret as this one's (a store moved here keeps its keys)."""
-        self.set_meta(SECRET_PREFIX + name, value.hex())
+        self.meta.set(SECRET_PREFIX + name, value.hex())
 
     @contextmanager
     def claim_pending_vectors(
@@ -198,19 +189,17 @@ class PgStore(EpisodeStore):
     ) -> Iterator[list[int]]:
         # Not under the write lock: the claim lasts as long as the embedding does, and only
         # edits of the claimed rows wait for it.
-        with self._transaction(lock=False) as conn:
-            claim = "FOR UPDATE SKIP LOCKED"
-            yield vector_state.pending_vectors(conn, limit, claim, sessions, ids)
+        with self._transaction(lock=False):
+            yield self.derived.pending_vectors(limit, sessions, ids)
 
-    def keyword_index_ok(self) -> bool:
-        with self._raw() as raw:
-            return pg_fts.agrees(raw)
 
-    def rebuild_keyword_index(self) -> None:
-        with self.atomic() as conn:
-            pg_fts.rebuild(conn.raw)
+class PgKeywords(Keywords):
+    """PostgreSQL's own keyword index (`postgres.fts`)."""
 
-    def _keyword_search(
+    def __init__(self, store: PgStore) -> None:
+        self._store = store
+
+    def _search(
         self,
         query: str,
         limit: int,
@@ -219,13 +208,21 @@ class PgStore(EpisodeStore):
         where: Where | None,
     ) -> list[Episode]:
         found = pg_fts.scored_search(
-            self._raw, query, limit, session_ids, budget=budget, where=where
+            self._store.raw, query, limit, session_ids, budget=budget, where=where
         )
         hits = dict(found)
-        return self.get_episodes(list(hits), hits) if hits else []
+        return self._store.episodes.get_many(list(hits), hits) if hits else []
+
+    def ok(self) -> bool:
+        with self._store.raw() as raw:
+            return pg_fts.agrees(raw)
+
+    def rebuild(self) -> None:
+        with self._store.atomic() as conn:
+            pg_fts.rebuild(conn.raw)
 
     def own_text_matches(self, query: str, ids: Sequence[int]) -> set[int]:
-        with self._raw() as raw:
+        with self._store.raw() as raw:
             return pg_fts.own_text_matches(raw, query, ids)
 
 
@@ -271,24 +268,18 @@ def _configure(conn: PgConnection) -> None:
     conn.adapters.register_loader("jsonb", TextLoader)
 
 
-@functools.lru_cache(maxsize=512)
-def _translate(sql: str) -> str:
-    sql = _JSON_IDS.sub("SELECT value::bigint FROM jsonb_array_elements_text(?::jsonb)", sql)
-    return sql.replace("%", "%%").replace("?", "%s")
-
-
 class _Connection:
-    """A pooled connection held for a transaction, speaking the store's SQL."""
+    """A pooled connection held for a transaction."""
 
     def __init__(self, raw: PgConnection) -> None:
         self.raw = raw
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> psycopg.Cursor[Any]:
-        return self.raw.execute(_translate(sql), parameters)
+        return self.raw.execute(sql, parameters)
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> None:
         with self.raw.cursor() as cursor:
-            cursor.executemany(_translate(sql), parameters)
+            cursor.executemany(sql, parameters)
 
 
 class _Reads:
@@ -313,7 +304,7 @@ class _Reads:
 
     def _once(self, sql: str, parameters: Sequence[Any]) -> _Fetched:
         with self._store.pool.connection() as raw:
-            cursor = raw.execute(_translate(sql), parameters)
+            cursor = raw.execute(sql, parameters)
             return _Fetched(cursor.fetchall() if cursor.description else [], cursor.rowcount)
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> None:

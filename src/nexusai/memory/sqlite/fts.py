@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from nexusai.keywords import query_terms, within_budget
-from nexusai.memory.store import episode_columns
+from nexusai.memory.repositories.columns import episode_columns
 from nexusai.models import finds_nothing, now_text
 
 # unicode61 folds diacritics so "café" finds "cafe"; porter makes "configure" find

@@ -14,16 +14,21 @@ from pathlib import Path
 
 from nexusai.errors import DISK_FULL, StorageFull
 from nexusai.files import private_dir, private_file
-from nexusai.memory import vector_state
+from nexusai.memory.repositories.columns import SCORE_AT, Where, episode_from_row
+from nexusai.memory.repositories.dialect import SQLITE
+from nexusai.memory.repositories.keywords import Keywords
+from nexusai.memory.repositories.validation import Limits
 from nexusai.memory.sqlite import fts
 from nexusai.memory.sqlite.bm25 import WholeTableBM25
 from nexusai.memory.sqlite.migrations import apply_migrations
-from nexusai.memory.store import SCORE_AT, EpisodeStore, StoreDamaged, Where, disk_full
+from nexusai.memory.store import EpisodeStore, StoreDamaged, disk_full
 from nexusai.models import Episode
 
 
 class SqliteStore(EpisodeStore):
     """The SQLite store."""
+
+    dialect = SQLITE
 
     def __init__(
         self,
@@ -36,8 +41,7 @@ class SqliteStore(EpisodeStore):
         self.path = Path(path)
         private_dir(self.path.parent)
         private_file(self.path)
-        self.max_content_bytes = max_content_bytes
-        self.max_metadata_bytes = max_metadata_bytes
+        self._open_repositories(Limits(max_content_bytes, max_metadata_bytes))
         self._busy_timeout = busy_timeout
         self._local = threading.local()
         # Each thread's connection, by thread: a pool thread that ends (AnyIO retires idle
@@ -47,6 +51,7 @@ class SqliteStore(EpisodeStore):
         self._write_lock = threading.RLock()
         # The keyword copy is kept beside the file between starts (derived: never backed up).
         self._bm25 = WholeTableBM25(self.connection, saved=self.keyword_copy_path)
+        self.keywords: SqliteKeywords = SqliteKeywords(self, self._bm25)
         # Called with every SQL statement any connection runs, when set before it opens.
         self.trace: Callable[[str], None] | None = None
         try:
@@ -157,16 +162,17 @@ class SqliteStore(EpisodeStore):
         self, limit: int, sessions: Sequence[int] | None = None, ids: Sequence[int] | None = None
     ) -> Iterator[list[int]]:
         # One process indexes a SQLite store: there is no one to claim from.
-        yield vector_state.pending_vectors(self.connection(), limit, sessions=sessions, ids=ids)
+        yield self.derived.pending_vectors(limit, sessions=sessions, ids=ids)
 
-    def keyword_index_ok(self) -> bool:
-        return fts.integrity_check(self.connection())
 
-    def rebuild_keyword_index(self) -> None:
-        with self.atomic() as conn:
-            fts.rebuild_index(conn)
+class SqliteKeywords(Keywords):
+    """FTS5, with the whole table's copy (`bm25`) for searches over every session."""
 
-    def _keyword_search(
+    def __init__(self, store: SqliteStore, bm25: WholeTableBM25) -> None:
+        self._store = store
+        self._bm25 = bm25
+
+    def _search(
         self,
         query: str,
         limit: int,
@@ -174,14 +180,22 @@ class SqliteStore(EpisodeStore):
         budget: int,
         where: Where | None,
     ) -> list[Episode]:
-        kept = None if where is None else lambda: self._kept_ids(None, where)
+        episodes = self._store.episodes
+        kept = None if where is None else lambda: episodes.kept_ids(None, where)
         rows = fts.search(
-            self.connection, query, limit, session_ids, budget, self._bm25, where, kept
+            self._store.connection, query, limit, session_ids, budget, self._bm25, where, kept
         )
-        return [self._episode_from_row(row, row[SCORE_AT]) for row in rows]
+        return [episode_from_row(row, row[SCORE_AT]) for row in rows]
+
+    def ok(self) -> bool:
+        return fts.integrity_check(self._store.connection())
+
+    def rebuild(self) -> None:
+        with self._store.atomic() as conn:
+            fts.rebuild_index(conn)
 
     def own_text_matches(self, query: str, ids: Sequence[int]) -> set[int]:
-        return fts.own_text_matches(self.connection(), query, ids)
+        return fts.own_text_matches(self._store.connection(), query, ids)
 
 
 def _read_or_make(path: Path) -> bytes:

@@ -14,27 +14,26 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from nexusai.memory import vector_state
 from nexusai.memory.dbapi import Connection, joined_ids
+from nexusai.memory.repositories.derived import VectorState, set_vectors
+from nexusai.memory.repositories.dialect import Dialect
 from nexusai.memory.texts import compose_context_text
-from nexusai.memory.vector_state import VectorState
 
-_IDS = "(SELECT value FROM json_each(?))"
 # The first turn after each of the listed ones in its session, among those not listed.
 _NEXT_UNLISTED = (
-    "SELECT {ids} FROM episodes WHERE id IN ("
+    "SELECT {id_list} FROM episodes WHERE id IN ("
     " SELECT (SELECT n.id FROM episodes n WHERE n.session_id = d.session_id"
     "  AND (n.occurred_at > d.occurred_at OR (n.occurred_at = d.occurred_at AND n.id > d.id))"
-    f"  AND n.id NOT IN {_IDS} ORDER BY n.occurred_at, n.id LIMIT 1)"
-    f" FROM episodes d WHERE d.id IN {_IDS})"
+    "  AND n.id NOT IN {ids} ORDER BY n.occurred_at, n.id LIMIT 1)"
+    " FROM episodes d WHERE d.id IN {ids})"
 )
 # Each listed turn's indexed context and the turn now just before it (none for a first).
 _WITH_PREVIOUS = (
-    "SELECT {rows} FROM episodes n LEFT JOIN episodes p ON p.id = ("
+    "SELECT {{rows}} FROM episodes n LEFT JOIN episodes p ON p.id = ("
     " SELECT q.id FROM episodes q WHERE q.session_id = n.session_id"
     "  AND (q.occurred_at < n.occurred_at OR (q.occurred_at = n.occurred_at AND q.id < n.id))"
     "  ORDER BY q.occurred_at DESC, q.id DESC LIMIT 1)"
-    f" WHERE n.id IN {_IDS}"
+    " WHERE n.id IN {ids}"
 )
 # Turns given new contexts a statement, two bound values each: well within either
 # engine's limit on a statement's values.
@@ -42,7 +41,7 @@ UPDATED_AT_ONCE = 1000
 
 
 def context_before(
-    conn: Connection, session_id: int, occurred_at: str, episode_id: int | None
+    conn: Connection, dialect: Dialect, session_id: int, occurred_at: str, episode_id: int | None
 ) -> str:
     """The context text for a turn at this place in its session: the end of the turn just
     before it (by time, then id), or "" for a session's first turn."""
@@ -55,45 +54,47 @@ def context_before(
             " AND (occurred_at < ? OR (occurred_at = ? AND id < ?))"
         )
         params = (session_id, occurred_at, occurred_at, episode_id)
-    row = conn.execute(sql + " ORDER BY occurred_at DESC, id DESC LIMIT 1", params).fetchone()
+    sql += " ORDER BY occurred_at DESC, id DESC LIMIT 1"
+    row = conn.execute(dialect.sql(sql), params).fetchone()
     return compose_context_text(row[0], row[1]) if row else ""
 
 
 def refresh_context_after(
-    conn: Connection, session_id: int, occurred_at: str, episode_id: int
+    conn: Connection, dialect: Dialect, session_id: int, occurred_at: str, episode_id: int
 ) -> None:
     """The turn after this place in its session gets its new context and a new vector."""
     row = conn.execute(
-        "SELECT id, occurred_at, context_text FROM episodes WHERE session_id = ?"
-        " AND (occurred_at > ? OR (occurred_at = ? AND id > ?))"
-        " ORDER BY occurred_at, id LIMIT 1",
+        dialect.sql(
+            "SELECT id, occurred_at, context_text FROM episodes WHERE session_id = ?"
+            " AND (occurred_at > ? OR (occurred_at = ? AND id > ?))"
+            " ORDER BY occurred_at, id LIMIT 1"
+        ),
         (session_id, occurred_at, occurred_at, episode_id),
     ).fetchone()
     if row is None:
         return
-    context = context_before(conn, session_id, row[1], row[0])
+    context = context_before(conn, dialect, session_id, row[1], row[0])
     if context != row[2]:
-        conn.execute("UPDATE episodes SET context_text = ? WHERE id = ?", (context, row[0]))
-        vector_state.set_vectors(conn, [row[0]], VectorState.PENDING)
+        sql = dialect.sql("UPDATE episodes SET context_text = ? WHERE id = ?")
+        conn.execute(sql, (context, row[0]))
+        set_vectors(conn, dialect, [row[0]], VectorState.PENDING)
 
 
-def turns_after(conn: Connection, listed: Sequence[int], id_list: str) -> list[int]:
+def turns_after(conn: Connection, dialect: Dialect, listed: Sequence[int]) -> list[int]:
     """The turns just after the listed ones that are not listed themselves: whose context
-    inserting the listed ones changed, or deleting them will change (read before).
-    `id_list` is the engine's aggregate of ids as one comma-separated text."""
-    ids = json.dumps([int(i) for i in listed])
-    return joined_ids(conn.execute(_NEXT_UNLISTED.format(ids=id_list), (ids, ids)))
+    inserting the listed ones changed, or deleting them will change (read before)."""
+    ids = dialect.id_param(listed)
+    return joined_ids(conn.execute(dialect.sql(_NEXT_UNLISTED), (ids, ids)))
 
 
-def refresh_after_deleting(conn: Connection, turns: Sequence[int], rows_as_json: str) -> None:
+def refresh_after_deleting(conn: Connection, dialect: Dialect, turns: Sequence[int]) -> None:
     """`turns` (from `turns_after`, once the listed ones are deleted) get their new
-    context and a new vector where it changed. `rows_as_json` is the engine's aggregate of
-    rows as one JSON array of arrays, with a `{}` for the columns."""
+    context and a new vector where it changed."""
     if not turns:
         return
     columns = "n.id, n.context_text, p.speaker, p.content"
-    sql = _WITH_PREVIOUS.format(rows=rows_as_json.format(columns))
-    found = conn.execute(sql, (json.dumps([int(i) for i in turns]),)).fetchone()[0]
+    sql = dialect.sql(_WITH_PREVIOUS).format(rows=dialect.rows_as_json.format(columns))
+    found = conn.execute(sql, (dialect.id_param(turns),)).fetchone()[0]
     changed: dict[int, str] = {}
     for turn, indexed, speaker, content in json.loads(found or "[]"):
         context = "" if speaker is None else compose_context_text(speaker, content)
@@ -101,14 +102,14 @@ def refresh_after_deleting(conn: Connection, turns: Sequence[int], rows_as_json:
             changed[int(turn)] = context
     pairs = list(changed.items())
     for start in range(0, len(pairs), UPDATED_AT_ONCE):
-        _set_contexts(conn, pairs[start : start + UPDATED_AT_ONCE])
+        _set_contexts(conn, dialect, pairs[start : start + UPDATED_AT_ONCE])
     if changed:
-        vector_state.set_vectors(conn, list(changed), VectorState.PENDING)
+        set_vectors(conn, dialect, list(changed), VectorState.PENDING)
 
 
-def _set_contexts(conn: Connection, pairs: Sequence[tuple[int, str]]) -> None:
+def _set_contexts(conn: Connection, dialect: Dialect, pairs: Sequence[tuple[int, str]]) -> None:
     cases = " ".join("WHEN ? THEN ?" for _ in pairs)
     conn.execute(
-        f"UPDATE episodes SET context_text = CASE id {cases} END WHERE id IN {_IDS}",
-        (*(value for pair in pairs for value in pair), json.dumps([i for i, _ in pairs])),
+        dialect.sql(f"UPDATE episodes SET context_text = CASE id {cases} END WHERE id IN {{ids}}"),
+        (*(value for pair in pairs for value in pair), dialect.id_param(i for i, _ in pairs)),
     )

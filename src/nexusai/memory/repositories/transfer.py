@@ -19,8 +19,8 @@ from typing import Any
 from nexusai.errors import Conflict
 from nexusai.memory.keys import SECRET_FILE
 from nexusai.memory.postgres.store import SECRET_PREFIX, PgStore
+from nexusai.memory.repositories.derived import VectorState
 from nexusai.memory.sqlite.store import SqliteStore
-from nexusai.memory.vector_state import VectorState
 
 BATCH = 1000
 SOURCE_KEY = "migrated_from"
@@ -108,8 +108,10 @@ def copy_store(source: SqliteStore, target: PgStore, progress: Progress | None =
         for table in TABLES:
             if table.identity:
                 conn.execute(
-                    f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'),"
-                    f" greatest((SELECT max(id) FROM {table.name}), 1))"
+                    target.dialect.sql(
+                        f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'),"
+                        f" greatest((SELECT max(id) FROM {table.name}), 1))"
+                    )
                 )
 
 
@@ -121,20 +123,21 @@ def compare_counts(source: SqliteStore, target: PgStore) -> list[tuple[str, int,
 def _claim_target(source: SqliteStore, target: PgStore) -> None:
     """The target is empty, or a copy of this same source stopped midway; its key for
     project API keys becomes the source's, so the keys made on SQLite keep working."""
-    marker = target.get_meta(SOURCE_KEY)
+    marker = target.meta.get(SOURCE_KEY)
     if marker is None and _count(target, "sessions") + _count(target, "projects") > 0:
         raise Conflict(f"{target.describe()} holds a store already; migrate into an empty database")
     if marker is not None and marker != source.describe():
         raise Conflict(f"{target.describe()} is a copy of {marker}, not of {source.describe()}")
     target.adopt_secret(SECRET_FILE, source.secret(SECRET_FILE))
-    target.set_meta(SOURCE_KEY, source.describe())
+    target.meta.set(SOURCE_KEY, source.describe())
 
 
 def _copied_up_to(target: PgStore, table: Table) -> Sequence[Any] | None:
     """Where a stopped copy of an id table got to: it resumes after its last batch."""
     if not table.identity:
         return None  # small tables: read again, what is there is skipped
-    row = target.connection().execute(f"SELECT max(id) FROM {table.name}").fetchone()
+    sql = target.dialect.sql(f"SELECT max(id) FROM {table.name}")
+    row = target.connection().execute(sql).fetchone()
     return None if row[0] is None else [row[0]]
 
 
@@ -144,7 +147,7 @@ def _batches(source: SqliteStore, table: Table, after: Sequence[Any] | None) -> 
     while True:
         where = f"WHERE ({key}) > ({', '.join('?' * len(table.key))})" if after else ""
         sql = f"SELECT {columns} FROM {table.name} {where} ORDER BY {key} LIMIT {BATCH}"
-        rows = source.connection().execute(sql, list(after or [])).fetchall()
+        rows = source.connection().execute(source.dialect.sql(sql), list(after or [])).fetchall()
         if not rows:
             return
         yield [tuple(row) for row in rows]
@@ -161,7 +164,7 @@ def _insert(target: PgStore, table: Table, rows: list[Any]) -> None:
         f" VALUES ({', '.join('?' * len(columns))}) ON CONFLICT DO NOTHING"
     )
     with target.atomic() as conn:
-        conn.executemany(sql, values)
+        conn.executemany(target.dialect.sql(sql), values)
 
 
 def _adapted(table: Table, row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -179,4 +182,5 @@ def _count(store: SqliteStore | PgStore, table: str, *, copied: bool = False) ->
     where = ""
     if copied and table == "meta":
         where = f" WHERE key <> '{SOURCE_KEY}' AND key NOT LIKE '{SECRET_PREFIX}%'"
-    return int(store.connection().execute(f"SELECT count(*) FROM {table}{where}").fetchone()[0])
+    sql = store.dialect.sql(f"SELECT count(*) FROM {table}{where}")
+    return int(store.connection().execute(sql).fetchone()[0])

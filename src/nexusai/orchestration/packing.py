@@ -56,8 +56,9 @@ PACK_DEPTH = RETRIEVAL.POOL_DEPTH  # how deep fusion ranks for a budgeted turn, 
 DEPTHS_BY_BUDGET: tuple[tuple[int, int], ...] = ((1000, PACK_DEPTH), (2000, 100))
 # A message that asks in what order things happened is answered by every mention of one
 # thread, each short: its list is ranked as deep as any budget's, and a long memory comes
-# as a passage of about 20 tokens (docs/evaluation.md, "Questions about order").
-ORDER_EXCERPT_CHARS = 90
+# as a passage of about 30 tokens. 90 characters named more messages and carried fewer of
+# the answer's words (docs/evaluation.md, "Questions about order").
+ORDER_EXCERPT_CHARS = 135
 # Recognised standing memories take at most this share of a budget (pinned ones may take
 # all of it): the rest is the searched memories'.
 STANDING_SHARE = 0.25

@@ -42,10 +42,11 @@ test-fast: install-dev
 	status=$$?; echo "fast tier: $$(( $$(date +%s) - start )) s"; exit $$status
 
 lint: install-dev
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/ruff format --check src tests benchmarks tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/python tools/sql_places.py
 	$(BIN)/cog --check $(DOCS)
 
 # The CLI, configuration, settings and endpoint references, generated from the code.

@@ -19,6 +19,7 @@ from nexusai.errors import Conflict, InvalidInput
 from nexusai.files import private_dir, private_file
 from nexusai.memory.repositories.derived import VectorState
 from nexusai.memory.service import Memory, Progress
+from nexusai.memory.sqlite.store import readable_store
 
 
 @dataclass
@@ -140,14 +141,5 @@ def _put_in_place(source: Path, target: Path) -> None:
 
 
 def check_backup(source: Path) -> None:
-    try:
-        conn = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
-        try:
-            ok = conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-            conn.execute("SELECT count(*) FROM episodes").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError:
-        ok = False
-    if not ok:
+    if not readable_store(source):
         raise InvalidInput(f"{source} is not a readable nexusai backup")

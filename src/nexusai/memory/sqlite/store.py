@@ -212,3 +212,18 @@ def _read_or_make(path: Path) -> bytes:
     with os.fdopen(fd, "wb") as out:
         out.write(key)
     return key
+
+
+def readable_store(path: Path) -> bool:
+    """Whether the file at `path` is a whole SQLite store (a backup to restore), read
+    without writing to it."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            ok = conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            conn.execute("SELECT count(*) FROM episodes").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return False
+    return bool(ok)

@@ -29,8 +29,7 @@ def entry(fold: tuple[str, str], first: int, evidence_at: int, many: int = 12) -
                 {},
             ),
             -0.01 * i,  # falling, as a ranker's scores do
-            i + 1,
-            None,
+            {"semantic": i + 1},
         )
         for i in range(many)
     ]
@@ -84,11 +83,9 @@ def test_recall_is_split_by_the_source_that_brought_the_evidence() -> None:
     found = entry(("talks", "c0"), 0, 0, many=60)
     ranked = found.shallowest
     legs = at_every_depth(
-        [replace(f, keyword_rank=1) if i == 1 else f for i, f in enumerate(ranked)]
+        [replace(f, ranks={**f.ranks, "keyword": 1}) if i == 1 else f for i, f in enumerate(ranked)]
     )
-    rule = FusedEpisode(
-        Episode(5_000, 1, "user", "Always be brief", "2026-03-01", "", {}), 0.9, None, None
-    )
+    rule = FusedEpisode(Episode(5_000, 1, "user", "Always be brief", "2026-03-01", "", {}), 0.9)
     evidence = [0, 1, 47, 5_000]  # 47: a long one deep in the pool, past what 250 tokens hold
     packed.add(found.fold, "the trip", legs, (rule,), evidence)
     row = within_budget("dense", packed.given(budgets=(250,)), [evidence], ["x"])["dense"]
@@ -111,7 +108,7 @@ def test_the_standing_floor_is_chosen_by_conversation() -> None:
         for q in range(10):
             fold = ("chats" if c % 2 else "talks", f"c{c}")
             found = entry(fold, 1000 * c + 50 * q, 25 + 3 * (q % 3), many=40)  # at 250's edge
-            far = tuple(FusedEpisode(r, 0.15, None, None) for r in rules)  # under a floor of 0.2
+            far = tuple(FusedEpisode(r, 0.15) for r in rules)  # under a floor of 0.2
             packed.add(found.fold, found.message, found.fused, far, found.evidence)
     floors = standing_floor(packed)
     assert set(floors["chosen"].values()) == {0.2}  # the lowest floor that drops it

@@ -36,7 +36,10 @@ PAIRS = [(1.0, 0.0), (0.0, 1.0), *((1.0, w) for w in SWEEP)]
 
 
 def _shown(fused: list[FusedEpisode]) -> list[tuple[int, float, int | None, int | None, int]]:
-    return [(f.episode.id, f.score, f.semantic_rank, f.keyword_rank, f.tokens) for f in fused]
+    return [
+        (f.episode.id, f.score, f.ranks.get("semantic"), f.ranks.get("keyword"), f.tokens)
+        for f in fused
+    ]
 
 
 def _same(live: Context, replay: Context) -> None:

@@ -99,7 +99,7 @@ def test_a_turn_that_reads_no_vector_embeds_nothing(
     context = run_turn(memory, embedder, settings, TurnRequest(sid, "zebra"))
     assert embedder.calls == calls
     assert [m.episode.content for m in context.memories] == ["the zebra crossing"]
-    assert all(m.semantic_rank is None for m in context.memories)
+    assert all(m.ranks.get("semantic") is None for m in context.memories)
 
 
 def test_query_is_embedded_once_per_turn(memory: Memory, embedder: SwitchableEmbedder) -> None:
@@ -162,7 +162,7 @@ def test_fused_result_has_at_most_semantic_limit(
     asked = TurnRequest(sid, "garden", scope=Scope([sid]), vector=vector)
     fused = run_turn(memory, embedder, settings, asked).memories
     assert len(fused) == 4
-    assert all(f.semantic_rank or f.keyword_rank for f in fused)
+    assert all(f.ranks.get("semantic") or f.ranks.get("keyword") for f in fused)
 
 
 def test_server_timing_says_where_the_turn_went(client: TestClient) -> None:

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from nexusai.config import RETRIEVAL
 from nexusai.models import Episode
-from nexusai.orchestration.fusion import fuse_ranked
+from tests.fused import fuse_ranked
 
 
 def fused_episodes(
@@ -33,7 +33,7 @@ def test_spec_formula_and_sum_for_both_lists() -> None:
     assert scores[2] == 1.0 / (k + 2) + 2.0 / (k + 1)
     assert scores[3] == 2.0 / (k + 2)
     assert [f.episode.id for f in fused] == [2, 3, 1]
-    assert (fused[0].semantic_rank, fused[0].keyword_rank) == (2, 1)
+    assert (fused[0].ranks.get("semantic"), fused[0].ranks.get("keyword")) == (2, 1)
 
 
 def test_spec_guard_keyword_weight_zero_adds_no_fts_only_episode() -> None:

@@ -20,9 +20,9 @@ from fastapi.testclient import TestClient
 
 from nexusai.client import Client
 from nexusai.models import Episode
-from nexusai.orchestration.fusion import fuse_ranked
 from nexusai.schemas import EpisodeOut
 from tests.conftest import HTTP_TIMEOUT
+from tests.fused import fuse_ranked
 from tests.live_server import server_process
 
 KEY = "inspector-test-key"

@@ -19,7 +19,7 @@ from nexusai.memory.service import Memory
 from nexusai.models import Entity, Episode, EpisodeFilter, NewEpisode, Scope
 from nexusai.orchestration.http_memory import HttpMemoryClient
 from nexusai.orchestration.memory_client import MemoryClient
-from nexusai.orchestration.turn.request import LegQuery
+from nexusai.orchestration.turn.legs import LegQuery
 from nexusai.orchestration.turn.sources import keyword_leg, semantic_leg
 from tests.conftest import SwitchableEmbedder, entities_settled
 from tests.live_server import live_server

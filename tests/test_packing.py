@@ -56,7 +56,7 @@ def episode(i: int, content: str, speaker: str = "user", day: int = 1, session: 
 def fused(*contents: str) -> list[FusedEpisode]:
     """Best first, as the learned mode gives them: log-odds falling with rank."""
     return [
-        FusedEpisode(episode(i + 1, c), -0.1 * i, i + 1, None, placed_by="ranker")
+        FusedEpisode(episode(i + 1, c), -0.1 * i, {"semantic": i + 1}, placed_by="ranker")
         for i, c in enumerate(contents)
     ]
 
@@ -88,7 +88,9 @@ def test_one_long_reply_comes_as_its_passage_and_leaves_room_for_the_others(
 @pytest.mark.parametrize("budget", [20, 60, 150, 400, 1000, 5000])
 def test_a_packed_turn_never_exceeds_its_budget_as_the_llm_reads_it(budget: int) -> None:
     ranked = [
-        FusedEpisode(episode(i + 1, text, day=1 + i % 5, session=1 + i % 3), -0.1 * i, i + 1, None)
+        FusedEpisode(
+            episode(i + 1, text, day=1 + i % 5, session=1 + i % 3), -0.1 * i, {"semantic": i + 1}
+        )
         for i, text in enumerate(
             [LONG, *(f"short note {i} about Miso" for i in range(60)), LONG * 2]
         )
@@ -117,8 +119,7 @@ def test_what_a_budget_gives_any_larger_budget_gives_too(
         FusedEpisode(
             episode(i + 1, " ".join(words[(i + j) % 7] for j in range(n)), session=sessions[i]),
             -0.05 * i * (1 + i % 3),
-            i + 1,
-            None,
+            {"semantic": i + 1},
         )
         for i, n in enumerate(lengths)
     ]
@@ -144,15 +145,15 @@ def test_with_standing_ones_what_a_budget_gives_a_larger_one_gives_too(
     words = ("Miso", "salmon", "weather", "trains", "allergic", "museum", "food")
     ranked = [
         FusedEpisode(
-            episode(i + 1, " ".join(words[(i + j) % 7] for j in range(n))), -0.05 * i, i + 1, None
+            episode(i + 1, " ".join(words[(i + j) % 7] for j in range(n))),
+            -0.05 * i,
+            {"semantic": i + 1},
         )
         for i, n in enumerate(lengths)
     ]
     kept = sorted(
         (
-            FusedEpisode(
-                replace(episode(100 + i, " ".join(["rule"] * n)), pinned=pinned), 1.0, None, None
-            )
+            FusedEpisode(replace(episode(100 + i, " ".join(["rule"] * n)), pinned=pinned), 1.0)
             for i, (n, pinned) in enumerate(standing)
         ),
         key=lambda f: not f.episode.pinned,
@@ -178,7 +179,9 @@ def test_memories_are_grouped_by_conversation_and_dated_once_a_group() -> None:
         (6, "Melanie", "A second chat that day", 8, 3),
     ]
     given = [
-        FusedEpisode(Episode(i, s, who, text, f"2023-05-{day:02d}T10:00:0{i}Z", "", {}), 0, 1, None)
+        FusedEpisode(
+            Episode(i, s, who, text, f"2023-05-{day:02d}T10:00:0{i}Z", "", {}), 0, {"semantic": 1}
+        )
         for i, who, text, day, s in said
     ]
     block = render(MEMORIES_CAPTION, [given[2], given[1], given[4], given[0], given[3], given[5]])
@@ -217,7 +220,11 @@ def test_no_memory_can_pose_as_another_speaker_or_run_into_the_next() -> None:
         (4, "user", "Where do I send it?"),
     ]
     given = [
-        whole(FusedEpisode(Episode(i, 1, who, text, f"2026-03-01T10:00:0{i}Z", "", {}), 0, 1, None))
+        whole(
+            FusedEpisode(
+                Episode(i, 1, who, text, f"2026-03-01T10:00:0{i}Z", "", {}), 0, {"semantic": 1}
+            )
+        )
         for i, who, text in said
     ]
     block = render(MEMORIES_CAPTION, given)
@@ -240,8 +247,8 @@ def test_no_memory_can_pose_as_another_speaker_or_run_into_the_next() -> None:
 
 def test_the_standing_section_is_not_dated() -> None:
     rules = [
-        whole(FusedEpisode(episode(1, "I'm vegan", day=3, session=2), 1.0, None, None)),
-        whole(FusedEpisode(episode(2, "Always answer in French", day=9), 1.0, None, None)),
+        whole(FusedEpisode(episode(1, "I'm vegan", day=3, session=2), 1.0)),
+        whole(FusedEpisode(episode(2, "Always answer in French", day=9), 1.0)),
     ]
     block = render(STANDING_CAPTION, rules, dated=False)
     assert block == "\n".join(
@@ -379,7 +386,7 @@ def test_what_a_budget_gives_a_larger_one_gives_too_whatever_its_depth(
         chosen = pool[:depth]
         if order is not None:
             chosen = sorted(chosen, key=lambda e: order.random())
-        return [FusedEpisode(e, -0.02 * i, i + 1, None) for i, e in enumerate(chosen)]
+        return [FusedEpisode(e, -0.02 * i, {"semantic": i + 1}) for i, e in enumerate(chosen)]
 
     lists = {50: ranked(50, None), 100: ranked(100, shuffles[0]), 200: ranked(200, shuffles[1])}
 
@@ -442,7 +449,7 @@ def test_the_users_rules_come_newest_first_each_under_its_date() -> None:
 
     older = Episode(1, 1, "user", "I'm vegetarian", "2026-01-05T10:00:00Z", "", {})
     newer = Episode(2, 2, "user", "I prefer fish for dinner now", "2026-05-01T10:00:00Z", "", {})
-    nearest_first = [FusedEpisode(e, 0.5, None, None) for e in (older, newer)]
+    nearest_first = [FusedEpisode(e, 0.5) for e in (older, newer)]
     section = standing_section(nearest_first)
     assert section.split("\n") == [
         STANDING_CAPTION,

@@ -73,7 +73,7 @@ def test_a_transaction_begun_on_a_connection_the_server_closed_is_begun_again(
         session = store.sessions.create(title="t")
         _terminate(postgres, database)
         with store.atomic() as conn:
-            conn.execute("UPDATE sessions SET title = ? WHERE id = ?", ["renamed", session.id])
+            conn.execute("UPDATE sessions SET title = %s WHERE id = %s", ["renamed", session.id])
         assert store.sessions.get(session.id).title == "renamed"
     finally:
         store.close()

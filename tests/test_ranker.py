@@ -160,10 +160,14 @@ def test_every_third_memory_of_a_learned_turn_is_rrfs_next_choice() -> None:
         Episode(i, 1, "user", f"turn {i}", f"2024-01-0{i}T00:00:00Z", "", {}, score=1 - i / 10)
         for i in range(1, 8)
     ]
-    ranked = [m.episode.id for m in rank_learned("turn", found, found, ranker, 6)]
+    ranked = [
+        m.episode.id for m in rank_learned("turn", {"semantic": found, "keyword": found}, ranker, 6)
+    ]
     assert ranked == [7, 6, 1, 5, 4, 2]
-    assert [m.episode.id for m in rank_learned("turn", found, found, ranker, 2)] == [7, 6]
-    assert len(rank_learned("turn", found, found, ranker, 50)) == 7
+    assert [
+        m.episode.id for m in rank_learned("turn", {"semantic": found, "keyword": found}, ranker, 2)
+    ] == [7, 6]
+    assert len(rank_learned("turn", {"semantic": found, "keyword": found}, ranker, 50)) == 7
 
 
 def _later_is_better(feature: int, ranks: int) -> dict[str, list[float]]:
@@ -192,9 +196,9 @@ def test_rrfs_places_follow_fuse_ranked_exactly() -> None:
     import random
 
     from nexusai.models import Episode
-    from nexusai.orchestration.fusion import fuse_ranked
     from nexusai.orchestration.learned import _rrf_order, _ties
     from nexusai.ranking.features import candidates
+    from tests.fused import fuse_ranked
 
     rng = random.Random(5)
     for _ in range(50):

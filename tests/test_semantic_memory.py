@@ -13,7 +13,7 @@ from nexusai.models import NewEpisode
 from nexusai.orchestration.settings import DEFAULTS
 from nexusai.orchestration.turn import TurnRequest, run_turn
 from nexusai.orchestration.turn.gather import embed_query
-from nexusai.orchestration.turn.request import LegQuery
+from nexusai.orchestration.turn.legs import LegQuery
 from nexusai.orchestration.turn.sources import semantic_leg
 from tests.conftest import SwitchableEmbedder
 

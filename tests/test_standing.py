@@ -446,10 +446,10 @@ def test_a_rule_the_search_also_found_stays_under_standing_and_is_said_once(
         session_id=asking,
         message="libraries?",
         recent=[],
-        memories=[FusedEpisode(Episode(rule, 1, "user", RULE, "2026-01-01", "", {}), 0.1, 1, None)],
-        standing=[
-            FusedEpisode(Episode(rule, 1, "user", RULE, "2026-01-01", "", {}), 1, None, None)
+        memories=[
+            FusedEpisode(Episode(rule, 1, "user", RULE, "2026-01-01", "", {}), 0.1, {"semantic": 1})
         ],
+        standing=[FusedEpisode(Episode(rule, 1, "user", RULE, "2026-01-01", "", {}), 1)],
     )
     block = memory_block(context)
     assert block.count(RULE) == 1

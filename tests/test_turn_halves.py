@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nexusai.models import Episode
-from nexusai.orchestration.fusion import FusedEpisode, fuse_ranked
+from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.modes import RRF, Learned
 from nexusai.orchestration.packing import PACK_DEPTH, PACKERS
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
 from nexusai.orchestration.turn import Gathered, TurnRequest, assemble, plan
 from nexusai.ranking.model import shipped
+from tests.fused import fuse_ranked
 
 ASKED = TurnRequest(1, "where did we go kayaking?")
 
@@ -37,14 +38,14 @@ def gathered(**found: list[Episode]) -> Gathered:
 
 def test_the_plan_asks_the_sources_the_settings_want() -> None:
     turn = plan(DEFAULTS, ASKED, RRF())
-    assert turn.sources == ("semantic", "standing")  # keywordWeight 0: the spec's skipped call
+    assert turn.names == ("semantic", "standing")  # keywordWeight 0: the spec's skipped call
     assert turn.weights == {"semantic": 1.0, "keyword": 0.0}
     assert turn.fused() == ("semantic",)
     both = plan(replace(DEFAULTS, keyword_weight=1.0), ASKED, RRF())
-    assert both.sources == ("semantic", "keyword", "standing")
+    assert both.names == ("semantic", "keyword", "standing")
     assert (both.depth, both.headroom, both.pool) == (DEFAULTS.semantic_limit, None, 10)
     legs = plan(DEFAULTS, replace(ASKED, legs=True), RRF())
-    assert legs.sources == ("semantic", "keyword", "standing")  # in full, whatever the weights
+    assert legs.names == ("semantic", "keyword", "standing")  # in full, whatever the weights
     assert legs.fused() == ("semantic", "keyword")
 
 
@@ -53,7 +54,7 @@ def test_the_plan_embeds_when_a_source_it_asks_reads_the_vector() -> None:
     (so a far rule is not carried), unless no recognised one is carried at all."""
     keyword_only = replace(DEFAULTS, semantic_weight=0.0, keyword_weight=1.0, entity_limit=0)
     assert plan(keyword_only, ASKED, RRF()).embed
-    assert "semantic" not in plan(keyword_only, ASKED, RRF()).sources
+    assert "semantic" not in plan(keyword_only, ASKED, RRF()).names
     assert not plan(replace(keyword_only, standing_limit=0), ASKED, RRF()).embed
     given = replace(ASKED, vector=[0.1] * 4)
     assert not plan(DEFAULTS, given, RRF()).embed  # made already: the eval's question
@@ -63,7 +64,7 @@ def test_the_learned_mode_asks_deeper_and_packs_dense() -> None:
     ranker = shipped()
     budgeted: RuntimeSettings = replace(DEFAULTS, fusion="learned", context_budget=1000)
     turn = plan(budgeted, ASKED, Learned(ranker))
-    assert turn.sources == ("semantic", "keyword", "standing")  # both, whatever the weights
+    assert turn.names == ("semantic", "keyword", "standing")  # both, whatever the weights
     assert (turn.depth, turn.headroom, turn.pool) == (ranker.depth, DEFAULTS.recent_limit, 50)
     assert turn.packer is PACKERS["dense"]
     assert plan(replace(DEFAULTS, context_budget=1000), ASKED, RRF()).pool == PACK_DEPTH
@@ -79,7 +80,11 @@ def test_assemble_fuses_the_sources_the_plan_weighs_by_name() -> None:
     # A plan that does not ask the keyword leg does not read its list, though it is there.
     alone = plan(replace(settings, keyword_weight=0.0), ASKED, RRF())
     fused = assemble(alone, gathered(semantic=semantic, keyword=keyword)).memories
-    assert [(m.episode.id, m.keyword_rank) for m in fused] == [(1, None), (2, None), (3, None)]
+    assert [(m.episode.id, m.ranks.get("keyword")) for m in fused] == [
+        (1, None),
+        (2, None),
+        (3, None),
+    ]
 
 
 def test_a_source_without_a_weight_is_not_fused() -> None:
@@ -92,7 +97,7 @@ def test_a_source_without_a_weight_is_not_fused() -> None:
 
 def test_assemble_carries_standing_ones_by_the_floor_only_with_a_vector() -> None:
     near, far = ep(7, "I prefer cited versions", standing="preference"), ep(8, standing="x")
-    ranked = [FusedEpisode(near, 0.6, None, None), FusedEpisode(far, 0.1, None, None)]
+    ranked = [FusedEpisode(near, 0.6), FusedEpisode(far, 0.1)]
     settings = replace(DEFAULTS, standing_limit=1)
     turn = plan(settings, ASKED, RRF())
     with_vector = replace(gathered(semantic=[ep(1)]), standing=ranked)

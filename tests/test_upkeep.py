@@ -20,7 +20,7 @@ from nexusai.memory.postgres.store import PgStore
 from nexusai.memory.service import Memory
 from nexusai.memory.store import EpisodeStore
 from nexusai.models import NewEpisode
-from nexusai.orchestration.turn.request import LegQuery
+from nexusai.orchestration.turn.legs import LegQuery
 from nexusai.orchestration.turn.sources import semantic_leg
 from tests.conftest import BOTH_STORES, HTTP_TIMEOUT, SwitchableEmbedder
 from tests.live_server import free_port, start_server

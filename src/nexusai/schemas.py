@@ -383,8 +383,17 @@ class MemoryOut(EpisodeOut):
         description="At fusion learned, with explain: the ranker's estimate, from 0 to 1, that"
         " this memory answers the message (its score as a probability)",
     )
-    semantic_rank: int | None = Field(default=None, description="1-based; null: not found")
-    keyword_rank: int | None = Field(default=None, description="1-based; null: not found")
+    ranks: dict[str, int] | None = Field(
+        default=None,
+        description="With explain: its 1-based rank in each source that found it, by the"
+        ' source\'s name ({"semantic": 3, "keyword": 1}); a source that missed it is absent',
+    )
+    semantic_rank: int | None = Field(
+        default=None, description='1-based; null: not found (ranks["semantic"])'
+    )
+    keyword_rank: int | None = Field(
+        default=None, description='1-based; null: not found (ranks["keyword"])'
+    )
     features: list[MovedOut] | None = Field(
         default=None,
         description="At fusion learned, with explain: the features that moved it most",
@@ -428,12 +437,17 @@ class RecalledOut(MemoryOut):
 
 
 class LegsOut(CamelModel):
-    """Both legs' ranked candidates as fusion took them, so a client can re-fuse them at
-    other weights: score = semanticWeight / (rrfK + semantic rank) + keywordWeight /
+    """Each fused source's ranked candidates as fusion took them, so a client can re-fuse
+    them at other weights: score = semanticWeight / (rrfK + semantic rank) + keywordWeight /
     (rrfK + keyword rank), a list an episode is absent from adding nothing."""
 
     semantic: list[int] = Field(description="Episode ids, best first")
     keyword: list[int] = Field(description="Episode ids, best first")
+    lists: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="Every fused source's episode ids, best first, by the source's name"
+        " (semantic and keyword among them)",
+    )
     terms: list[str] = Field(description="The message's keyword terms, as the index got them")
     rrf_k: int
     episodes: list[EpisodeOut] = Field(description="Every candidate once, in no order")

@@ -23,8 +23,8 @@ from nexusai.client import (
     UnavailableError,
     default_url,
 )
-from nexusai.http import refusal
 from nexusai.models import parse_time
+from nexusai.refusals import refusal
 from nexusai.schemas import FilterIn
 
 console = Console()

@@ -36,7 +36,8 @@ BUDGETS = (250, 500, 1000, 2000, 4000)
 Fold = tuple[str, str]  # (dataset, conversation): what cross-validation holds out together
 
 
-SOURCES = ("semantic", "keyword", "both", "standing")  # what brought a given memory in
+# What brought a given memory in: one source by its name, "both" for several, "standing".
+SOURCES = ("semantic", "keyword", "both", "standing")
 
 
 @dataclass(frozen=True)
@@ -53,10 +54,11 @@ class Given:
 
 
 def found_by(fused: FusedEpisode) -> str:
-    """Which of a turn's sources found a memory fusion gave: both legs, or one of them."""
-    if fused.semantic_rank is not None and fused.keyword_rank is not None:
+    """Which of a turn's sources found a memory fusion gave: "both" when several did, else
+    the one that did (by its name), from the memory's ranks."""
+    if len(fused.ranks) > 1:
         return "both"
-    return "semantic" if fused.semantic_rank is not None else "keyword"
+    return next(iter(fused.ranks), "none")
 
 
 @dataclass(frozen=True)
@@ -218,11 +220,13 @@ def _by_source(
     for i, category in enumerate(categories):
         groups.setdefault(category, []).append(i)
     deepest = given[max(given)] if given else []
+    seen = {s for each in given.values() for g in each for s in g.sources.values()}
+    sources = [*SOURCES, *sorted(seen - set(SOURCES))]  # a source added finds by its name
 
     def split(members: Sequence[int]) -> dict[str, dict[str, float]]:
         return {
             str(budget): {
-                s: _mean([_share(each[i], evidence[i], s) for i in members]) for s in SOURCES
+                s: _mean([_share(each[i], evidence[i], s) for i in members]) for s in sources
             }
             for budget, each in given.items()
         }

@@ -369,13 +369,14 @@ def source_table(result: dict[str, Any], budget: int = 1000) -> Table | str:
         caption="Each source's part of the recall (they add up to it); ceiling: the evidence"
         " anywhere in what packing chose from, at any budget",
     )
-    for column in ["category", "recall", *SOURCES, "ceiling"]:
-        grid.add_column(column, justify="right")
     found, ceiling = scores["foundBy"], scores["ceiling"]
+    sources = list(found["overall"][str(budget)]) if found["overall"] else list(SOURCES)
+    for column in ["category", "recall", *sources, "ceiling"]:
+        grid.add_column(column, justify="right")
     named = [*found["byCategory"].items(), ("overall", found["overall"])]
     ceilings = {**ceiling["byCategory"], "overall": ceiling["overall"]}
     for name, by_budget in named:
         parts = by_budget[str(budget)]
-        cells = [f"{parts[source]:.3f}" for source in SOURCES]
+        cells = [f"{parts.get(source, 0.0):.3f}" for source in sources]
         grid.add_row(name, f"{sum(parts.values()):.3f}", *cells, f"{ceilings[name]:.3f}")
     return grid

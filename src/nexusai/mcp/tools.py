@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from nexusai import __version__
 from nexusai.client import AsyncClient, Call, Endpoints, NexusAPIError
-from nexusai.http import refusal
 from nexusai.idempotency import digest
+from nexusai.refusals import refusal
 from nexusai.schemas import MAX_ID, EpisodeOut, FilterIn, IsoTime, check_storable
 
 INSTRUCTIONS = (

@@ -154,12 +154,13 @@ class ChatIn(TurnIn):
     stream: bool = Field(default=False, description="Stream the reply as server-sent events")
 
 
-def legs_out(message: str, legs: Mapping[str, list[Episode]]) -> LegsOut:
-    semantic, keyword = legs["semantic"], legs["keyword"]
-    episodes = {episode.id: episode for episode in [*semantic, *keyword]}
+def legs_out(message: str, lists: Mapping[str, list[Episode]]) -> LegsOut:
+    episodes = {episode.id: episode for found in lists.values() for episode in found}
+    ids = {name: [episode.id for episode in found] for name, found in lists.items()}
     return LegsOut(
-        semantic=[episode.id for episode in semantic],
-        keyword=[episode.id for episode in keyword],
+        semantic=ids.get("semantic", []),
+        keyword=ids.get("keyword", []),
+        lists=ids,
         terms=query_terms(message),
         rrf_k=RETRIEVAL.RRF_K,
         episodes=[EpisodeOut.model_validate(e) for e in episodes.values()],
@@ -175,8 +176,8 @@ def context_out(context: Context, explain: bool) -> ContextOut:
         warnings=context.warnings,
         prompt=memory_block(context),
     )
-    if context.legs is not None:
-        out.legs = legs_out(context.message, context.legs)
+    if context.lists is not None:
+        out.legs = legs_out(context.message, context.lists)
     if context.standing:
         out.standing = [_standing(fused) for fused in context.standing]
     if context.window is not None:
@@ -199,8 +200,9 @@ def _memory(fused: FusedEpisode, budget: int, explain: bool) -> MemoryOut:
         _packed(memory, fused)
     if explain:
         memory.score = fused.score
-        memory.semantic_rank = fused.semantic_rank
-        memory.keyword_rank = fused.keyword_rank
+        memory.ranks = dict(fused.ranks)
+        memory.semantic_rank = fused.ranks.get("semantic")  # the spec's two, by their names
+        memory.keyword_rank = fused.ranks.get("keyword")
         if fused.moved:
             memory.features = [MovedOut.model_validate(m) for m in fused.moved]
         if fused.placed_by:  # set only when there is one: RRF turns show no null

@@ -22,8 +22,8 @@ class Context:
     # Pinned episodes and the user's rules and preferences (`orchestration/standing.py`).
     standing: list[FusedEpisode] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    # Both legs' full lists by name ("semantic", "keyword"), when asked for.
-    legs: Mapping[str, list[Episode]] | None = None
+    # Each fused source's full list by its name, when the request asked for them (`legs`).
+    lists: Mapping[str, list[Episode]] | None = None
     timings: dict[str, float] = field(default_factory=dict)  # ms per step, for Server-Timing
     budget: int = 0  # the contextBudget the memories were packed into (0: none)
     window: TimeWindow | None = None  # the time the message named, searched within (timeAware)

@@ -1,5 +1,6 @@
 """Weighted Reciprocal Rank Fusion of named rankings (the spec's two legs, and any source
-given a weight). Pure: no I/O.
+given a weight), each memory keeping its rank in every list by the list's name. Pure: no
+I/O.
 
     RRF(d) = sum over lists L of  w_L / (k + rank_L(d))
 
@@ -11,7 +12,7 @@ weight is 0 brings no episode into the result.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from nexusai.models import Episode
@@ -30,10 +31,12 @@ class Moved:
 
 @dataclass(frozen=True)
 class FusedEpisode:
+    """A memory as fusion gives it: its score, and its 1-based rank in each source that
+    found it, by the source's name (a source that missed it is not there)."""
+
     episode: Episode
     score: float
-    semantic_rank: int | None
-    keyword_rank: int | None
+    ranks: Mapping[str, int] = field(default_factory=dict, hash=False)
     moved: tuple[Moved, ...] = ()  # learned mode, with explain: what moved it most
     placed_by: Literal["ranker", "rrf"] | None = None  # learned mode: who chose its place
     tokens: int = 0  # packed into a budget: what its line in the prompt costs
@@ -45,8 +48,7 @@ class FusedEpisode:
         return FusedEpisode(
             self.episode,
             self.score,
-            self.semantic_rank,
-            self.keyword_rank,
+            self.ranks,
             self.moved,
             self.placed_by,
             tokens,
@@ -86,20 +88,12 @@ def fuse_weighted(
         best = min(found[episode_id] for found in ranks.values() if episode_id in found)
         return (-scores[episode_id], best, episode_id)
 
-    semantic, keyword = ranks.get("semantic", {}), ranks.get("keyword", {})
     return [
-        FusedEpisode(episodes[i], scores[i], semantic.get(i), keyword.get(i))
+        FusedEpisode(episodes[i], scores[i], ranks_of(ranks, i))
         for i in sorted(scores, key=order)[: max(limit, 0)]
     ]
 
 
-def fuse_ranked(
-    semantic: Sequence[Episode],
-    keyword: Sequence[Episode],
-    semantic_weight: float,
-    keyword_weight: float,
-    limit: int,
-) -> list[FusedEpisode]:
-    """The spec's fusion of its two legs: `fuse_weighted` over them."""
-    lists = {"semantic": semantic, "keyword": keyword}
-    return fuse_weighted(lists, {"semantic": semantic_weight, "keyword": keyword_weight}, limit)
+def ranks_of(ranks: Mapping[str, Mapping[int, int]], episode_id: int) -> dict[str, int]:
+    """An episode's rank in each list that holds it, by the list's name."""
+    return {name: found[episode_id] for name, found in ranks.items() if episode_id in found}

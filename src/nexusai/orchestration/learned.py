@@ -9,7 +9,7 @@ under 0.01 of overall recall (docs/evaluation.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -19,14 +19,17 @@ from nexusai.orchestration.fusion import FusedEpisode, Moved
 from nexusai.ranking.features import FEATURES, MEANINGS, Candidates, Matrix, candidates
 from nexusai.ranking.model import Ranker
 
+# The sources the ranker's features read, by name (`ranking.features.candidates`): a
+# source not here is not read by this mode; one added here needs features that read it,
+# and a ranker trained on them.
+READS = ("semantic", "keyword")
 EXPLAINED = 3  # features shown per memory with explain
 RRF_EVERY = 3  # every third memory is RRF's: docs/evaluation.md has 2 to 5 measured
 
 
 def rank_learned(
     query: str,
-    semantic: Sequence[Episode],
-    keyword: Sequence[Episode],
+    found: Mapping[str, Sequence[Episode]],
     ranker: Ranker,
     limit: int,
     explain: bool = False,
@@ -37,7 +40,7 @@ def rank_learned(
     (a large budget's pool: `packing.stages`); what a leg gives past that (the
     keyword leg's headroom for the recent turns) is not read."""
     depth = max(ranker.depth, limit)
-    semantic, keyword = semantic[:depth], keyword[:depth]
+    semantic, keyword = (found.get(name, [])[:depth] for name in READS)
     pool = candidates(query, semantic, keyword)
     if not pool.episodes or limit <= 0:
         return []
@@ -49,8 +52,7 @@ def rank_learned(
         FusedEpisode(
             pool.episodes[i],
             float(scores[i]),
-            pool.semantic_ranks[i],
-            pool.keyword_ranks[i],
+            _ranks(pool, i),
             _most_moved(pool.matrix[i], moved[row]) if moved is not None else (),
             "rrf" if _rrfs_place(row) else "ranker",
         )
@@ -58,8 +60,14 @@ def rank_learned(
     ]
 
 
+def _ranks(pool: Candidates, i: int) -> dict[str, int]:
+    """The candidate's rank in each source that found it, by name."""
+    ranks = zip(READS, (pool.semantic_ranks[i], pool.keyword_ranks[i]), strict=True)
+    return {name: rank for name, rank in ranks if rank is not None}
+
+
 def _rrf_order(pool: Candidates, ties: Ties) -> list[int]:
-    """The pool's indexes in RRF (1, 1)'s order: its feature column is `fuse_ranked`'s score
+    """The pool's indexes in RRF (1, 1)'s order: its feature column is `fuse_weighted`'s score
     at (1, 1) to the bit (the same sum in the same order), and ties go the same way."""
     return _best_first(pool.matrix[:, FEATURES.index("rrf")], ties)
 

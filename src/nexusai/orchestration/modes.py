@@ -89,8 +89,9 @@ class RRF(FusionMode):
 
 
 class Learned(FusionMode):
-    """The learned ranker over both legs' deeper lists (read by name), as deep as it was
-    trained or as the pool where that is deeper; every third place RRF (1, 1)'s."""
+    """The learned ranker over the deeper lists of the sources it reads (`learned.READS`),
+    as deep as it was trained or as the pool where that is deeper; every third place RRF
+    (1, 1)'s."""
 
     name = "learned"
     packer = "dense"  # its scores are probabilities: worth per token can be weighed
@@ -111,8 +112,7 @@ class Learned(FusionMode):
         limit: int,
         explain: bool,
     ) -> list[FusedEpisode]:
-        semantic, keyword = found.get("semantic", []), found.get("keyword", [])
-        return rank_learned(message, semantic, keyword, self.ranker, limit, explain)
+        return rank_learned(message, found, self.ranker, limit, explain)
 
     def warnings(self, embedder: str, weights: Mapping[str, float]) -> list[str]:
         trained = self.ranker.trained_on.get("embedder", embedder)

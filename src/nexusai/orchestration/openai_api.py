@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from nexusai.access import principal_of
 from nexusai.errors import InvalidInput, NexusError, NotFound
-from nexusai.http import StrictJSONRoute, openai_error, refusal
+from nexusai.http import StrictJSONRoute, openai_error
 from nexusai.idempotency import answered_once
 from nexusai.llm import SAMPLING, Completion, Ending, Message, OpenAIChat, Usage
 from nexusai.orchestration.api import check_message, visible_session
@@ -44,6 +44,7 @@ from nexusai.orchestration.layout import memory_block
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SETTINGS
 from nexusai.orchestration.turn import TurnRequest
+from nexusai.refusals import refusal
 from nexusai.schemas import MAX_ID, CamelModel, FilterIn, IsoTime, check_storable
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"], route_class=StrictJSONRoute)

@@ -11,7 +11,7 @@ from nexusai.orchestration.context import Context
 from nexusai.orchestration.layout import memory_block
 from nexusai.orchestration.memory_client import MemoryClient
 from nexusai.orchestration.settings import SettingsStore
-from nexusai.orchestration.standing import warm_vectors
+from nexusai.orchestration.standing_vectors import warm_vectors
 from nexusai.orchestration.turn import TurnRequest, run_turn
 from nexusai.ranking.model import Ranker
 from nexusai.tokens import count_tokens

@@ -10,7 +10,8 @@ in `SOURCES`; a new fusion mode is one class in `modes.py` and one line in `MODE
 
 from nexusai.orchestration.turn.assemble import assemble
 from nexusai.orchestration.turn.execute import execute, run_turn
-from nexusai.orchestration.turn.gather import Gathered, gather
+from nexusai.orchestration.turn.gather import gather
+from nexusai.orchestration.turn.gathered import Gathered
 from nexusai.orchestration.turn.plan import TurnPlan, plan
 from nexusai.orchestration.turn.request import TurnRequest
 

@@ -6,15 +6,14 @@ and what a budget too small left out. The eval and the ranker's training replay 
 
 from __future__ import annotations
 
-from nexusai.models import Entity
+from nexusai.models import Entity, Episode
 from nexusai.observability import stopwatch
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.standing import carried, standing_left_out
-from nexusai.orchestration.turn.gather import Gathered
+from nexusai.orchestration.turn.gathered import Gathered
 from nexusai.orchestration.turn.pack import pack
 from nexusai.orchestration.turn.plan import TurnPlan
-from nexusai.orchestration.turn.sources import BY_NAME
 
 
 def assemble(turn: TurnPlan, gathered: Gathered) -> Context:
@@ -29,7 +28,6 @@ def assemble(turn: TurnPlan, gathered: Gathered) -> Context:
     fused = lists[turn.stages[-1].depth]
     with stopwatch(timings, "pack"):
         kept, memories, left_out = pack(turn, lists, standing)
-    legs = {name: gathered.found.get(name, []) for name in ("semantic", "keyword")}
     return Context(
         session_id=turn.request.session_id,
         message=turn.message,
@@ -43,13 +41,18 @@ def assemble(turn: TurnPlan, gathered: Gathered) -> Context:
             *standing_left_out(gathered.standing, standing),
             *left_out,
         ],
-        legs=legs if turn.request.legs else None,
+        lists=_lists(turn, gathered) if turn.request.legs else None,
         timings=timings,
         budget=settings.context_budget,
         window=turn.window,
         fused=fused,
         zone=turn.zone,
     )
+
+
+def _lists(turn: TurnPlan, gathered: Gathered) -> dict[str, list[Episode]]:
+    """Each fused source's full list, by its name (a client re-fuses them)."""
+    return {name: gathered.found.get(name, []) for name in turn.fused()}
 
 
 def _fused(turn: TurnPlan, gathered: Gathered, depth: int) -> list[FusedEpisode]:
@@ -60,7 +63,7 @@ def _fused(turn: TurnPlan, gathered: Gathered, depth: int) -> list[FusedEpisode]
         return turn.mode.fuse(turn.message, found, turn.weights, turn.pool, turn.request.explain)
     asks = turn.mode.asks(depth, turn.request.legs, turn.settings.recent_limit)
     found = {
-        name: gathered.first_rows(name, BY_NAME[name].rows(asks.depth, asks.headroom))
+        name: gathered.first_rows(name, turn.source(name).rows(asks.depth, asks.headroom))
         for name in turn.fused()
     }
     return turn.mode.fuse(turn.message, found, turn.weights, asks.limit, turn.request.explain)

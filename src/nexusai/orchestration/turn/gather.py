@@ -7,50 +7,24 @@ the eval and the ranker's training gather a question once and assemble it many w
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 from nexusai.embedders import Embedder, Vector
 from nexusai.models import Entity, Episode, Scope
 from nexusai.observability import EMBED_SECONDS, stopwatch, timed
-from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.memory_client import MemoryClient
-from nexusai.orchestration.standing import ranked
+from nexusai.orchestration.standing_vectors import ranked
+from nexusai.orchestration.turn.gathered import Gathered
+from nexusai.orchestration.turn.legs import LegQuery
 from nexusai.orchestration.turn.plan import TurnPlan
-from nexusai.orchestration.turn.request import LegQuery
-from nexusai.orchestration.turn.sources import BY_NAME, Source
+from nexusai.orchestration.turn.sources import Source
 
 log = logging.getLogger("nexusai.context")
 
 # Work that waits on I/O (SQLite, Qdrant, or the memory service over HTTP) runs beside
 # other work of the same turn, so a turn costs the slower of the two, not the sum.
 POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="nexus-turn")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Gathered:
-    """What a turn's I/O gave: the vector it searched with, the recent turns, each source's
-    candidates without them, the standing ones ranked by the message, the entities, and
-    what it said and how long each step took."""
-
-    vector: Vector | None
-    embedder: str  # the name of the embedder the turn's vector is (or would be) made by
-    recent: list[Episode]
-    found: dict[str, list[Episode]]
-    standing: list[FusedEpisode]  # pinned, then the recognised ones nearest the message
-    entities: list[Entity]
-    warnings: list[str]
-    timings: dict[str, float]
-    # Where each source gave a recent turn, dropped from `found` (its 0-based rows): what
-    # a shallower list's cut reads (`first_rows`).
-    dropped: dict[str, tuple[int, ...]] = field(default_factory=dict)
-
-    def first_rows(self, name: str, rows: int) -> list[Episode]:
-        """What `found[name]` holds of the first `rows` the source gave: a search asked for
-        that many, as a shallower turn asks it, with the recent turns dropped."""
-        dropped = sum(1 for at in self.dropped.get(name, ()) if at < rows)
-        return self.found.get(name, [])[: rows - dropped]
 
 
 def gather(turn: TurnPlan, memory: MemoryClient, embedder: Embedder) -> Gathered:
@@ -66,9 +40,9 @@ def gather(turn: TurnPlan, memory: MemoryClient, embedder: Embedder) -> Gathered
         if settings.recent_limit
         else None
     )
-    sources = [BY_NAME[name] for name in turn.sources]
+    sources = turn.sources
     early = {
-        s.name: _started(s, lambda: turn.leg_query(memory, scope_call.result()), timings)
+        s.name: _started(s, lambda: leg_query(turn, memory, scope_call.result()), timings)
         for s in sources
         if s.early
     }
@@ -86,11 +60,11 @@ def gather(turn: TurnPlan, memory: MemoryClient, embedder: Embedder) -> Gathered
             " only until it ends"
         )
     recent = recent_call.result() if recent_call else []
-    asked = turn.leg_query(memory, scope, vector, [episode.id for episode in recent])
+    asked = leg_query(turn, memory, scope, vector, [episode.id for episode in recent])
     late = {s.name: POOL.submit(_clocked, s, asked, timings) for s in sources if not s.early}
     entities = _entities(turn, asked, timings)
     calls = {**early, **late}
-    found, dropped = _without_recent({name: calls[name].result() for name in turn.sources}, recent)
+    found, dropped = _without_recent({s.name: calls[s.name].result() for s in sources}, recent)
     with stopwatch(timings, "standing"):
         standing = ranked(found.pop("standing", []), embedder, vector)
     return Gathered(
@@ -103,6 +77,29 @@ def gather(turn: TurnPlan, memory: MemoryClient, embedder: Embedder) -> Gathered
         warnings=warnings,
         timings=timings,
         dropped=dropped,
+    )
+
+
+def leg_query(
+    turn: TurnPlan,
+    memory: MemoryClient,
+    scope: Scope,
+    vector: Vector | None = None,
+    recent_ids: Sequence[int] = (),
+) -> LegQuery:
+    """What every source of the turn searches with: one scope, one filter, the recent
+    turns left out."""
+    return LegQuery(
+        memory=memory,
+        query=turn.message,
+        query_vector=vector,
+        session_ids=scope.session_ids,
+        recent_ids=list(recent_ids),
+        limit=turn.depth,
+        keyword_budget=turn.settings.keyword_budget,
+        every_session=scope.every_session,
+        headroom=turn.headroom,
+        rule=turn.rule,
     )
 
 

@@ -9,14 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
-from nexusai.embedders import Vector
-from nexusai.models import EpisodeFilter, Scope, to_utc_text
-from nexusai.orchestration.memory_client import MemoryClient
+from nexusai.models import EpisodeFilter, to_utc_text
 from nexusai.orchestration.modes import FusionMode
 from nexusai.orchestration.packing import PACKERS, Packer, Packing, Stage, packing_for
 from nexusai.orchestration.settings import RuntimeSettings
-from nexusai.orchestration.turn.request import LegQuery, TurnRequest
-from nexusai.orchestration.turn.sources import BY_NAME, SOURCES
+from nexusai.orchestration.turn.request import TurnRequest
+from nexusai.orchestration.turn.sources import SOURCES, Source
 from nexusai.timewords import TimeWindow, asks_for_order, named_window
 
 
@@ -29,7 +27,7 @@ class TurnPlan:
     window: TimeWindow | None  # that time (timeAware), or None
     depth: int  # rows each leg is asked for
     headroom: int | None  # rows the keyword leg asks past `depth` (None: the spec's, depth)
-    sources: tuple[str, ...]  # the sources asked, in `SOURCES`' order
+    sources: tuple[Source, ...]  # the sources asked, in the order fusion sums them
     weights: dict[str, float]  # each fused source's weight (RRF reads them)
     embed: bool  # whether the message is embedded here (not given, and something reads it)
     pool: int  # how many memories fusion gives packing
@@ -37,6 +35,9 @@ class TurnPlan:
     # so that what a smaller budget gives this one gives; the last is the turn's own) and
     # its excerpts' length.
     packing: Packing
+    # How a budgeted turn packs what fusion gives: the mode's packer, or one given (the
+    # eval's, fitted without the question's conversation).
+    packer: Packer
     order: str  # the memories' order: "rank" or "time" (`memoryOrder`, "auto" resolved)
 
     @property
@@ -55,35 +56,17 @@ class TurnPlan:
         return None if now is None else now.tzinfo
 
     @property
-    def packer(self) -> Packer:
-        """How a budgeted turn packs what fusion gives: the mode's packer."""
-        return PACKERS[self.mode.packer]
+    def names(self) -> tuple[str, ...]:
+        """The names of the sources asked, in order."""
+        return tuple(source.name for source in self.sources)
+
+    def source(self, name: str) -> Source:
+        """The source of that name the turn asks."""
+        return next(source for source in self.sources if source.name == name)
 
     def fused(self) -> tuple[str, ...]:
-        """The sources asked that fusion reads, in the order it sums them."""
-        return tuple(name for name in self.sources if name in self.weights)
-
-    def leg_query(
-        self,
-        memory: MemoryClient,
-        scope: Scope,
-        vector: Vector | None = None,
-        recent_ids: Sequence[int] = (),
-    ) -> LegQuery:
-        """What every source of the turn searches with: one scope, one filter, the recent
-        turns left out."""
-        return LegQuery(
-            memory=memory,
-            query=self.message,
-            query_vector=vector,
-            session_ids=scope.session_ids,
-            recent_ids=list(recent_ids),
-            limit=self.depth,
-            keyword_budget=self.settings.keyword_budget,
-            every_session=scope.every_session,
-            headroom=self.headroom,
-            rule=self.rule,
-        )
+        """The names of the sources asked that fusion reads, in the order it sums them."""
+        return tuple(source.name for source in self.sources if source.name in self.weights)
 
     def warnings(self, embedder: str) -> list[str]:
         """What the turn says of its settings before it searches (`embedder`: the name of
@@ -91,15 +74,22 @@ class TurnPlan:
         return self.mode.warnings(embedder, self.weights)
 
 
-def plan(settings: RuntimeSettings, request: TurnRequest, mode: FusionMode) -> TurnPlan:
-    """The turn as these settings and this mode would run it."""
+def plan(
+    settings: RuntimeSettings,
+    request: TurnRequest,
+    mode: FusionMode,
+    sources: Sequence[Source] = SOURCES,
+    packer: Packer | None = None,
+) -> TurnPlan:
+    """The turn as these settings and this mode would run it, from `sources` (`SOURCES`,
+    or a table with another beside them), packed by `packer` (the mode's when None)."""
     rule, window = within_named_time(settings, request.message, request.now, request.rule)
     packing = budget_packing(settings, request.message)
     asks = mode.asks(packing.stages[-1].depth, request.legs, settings.recent_limit)
     both = request.legs or asks.both
-    sources = tuple(s.name for s in SOURCES if s.wanted(settings, both))
-    reads = any(BY_NAME[n].reads_vector(settings) for n in sources) or settings.entity_limit > 0
-    weights = {s.name: w for s in SOURCES if (w := s.weight(settings)) is not None}
+    asked = tuple(s for s in sources if s.wanted(settings, both))
+    reads = any(s.reads_vector(settings) for s in asked) or settings.entity_limit > 0
+    weights = {s.name: w for s in sources if (w := s.weight(settings)) is not None}
     return TurnPlan(
         request=request,
         settings=settings,
@@ -108,11 +98,12 @@ def plan(settings: RuntimeSettings, request: TurnRequest, mode: FusionMode) -> T
         window=window,
         depth=asks.depth,
         headroom=asks.headroom,
-        sources=sources,
+        sources=asked,
         weights=weights,
         embed=reads and request.vector is None,
         pool=asks.limit,
         packing=packing,
+        packer=packer or PACKERS[mode.packer],
         order=_order(settings.memory_order, request.message),
     )
 

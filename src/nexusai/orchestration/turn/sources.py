@@ -16,7 +16,8 @@ from nexusai.models import Episode
 from nexusai.observability import RETRIEVAL_SECONDS, timed
 from nexusai.orchestration.settings import RuntimeSettings
 from nexusai.orchestration.standing import STANDING_DEPTH
-from nexusai.orchestration.turn.request import LegQuery, keyword_rows
+from nexusai.orchestration.turn.legs import LegQuery
+from nexusai.orchestration.turn.request import keyword_rows
 
 
 @dataclass(frozen=True, kw_only=True)

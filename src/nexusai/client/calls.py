@@ -1,37 +1,21 @@
-"""A typed Python client for nexusai's HTTP API: `Client` (blocking) and `AsyncClient`.
-
-    from nexusai.client import Client
-
-    with Client() as nexus:                       # NEXUS_URL, NEXUS_API_KEY, or arguments
-        project = nexus.create_project("home")
-        session = nexus.create_session(project_id=project.id)
-        nexus.add_episodes(session.id, [{"speaker": "user", "content": "My dog is Biscuit"}])
-        context = nexus.context(session.id, "What is my dog called?", explain=True)
-
-Every endpoint is described once, in `Endpoints`, as a `Call`; the two clients only send
-calls (so they cannot drift apart). Answers come back as the models the API itself
-answers with (`nexusai.schemas`); errors as `NexusAPIError` subclasses that carry the
-API's message. Calls that change nothing are retried on connection errors; writes never
-are (a write that may have landed is not sent twice).
-"""
+"""Every endpoint, once, as a `Call`: what to send and how to read the answer. The two
+clients only send calls, so they cannot drift apart."""
 
 from __future__ import annotations
 
-import inspect
-import json
-import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import IO, Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, TypeVar
 
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
-from nexusai.http import refusal
+from nexusai.client.errors import InvalidInputError
 from nexusai.models import parse_time
+from nexusai.refusals import refusal
 from nexusai.schemas import (
     ChatOut,
     ContextOut,
@@ -43,7 +27,6 @@ from nexusai.schemas import (
     FilterIn,
     ForgetOut,
     Health,
-    ImportOut,
     MarkedEpisodeOut,
     ProjectOut,
     RecalledOut,
@@ -54,66 +37,9 @@ from nexusai.schemas import (
 )
 
 T = TypeVar("T")
-P = ParamSpec("P")
+
+
 Settings = dict[str, int | float | str]  # GET /settings' names; an int stays an int
-DEFAULT_URL = "http://127.0.0.1:4000"
-
-
-class NexusAPIError(Exception):
-    """The service refused or failed a call; `detail` is its message."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(f"{status}: {detail}")
-        self.status = status
-        self.detail = detail
-
-
-class UnauthorizedError(NexusAPIError): ...
-
-
-class ForbiddenError(NexusAPIError):
-    """The key is valid but may not do this (read-only, or it needs the admin key)."""
-
-
-class NotFoundError(NexusAPIError): ...
-
-
-class ConflictError(NexusAPIError): ...
-
-
-class TooLargeError(NexusAPIError): ...
-
-
-class InvalidInputError(NexusAPIError): ...
-
-
-class LLMFailedError(NexusAPIError): ...
-
-
-class StorageFullError(NexusAPIError):
-    """The service's disk is full: nothing of the write was kept; send it again later."""
-
-
-class UnavailableError(NexusAPIError):
-    """The service (or one it needs) is down or does not answer; status 0 when no
-    connection could be made at all, `timed_out` when one was made and nothing came."""
-
-    timed_out = False
-    reason = ""  # the transport's error, when no answer came at all
-
-
-_ERRORS: dict[int, type[NexusAPIError]] = {
-    401: UnauthorizedError,
-    403: ForbiddenError,
-    404: NotFoundError,
-    409: ConflictError,
-    413: TooLargeError,
-    415: InvalidInputError,
-    422: InvalidInputError,
-    502: LLMFailedError,
-    503: UnavailableError,
-    507: StorageFullError,
-}
 
 
 @dataclass(frozen=True)
@@ -422,7 +348,7 @@ class Endpoints:
         turn = Endpoints.context(session_id, query, True, settings=settings, filter=filter)
 
         def parse(answer: Any) -> list[RecalledOut]:
-            return _recalled(turn.parse(answer), k, standing)
+            return recalled(turn.parse(answer), k, standing)
 
         return Call(turn.method, turn.path, parse, turn.json, safe=True)
 
@@ -506,46 +432,6 @@ class Endpoints:
         return Call("GET", f"/entities/{entity_id}", _model(EntityDetail), params=params, safe=True)
 
 
-@dataclass(frozen=True)
-class ChatEvent:
-    """One server-sent event of a streamed chat turn: a `ContextEvent`, `DeltaEvent`s, then
-    a `DoneEvent` or an `ErrorEvent`; `data` is the event's JSON as sent."""
-
-    event: str
-    data: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ContextEvent(ChatEvent):
-    """What the turn gave the LLM, before it answers."""
-
-    context: ContextOut
-
-
-@dataclass(frozen=True)
-class DeltaEvent(ChatEvent):
-    """The next piece of the reply."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class DoneEvent(ChatEvent):
-    """The whole reply, and the episodes both messages are stored as."""
-
-    reply: str
-    user_episode_id: int
-    assistant_episode_id: int | None
-
-
-@dataclass(frozen=True)
-class ErrorEvent(ChatEvent):
-    """The LLM failed; the user's message is stored (`user_episode_id`)."""
-
-    detail: str
-    user_episode_id: int | None
-
-
 def turn_body(
     session_id: int,
     message: str,
@@ -571,127 +457,11 @@ def turn_body(
     return body
 
 
-def chat_event(event: str, data: dict[str, Any]) -> ChatEvent:
-    """The typed event for a server-sent event's name and JSON."""
-    if event == "context":
-        return ContextEvent(event, data, ContextOut.model_validate(data))
-    if event == "delta":
-        return DeltaEvent(event, data, str(data["text"]))
-    if event == "done":
-        reply = str(data.get("reply") or "")
-        return DoneEvent(event, data, reply, data["userEpisodeId"], data.get("assistantEpisodeId"))
-    if event == "error":
-        return ErrorEvent(event, data, str(data.get("detail")), data.get("userEpisodeId"))
-    return ChatEvent(event, data)
-
-
-def default_url() -> str:
-    """Where a service on this machine listens when NEXUS_URL is not set: loopback, on
-    NEXUS_PORT when that is a port (as `nexus serve` reads it), else 4000."""
-    port = os.environ.get("NEXUS_PORT", "").strip()
-    if port.isdigit() and 1 <= int(port) <= 65535:
-        return f"http://127.0.0.1:{int(port)}"
-    return DEFAULT_URL
-
-
-def _settings(base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str]]:
-    url = (base_url or os.environ.get("NEXUS_URL") or default_url()).rstrip("/")
-    key = api_key or os.environ.get("NEXUS_API_KEY", "").split(",")[0].strip()
-    return url, ({"Authorization": f"Bearer {key}"} if key else {})
-
-
-def _checked(response: httpx.Response) -> Any:
-    if response.status_code >= 400:
-        try:
-            detail = str(response.json()["detail"])
-        except (ValueError, KeyError, TypeError):
-            detail = response.text[:300]
-        raise _ERRORS.get(response.status_code, NexusAPIError)(response.status_code, detail)
-    if response.headers.get("content-type", "").startswith("application/x-ndjson"):
-        return response.text  # an export: JSON lines, given as they came
-    return response.json() if response.content else None
-
-
-def _import_params(format: str, project: str | None) -> dict[str, str]:
+def import_params(format: str, project: str | None) -> dict[str, str]:
     return {"format": format, **({"project": project} if project else {})}
 
 
-def _counted(stream: IO[bytes], progress: Callable[[int], None] | None) -> Iterator[bytes]:
-    """The file in 64 KiB pieces; `progress` is told the bytes sent so far."""
-    sent = 0
-    while chunk := stream.read(1 << 16):
-        sent += len(chunk)
-        if progress:
-            progress(sent)
-        yield chunk
-
-
-def _unreachable(url: str, exc: Exception) -> UnavailableError:
-    reason = type(exc).__name__
-    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
-        detail = f"no nexusai service answers at {url} ({reason})"
-    elif isinstance(exc, httpx.TimeoutException):
-        detail = (
-            f"the request to {url} timed out ({reason}): the service may have applied it."
-            " Chat turns and episode batches are answered once, so sending the same call"
-            " again is safe; raise the client's timeout for long LLM answers"
-        )
-    else:
-        detail = f"the connection to {url} failed ({reason}): the request may have been applied"
-    error = UnavailableError(0, detail)
-    error.timed_out = isinstance(exc, httpx.TimeoutException)
-    error.reason = type(exc).__name__
-    return error
-
-
-class _Events:
-    """Server-sent events read line by line, as they arrive (both clients feed it)."""
-
-    def __init__(self) -> None:
-        self._event = ""
-
-    def feed(self, line: str) -> ChatEvent | None:
-        if line.startswith("event: "):
-            self._event = line[7:]
-        elif line.startswith("data: "):
-            return chat_event(self._event, json.loads(line[6:]))
-        return None
-
-
-def _blocking(build: Callable[P, Call[T]]) -> Callable[Concatenate[Client, P], T]:
-    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return self.send(build(*args, **kwargs))
-
-    return _described(method, build)
-
-
-def _awaiting(build: Callable[P, Call[T]]) -> Callable[Concatenate[AsyncClient, P], Awaitable[T]]:
-    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await self.send(build(*args, **kwargs))
-
-    return _described(method, build)
-
-
-M = TypeVar("M", bound=Callable[..., Any])
-
-
-def _described(method: M, build: Callable[..., Any]) -> M:
-    """The method shows the endpoint's own name, parameters, answer and doc (for help(),
-    IDEs and the docs), not `(*args, **kwargs)`."""
-    signature = inspect.signature(build)
-    answer = str(signature.return_annotation)
-    if answer.startswith("Call[") and answer.endswith("]"):
-        answer = answer[5:-1]  # what the method returns: what the call reads
-    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
-    method.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[self_param, *signature.parameters.values()], return_annotation=answer
-    )
-    method.__name__ = method.__qualname__ = build.__name__
-    method.__doc__ = build.__doc__
-    return method
-
-
-def _recalled(turn: ContextOut, k: int, standing: bool) -> list[RecalledOut]:
+def recalled(turn: ContextOut, k: int, standing: bool) -> list[RecalledOut]:
     """The turn's `k` best memories in their order (one also standing, without a budget,
     keeps its place and is marked), then, with `standing`, the standing ones not among
     them."""
@@ -711,213 +481,3 @@ def _recalled(turn: ContextOut, k: int, standing: bool) -> list[RecalledOut]:
         if kept.id not in shown
     ]
     return best + after
-
-
-class BaseClient:
-    """What the blocking and the async client share, as httpx's two clients do: where the
-    service is, its key, and when a call that could not reach it is tried again."""
-
-    def __init__(self, base_url: str | None, api_key: str | None, retries: int) -> None:
-        self.url, self.headers = _settings(base_url, api_key)
-        self.retries = retries
-
-    def attempts(self, call: Call[Any]) -> range:
-        """The tries a call gets: a write that is not known to be safe to repeat gets one."""
-        return range(call.tries(self.retries))
-
-    def unreachable(self, call: Call[Any], attempt: int, exc: httpx.TransportError) -> None:
-        """Raises UnavailableError after a call's last try; after any other, returns."""
-        if attempt == call.tries(self.retries) - 1:
-            raise _unreachable(self.url, exc) from None
-
-
-class Client(BaseClient):
-    def __init__(
-        self,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 120.0,
-        retries: int = 2,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        super().__init__(base_url, api_key, retries)
-        self._http = httpx.Client(
-            base_url=self.url, headers=self.headers, timeout=timeout, transport=transport
-        )
-
-    def send(self, call: Call[T]) -> T:
-        for attempt in self.attempts(call):
-            try:
-                return call.parse(_checked(self._http.send(call.request(self._http))))
-            except httpx.TransportError as exc:
-                self.unreachable(call, attempt, exc)
-        raise AssertionError("unreachable")
-
-    def chat_stream(self, session_id: int, message: str, **turn: Any) -> Iterator[ChatEvent]:
-        """The turn as it is made: `context`, then `delta`s, then `done` (or `error`);
-        `settings`, `budget`, `filter` and `now` as `chat` takes them."""
-        body = {**turn_body(session_id, message, **turn), "stream": True}
-        try:
-            with self._http.stream("POST", "/chat", json=body) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    _checked(response)
-                events = _Events()
-                for line in response.iter_lines():
-                    if (event := events.feed(line)) is not None:
-                        yield event
-        except httpx.TransportError as exc:
-            raise _unreachable(self.url, exc) from None
-
-    def import_file(
-        self,
-        stream: IO[bytes],
-        format: str,
-        project: str | None = None,
-        progress: Callable[[int], None] | None = None,
-    ) -> ImportOut:
-        """Streams a file to `POST /import`; `progress` is told the bytes sent so far."""
-
-        params = _import_params(format, project)
-        try:
-            response = self._http.post("/import", params=params, content=_counted(stream, progress))
-        except httpx.TransportError as exc:
-            raise _unreachable(self.url, exc) from None
-        return ImportOut.model_validate(_checked(response))
-
-    def close(self) -> None:
-        self._http.close()
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    create_project = _blocking(Endpoints.create_project)
-    list_projects = _blocking(Endpoints.list_projects)
-    get_project = _blocking(Endpoints.get_project)
-    delete_project = _blocking(Endpoints.delete_project)
-    set_retention = _blocking(Endpoints.set_retention)
-    export_project = _blocking(Endpoints.export_project)
-    create_session = _blocking(Endpoints.create_session)
-    list_sessions = _blocking(Endpoints.list_sessions)
-    get_session = _blocking(Endpoints.get_session)
-    update_session = _blocking(Endpoints.update_session)
-    resolve_session = _blocking(Endpoints.resolve_session)
-    delete_session = _blocking(Endpoints.delete_session)
-    add_episodes = _blocking(Endpoints.add_episodes)
-    add_episodes_named = _blocking(Endpoints.add_episodes_named)
-    list_episodes = _blocking(Endpoints.list_episodes)
-    get_episode = _blocking(Endpoints.get_episode)
-    update_episode = _blocking(Endpoints.update_episode)
-    pin = _blocking(Endpoints.pin)
-    forget = _blocking(Endpoints.forget)
-    delete_episode = _blocking(Endpoints.delete_episode)
-    standing = _blocking(Endpoints.standing)
-    search = _blocking(Endpoints.search)
-    context = _blocking(Endpoints.context)
-    recall = _blocking(Endpoints.recall)
-    chat = _blocking(Endpoints.chat)
-    get_settings = _blocking(Endpoints.get_settings)
-    update_settings = _blocking(Endpoints.update_settings)
-    entities = _blocking(Endpoints.entities)
-    entity = _blocking(Endpoints.entity)
-
-
-class AsyncClient(BaseClient):
-    def __init__(
-        self,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 120.0,
-        retries: int = 2,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        super().__init__(base_url, api_key, retries)
-        self._http = httpx.AsyncClient(
-            base_url=self.url, headers=self.headers, timeout=timeout, transport=transport
-        )
-
-    async def send(self, call: Call[T]) -> T:
-        for attempt in self.attempts(call):
-            try:
-                return call.parse(_checked(await self._http.send(call.request(self._http))))
-            except httpx.TransportError as exc:
-                self.unreachable(call, attempt, exc)
-        raise AssertionError("unreachable")
-
-    async def chat_stream(
-        self, session_id: int, message: str, **turn: Any
-    ) -> AsyncIterator[ChatEvent]:
-        body = {**turn_body(session_id, message, **turn), "stream": True}
-        try:
-            async with self._http.stream("POST", "/chat", json=body) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    _checked(response)
-                events = _Events()
-                async for line in response.aiter_lines():
-                    if (event := events.feed(line)) is not None:
-                        yield event
-        except httpx.TransportError as exc:
-            raise _unreachable(self.url, exc) from None
-
-    async def import_file(
-        self,
-        stream: IO[bytes],
-        format: str,
-        project: str | None = None,
-        progress: Callable[[int], None] | None = None,
-    ) -> ImportOut:
-        """Streams a file to `POST /import`; `progress` is told the bytes sent so far."""
-
-        async def chunks() -> AsyncIterator[bytes]:  # httpx's async client wants an async body
-            for chunk in _counted(stream, progress):
-                yield chunk
-
-        params = _import_params(format, project)
-        try:
-            response = await self._http.post("/import", params=params, content=chunks())
-        except httpx.TransportError as exc:
-            raise _unreachable(self.url, exc) from None
-        return ImportOut.model_validate(_checked(response))
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def __aenter__(self) -> AsyncClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    create_project = _awaiting(Endpoints.create_project)
-    list_projects = _awaiting(Endpoints.list_projects)
-    get_project = _awaiting(Endpoints.get_project)
-    delete_project = _awaiting(Endpoints.delete_project)
-    set_retention = _awaiting(Endpoints.set_retention)
-    export_project = _awaiting(Endpoints.export_project)
-    create_session = _awaiting(Endpoints.create_session)
-    list_sessions = _awaiting(Endpoints.list_sessions)
-    get_session = _awaiting(Endpoints.get_session)
-    update_session = _awaiting(Endpoints.update_session)
-    resolve_session = _awaiting(Endpoints.resolve_session)
-    delete_session = _awaiting(Endpoints.delete_session)
-    add_episodes = _awaiting(Endpoints.add_episodes)
-    add_episodes_named = _awaiting(Endpoints.add_episodes_named)
-    list_episodes = _awaiting(Endpoints.list_episodes)
-    get_episode = _awaiting(Endpoints.get_episode)
-    update_episode = _awaiting(Endpoints.update_episode)
-    pin = _awaiting(Endpoints.pin)
-    forget = _awaiting(Endpoints.forget)
-    delete_episode = _awaiting(Endpoints.delete_episode)
-    standing = _awaiting(Endpoints.standing)
-    search = _awaiting(Endpoints.search)
-    context = _awaiting(Endpoints.context)
-    recall = _awaiting(Endpoints.recall)
-    chat = _awaiting(Endpoints.chat)
-    get_settings = _awaiting(Endpoints.get_settings)
-    update_settings = _awaiting(Endpoints.update_settings)
-    entities = _awaiting(Endpoints.entities)
-    entity = _awaiting(Endpoints.entity)

@@ -16,7 +16,9 @@ import pytest
 from nexusai.keywords import query_terms
 from nexusai.memory.repositories.filters import filter_sql
 from nexusai.memory.sqlite import fts
-from nexusai.memory.sqlite.bm25 import GROUPED, PENDING_CHANGES, WholeTableBM25
+from nexusai.memory.sqlite.bm25 import WholeTableBM25
+from nexusai.memory.sqlite.bm25.changes import PENDING_CHANGES
+from nexusai.memory.sqlite.bm25.postings import GROUPED
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import EpisodeFilter, NewEpisode
 

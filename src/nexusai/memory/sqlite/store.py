@@ -51,7 +51,7 @@ class SqliteStore(EpisodeStore):
         self._write_lock = threading.RLock()
         # The keyword copy is kept beside the file between starts (derived: never backed up).
         self._bm25 = WholeTableBM25(self.connection, saved=self.keyword_copy_path)
-        self.keywords: SqliteKeywords = SqliteKeywords(self, self._bm25)
+        self.keywords: SqliteKeywords = SqliteKeywords(self)
         # Called with every SQL statement any connection runs, when set before it opens.
         self.trace: Callable[[str], None] | None = None
         try:
@@ -168,9 +168,8 @@ class SqliteStore(EpisodeStore):
 class SqliteKeywords(Keywords):
     """FTS5, with the whole table's copy (`bm25`) for searches over every session."""
 
-    def __init__(self, store: SqliteStore, bm25: WholeTableBM25) -> None:
+    def __init__(self, store: SqliteStore) -> None:
         self._store = store
-        self._bm25 = bm25
 
     def _search(
         self,
@@ -182,8 +181,9 @@ class SqliteKeywords(Keywords):
     ) -> list[Episode]:
         episodes = self._store.episodes
         kept = None if where is None else lambda: episodes.kept_ids(None, where)
+        store = self._store
         rows = fts.search(
-            self._store.connection, query, limit, session_ids, budget, self._bm25, where, kept
+            store.connection, query, limit, session_ids, budget, store._bm25, where, kept
         )
         return [episode_from_row(row, row[SCORE_AT]) for row in rows]
 

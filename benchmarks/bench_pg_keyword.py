@@ -24,8 +24,8 @@ import psycopg
 from benchmarks.common import Report, postgres
 from nexusai import keywords
 from nexusai.evaluation.datasets import EvalSet, load_beam, load_locomo
-from nexusai.evaluation.harness import resolve_questions
 from nexusai.evaluation.metrics import percentile, recall_at
+from nexusai.evaluation.replay import resolve_questions
 from nexusai.memory.postgres import fts as pg_fts
 from nexusai.memory.sqlite.store import SqliteStore
 

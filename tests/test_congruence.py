@@ -15,8 +15,8 @@ import pytest
 from nexusai.embedders import Embedder
 from nexusai.evaluation.budgets import BUDGETS
 from nexusai.evaluation.datasets import load_beam, load_locomo
-from nexusai.evaluation.harness import (
-    SWEEP,
+from nexusai.evaluation.harness import SWEEP
+from nexusai.evaluation.replay import (
     Imported,
     asked_as_a_turn,
     budgeted,

@@ -459,7 +459,7 @@ def test_the_vectors_a_forget_leaves_wait_until_no_forget_runs(
         _heron_pairs(memory, pairs)
         with _another_forget(memory):
             memory.forget(None, BIRDS)
-            time.sleep(1.0)  # the background would have made them well within this
+            assert _held_back(memory), "the background never reached the forgets' gate"
             assert memory.count_pending_vectors() == pairs
         _until_none_pending(memory)
         assert memory.count_pending_vectors() == 0
@@ -521,6 +521,15 @@ def _another_forget(memory: Memory) -> Iterator[None]:
         while memory.vectors_due.is_set() and time.monotonic() < deadline:
             time.sleep(0.01)  # still set at the end: it is waiting for the forget already
         yield
+
+
+def _held_back(memory: Memory) -> bool:
+    """Whether the background's indexing waits for the forgets to end (within 10 s): it
+    has looked for vectors to make, and holds them back."""
+    deadline = time.monotonic() + 10
+    while not memory.forgetting.waiting() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return memory.forgetting.waiting() > 0
 
 
 def _until_none_pending(memory: Memory) -> None:

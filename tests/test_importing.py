@@ -235,7 +235,7 @@ def test_a_422_import_over_http_stores_nothing(client: TestClient) -> None:
 
 
 def test_eval_can_store_several_turns_as_one_episode() -> None:
-    from nexusai.evaluation.harness import merge_turns
+    from nexusai.evaluation.replay import merge_turns
     from nexusai.memory.importing import locomo_conversation
 
     turns = [

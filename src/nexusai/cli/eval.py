@@ -12,7 +12,7 @@ from nexusai.errors import InvalidInput
 
 if TYPE_CHECKING:
     from nexusai.evaluation.datasets import EvalSet
-    from nexusai.evaluation.report import EvalOptions
+    from nexusai.evaluation.options import EvalOptions
 
 
 @click.group(name="eval")
@@ -113,7 +113,7 @@ def _options(
     time_aware: str,
     fresh_vectors: bool,
 ) -> EvalOptions:
-    from nexusai.evaluation.report import EvalOptions
+    from nexusai.evaluation.options import EvalOptions
 
     if plot_out is not None:
         require_extra("matplotlib", "plot", "--plot")

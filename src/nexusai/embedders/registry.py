@@ -64,6 +64,13 @@ EMBEDDERS: dict[str, Callable[[Config], Embedder]] = {
     "mpnet": _mpnet,
     "openai": _openai,
 }
+"""Every embedder by its `NEXUS_EMBEDDER` name, the one list. A new entry needs: its module
+in `embedders/` (an `Embedder`: `name`, `dimension`, `embed`, `embed_query`; a model
+shipped inside a package, since no model hub is reached); an extra in pyproject.toml if
+it needs packages, imported inside its factory; `NEXUS_EMBEDDER`'s description in
+`config.py` (then `make docs`); the shared embedder tests (`tests/test_embedders.py`);
+and, for the learned mode, a ranker trained on its vectors (`nexus ranker train`), or
+turns warn that the ranker was trained on another's."""
 
 
 def create_embedder(config: Config) -> Embedder:

@@ -16,59 +16,42 @@ always of the deepest turn asked.
 
 from __future__ import annotations
 
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from nexusai.config import Config
-from nexusai.embedders import Embedder, Vector
+from nexusai.embedders import Embedder
 from nexusai.errors import InvalidInput
-from nexusai.evaluation.answers import answer_words
-from nexusai.evaluation.budgets import BUDGETS, Fold, Packed, depths, within_budget
+from nexusai.evaluation.budgets import BUDGETS, Fold, Packed, within_budget
 from nexusai.evaluation.calibration import cross_validated, fit
 from nexusai.evaluation.datasets import EvalConversation, EvalSet
 from nexusai.evaluation.metrics import hit_at, percentile, recall_at, reciprocal_rank
+from nexusai.evaluation.options import EvalOptions
+from nexusai.evaluation.replay import (
+    SLICES,
+    Asked,
+    Imported,
+    Read,
+    budgeted,
+    imported,
+    read,
+    replayed,
+)
 from nexusai.evaluation.standing import standing_figures
-from nexusai.memory.importing import SourceConversation, SourceEpisode, SourceSession
-from nexusai.memory.service import Memory
-from nexusai.memory.texts import said
-from nexusai.models import Episode, NewEpisode, Scope
-from nexusai.orchestration.context import Context
-from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.modes import RRF, Learned, fusion_mode
+from nexusai.orchestration.modes import RRF, Learned
 from nexusai.orchestration.packing import Packer, PlacedWorth
-from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
-from nexusai.orchestration.turn import Gathered, TurnRequest, assemble, gather, plan, run_turn
-from nexusai.orchestration.turn.sources import BY_NAME
-from nexusai.ranking.features import named_speakers
-from nexusai.ranking.model import Ranker
-from nexusai.timewords import TimeWindow
+from nexusai.orchestration.settings import RuntimeSettings
 
 SWEEP = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0]  # keywordWeight at semanticWeight 1
 
+
 Weights = tuple[float, float]
+
+
 # Called with each conversation while it is imported, and each question's deepest read.
 Also = Callable[["Imported", str, str, "Sequence[Read]"], None]
-
-
-@dataclass(frozen=True)
-class Asked:
-    """A question as asked: its evidence resolved to episode ids of the store."""
-
-    text: str
-    evidence: list[int]
-    category: str
-    slices: tuple[str, ...] = ()  # see `SLICES`
-    # What a turn of this question carries under `standing` (`orchestration/standing.py`).
-    standing: tuple[FusedEpisode, ...] = ()
-    reference: str | None = None  # the reference answer, when the set gives one
-    # Its words that the evidence states (`evaluation/answers.py`): what answer recall finds.
-    answer: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -92,22 +75,31 @@ def weight_pairs(extra: Sequence[Weights]) -> list[Weights]:
     return list(dict.fromkeys(pairs))
 
 
+@dataclass
+class SetResult:
+    """One set's figures (`figures`: what its tables and the JSON show), and what rows
+    scored later read: every question as asked, their categories, and each budgeted
+    weight pair's fused lists (`budget_rows`, the learned rows)."""
+
+    figures: dict[str, Any]
+    asked: list[Asked]
+    categories: list[str]
+    packed: dict[Weights, Packed]
+
+
 def evaluate(
     evalset: EvalSet,
     embedder: Embedder,
-    ks: Sequence[int] = (5, 10, 20),
+    options: EvalOptions,
     extra: Sequence[Weights] = (),
     progress: Callable[[str], None] | None = None,
-    depth: int | None = None,
-    turns_per_episode: int = 1,
     also: Also | None = None,
-    base: RuntimeSettings = DEFAULTS,
-) -> dict[str, Any]:
-    """Every weight pair's scores on one labelled set; `also` is called with each
-    conversation while it is imported (the learned ranker's pools are collected there).
-    `base`: the settings every turn starts from (its keywordBudget and timeAware; each
-    run sets its weights and limit). The JSON's `questions` are kept under `asked` for
-    rows scored later."""
+) -> SetResult:
+    """Every weight pair's scores on one labelled set, as `options` ask; `also` is called
+    with each conversation while it is imported (the learned ranker's pools are collected
+    there)."""
+    ks, depth, base = options.ks, options.depth, options.base()
+    turns_per_episode = options.turns_per_episode
     if depth is not None and depth < max(ks):
         raise InvalidInput(f"--depth {depth} is less than the largest k ({max(ks)})")
     limits = [depth] if depth else sorted(set(ks))
@@ -126,7 +118,7 @@ def evaluate(
         if progress:
             progress(item.conversation.key)
     categories = list(dict.fromkeys(q.category for q in questions))
-    return {
+    figures = {
         "dataset": evalset.name,
         "conversations": [c.conversation.key for c in evalset.conversations],
         "questions": len(questions),
@@ -141,10 +133,9 @@ def evaluate(
         ],
         "legChoiceBound": leg_choice_bound(runs[(1.0, 0.0)], runs[(0.0, 1.0)], questions, ks),
         "standing": standing_figures(evalset),
-        "asked": questions,
-        "categories": categories,
-        "packed": {pair: runs[pair].packed for pair in BUDGET_PAIRS},
     }
+    packed = {pair: runs[pair].packed for pair in BUDGET_PAIRS}
+    return SetResult(figures, questions, categories, {p: k for p, k in packed.items() if k})
 
 
 def leg_choice_bound(
@@ -160,162 +151,6 @@ def leg_choice_bound(
 
     n = max(len(questions), 1)
     return {str(k): sum(best(k, i) for i in range(len(questions))) / n for k in ks}
-
-
-@dataclass(frozen=True)
-class Imported:
-    """One labelled conversation in a store of its own, its questions resolved."""
-
-    memory: Memory
-    questions: list[Asked]
-    dropped: int  # evidence refs that named no message
-    scope: list[int]  # all its sessions
-    now: datetime | None = None  # when its questions are asked: its last message's time
-    vectors: dict[str, Vector] = field(default_factory=dict)
-
-    def vector(self, embedder: Embedder, text: str) -> Vector:
-        """The question's vector, embedded once however many runs ask it."""
-        if text not in self.vectors:
-            self.vectors[text] = embedder.embed_query(text)
-        return self.vectors[text]
-
-
-@contextmanager
-def imported(
-    item: EvalConversation, embedder: Embedder, turns_per_episode: int = 1
-) -> Iterator[Imported]:
-    """The conversation imported into a fresh store, removed afterwards."""
-    with tempfile.TemporaryDirectory() as tmp:
-        memory = Memory.open(Config.from_env({}, data_dir=Path(tmp), extractor="none"), embedder)
-        try:
-            conversation, keys = merge_turns(item.conversation, turns_per_episode)
-            project = memory.store.projects.ensure(conversation.project or conversation.key)
-            memory.import_conversation(conversation.sessions, project)
-            ids = memory.store.imports.episode_ids(f"{conversation.key}:")
-            found = {turn: ids[episode] for turn, episode in keys.items() if episode in ids}
-            questions, dropped = resolve_questions(item, found)
-            scope = [s.id for s in memory.store.sessions.page(project, limit=10_000)]
-            speakers = {e.episode.speaker for s in conversation.sessions for e in s.episodes}
-            sliced = [with_answer(memory, with_slices(memory, q, speakers)) for q in questions]
-            said = [e.episode.occurred_at for s in conversation.sessions for e in s.episodes]
-            now = max((t for t in said if t is not None), default=None)
-            yield Imported(memory, sliced, dropped, scope, now)
-        finally:
-            memory.close()
-
-
-# The minorities a ranker that learns the common case can fail: a question answered only by
-# what the assistant said ("what was that recipe you gave me?"), and a question that names
-# one speaker and is answered by another.
-SLICES = {
-    "assistant-evidence": "evidence only in assistant messages",
-    "other-speaker": "names a speaker, answered by another",
-}
-
-
-# Settings every eval turn starts from: no turn is recent, and no entity is searched.
-def _asked(settings: RuntimeSettings) -> RuntimeSettings:
-    return replace(settings, recent_limit=0, entity_limit=0)
-
-
-def request_of(chat: Imported, embedder: Embedder, text: str, legs: bool = False) -> TurnRequest:
-    """The question as a turn of the conversation asks it, its vector made once: the whole
-    conversation is the scope (`legs`: both legs in full)."""
-    return TurnRequest(
-        chat.scope[0],
-        text,
-        now=chat.now,
-        legs=legs,
-        scope=Scope(chat.scope),
-        vector=chat.vector(embedder, text),
-    )
-
-
-def asked_as_a_turn(
-    chat: Imported, embedder: Embedder, text: str, settings: RuntimeSettings, legs: bool = False
-) -> Context:
-    """The question as a live turn: gathered and assembled at once (what a replay of a
-    `Read` must give, memory by memory)."""
-    request = request_of(chat, embedder, text, legs)
-    return run_turn(chat.memory, embedder, _asked(settings), request)
-
-
-@dataclass(frozen=True)
-class Read:
-    """One question gathered once at one depth: both legs as deep as `settings` ask them,
-    whatever their weights, so that every weight pair's (and ranker's) turn at that depth
-    is assembled from it (`replayed`)."""
-
-    request: TurnRequest
-    gathered: Gathered
-    ms: float  # what the gather took
-    window: TimeWindow | None = None  # the time its question names, searched within
-
-    def at(self, depth: int) -> Read:
-        """As a read at a shallower `depth` gives it: each leg's first rows (a search asked
-        for fewer rows gives the first of the same order, ties broken by id)."""
-        found = {
-            name: self.gathered.first_rows(name, BY_NAME[name].rows(depth, None))
-            for name in self.gathered.found
-        }
-        return replace(self, gathered=replace(self.gathered, found=found))
-
-    def bare(self) -> Read:
-        """Without what only the indexes read of each episode (kept for training)."""
-        found = {name: [_bare(e) for e in rows] for name, rows in self.gathered.found.items()}
-        return replace(self, gathered=replace(self.gathered, found=found))
-
-
-def read(chat: Imported, embedder: Embedder, text: str, settings: RuntimeSettings) -> Read:
-    """The question gathered at the depth `settings` ask (`semanticLimit`, and deeper with
-    a `contextBudget`), both legs in full."""
-    request = request_of(chat, embedder, text, legs=True)
-    turn = plan(_asked(settings), request, RRF())
-    started = time.perf_counter()
-    gathered = gather(turn, chat.memory, embedder)
-    spent = (time.perf_counter() - started) * 1000
-    return Read(replace(request, legs=False), gathered, spent, turn.window)
-
-
-def replayed(asked: Read, settings: RuntimeSettings, ranker: Ranker | None = None) -> Context:
-    """The turn `settings` give the question (`ranker` the learned mode's), assembled
-    from what was read for it: as a live turn gives it, when `asked` was read at the depth
-    these settings ask (tests/test_congruence.py)."""
-    turn = plan(_asked(settings), asked.request, fusion_mode(settings.fusion, ranker))
-    return assemble(turn, asked.gathered)
-
-
-def budgeted(
-    asked: Read, settings: RuntimeSettings, ranker: Ranker | None = None
-) -> dict[int, list[FusedEpisode]]:
-    """{depth: the fused list a turn of `settings` packs from at each depth a budget of
-    `BUDGETS` ranks}, each from `asked` (read at the deepest) as a read at that depth
-    gives it."""
-    return {
-        depth: replayed(asked.at(depth), replace(settings, context_budget=budget), ranker).fused
-        for depth, budget in depths(BUDGETS, asked.request.message).items()
-    }
-
-
-def _bare(episode: Episode) -> Episode:
-    return replace(episode, search_text="", context_text="", metadata={})
-
-
-def with_slices(memory: Memory, question: Asked, speakers: set[str]) -> Asked:
-    said_by = {e.speaker.lower() for e in memory.store.episodes.get_many(question.evidence)}
-    named = named_speakers(question.text, speakers)
-    slices = []
-    if said_by == {"assistant"}:
-        slices.append("assistant-evidence")
-    if named and not said_by & named:
-        slices.append("other-speaker")
-    return replace(question, slices=tuple(slices))
-
-
-def with_answer(memory: Memory, question: Asked) -> Asked:
-    """The question with its answer words: its reference's words its evidence states."""
-    texts = [e.content for e in memory.store.episodes.get_many(question.evidence)]
-    return replace(question, answer=answer_words(question.reference, question.text, texts))
 
 
 def _evaluate_conversation(
@@ -336,54 +171,6 @@ def _evaluate_conversation(
         if also:
             also(chat, dataset, item.conversation.key, deep)
     return chat.questions, chat.dropped
-
-
-def merge_turns(
-    conversation: SourceConversation, n: int
-) -> tuple[SourceConversation, dict[str, str]]:
-    """Every n consecutive turns of a session as one episode, a transcript of who said what
-    (long episodes, as in user-assistant chats, from the same questions and evidence).
-    Returns the conversation and, for each turn's key, the key of the episode holding it."""
-    if n == 1:
-        return conversation, {e.key: e.key for s in conversation.sessions for e in s.episodes}
-    keys: dict[str, str] = {}
-    sessions = []
-    for session in conversation.sessions:
-        merged = SourceSession(session.key, session.title)
-        for start in range(0, len(session.episodes), n):
-            block = session.episodes[start : start + n]
-            first = block[0].episode
-            lines = [_line(s.episode, with_speaker=i > 0) for i, s in enumerate(block)]
-            episode = NewEpisode(first.speaker, "\n".join(lines), first.occurred_at)
-            merged.episodes.append(SourceEpisode(block[0].key, episode))
-            keys.update((s.key, block[0].key) for s in block)
-        sessions.append(merged)
-    return replace(conversation, sessions=sessions), keys
-
-
-def _line(episode: NewEpisode, with_speaker: bool) -> str:
-    caption = episode.image_caption
-    text = episode.content + (f" [image: {caption}]" if caption else "")
-    return said(episode.speaker, text) if with_speaker else text
-
-
-def resolve_questions(item: EvalConversation, ids: dict[str, int]) -> tuple[list[Asked], int]:
-    """Questions with at least one resolvable evidence message; refs that resolve to none
-    (typos in the data) are dropped and counted. Messages merged into one episode count
-    once."""
-    questions, dropped = [], 0
-    for question in item.questions:
-        found: list[int] = []
-        for key in question.evidence:
-            if key not in ids:
-                dropped += 1
-            elif ids[key] not in found:
-                found.append(ids[key])
-        if found:
-            questions.append(
-                Asked(question.text, found, question.category, reference=question.answer)
-            )
-    return questions, dropped
 
 
 def _ask(
@@ -491,20 +278,20 @@ def scored_budgets(
     return within_budget(packed.packer, packed.given(packer_for), evidence, categories)
 
 
-def budget_rows(results: Sequence[dict[str, Any]]) -> PlacedWorth | None:
+def budget_rows(results: Sequence[SetResult]) -> PlacedWorth | None:
     """The budget rows of the RRF pairs of every set's results, each conversation packed
     by RRF's worth fitted to every other conversation of every set (with one conversation
     in all, the shipped fit). Returns the fit on all (1, 1)'s lists, or None with one."""
     shipped: PlacedWorth | None = None
     for pair in BUDGET_PAIRS:
-        entries = [e for r in results for e in r["packed"][pair].entries]
+        entries = [e for r in results for e in r.packed[pair].entries]
         many = len({e.fold for e in entries}) > 1
         fitted = cross_validated(entries) if many else {}
         for result in results:
-            row = next(r for r in result["results"] if _pair(r) == pair)
-            packed = result["packed"][pair]
+            row = next(r for r in result.figures["results"] if _pair(r) == pair)
+            packed = result.packed[pair]
             packer_for = fitted.__getitem__ if many else None
-            row["withinBudget"] = scored_budgets(packed, result["asked"], packer_for)
+            row["withinBudget"] = scored_budgets(packed, result.asked, packer_for)
         if pair == (1.0, 1.0) and many:
             shipped = fit(entries)
     return shipped

@@ -21,16 +21,8 @@ import numpy.typing as npt
 from nexusai.embedders import Embedder
 from nexusai.errors import InvalidInput
 from nexusai.evaluation.budgets import BUDGETS, Fold, Packed
-from nexusai.evaluation.harness import (
-    Asked,
-    Imported,
-    Read,
-    Run,
-    budgeted,
-    read,
-    replayed,
-    summary,
-)
+from nexusai.evaluation.harness import Run, SetResult, summary
+from nexusai.evaluation.replay import Asked, Imported, Read, budgeted, read, replayed
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.modes import Learned
 from nexusai.orchestration.packing import PACK_DEPTH
@@ -298,14 +290,14 @@ class LearnedEval:
         )
 
     def rows(
-        self, results: Sequence[dict[str, Any]], ks: Sequence[int], progress: Callable[[str], None]
+        self, results: Sequence[SetResult], ks: Sequence[int], progress: Callable[[str], None]
     ) -> None:
         """Adds a cross-validated learned row to each set's results."""
         deep: dict[int, dict[int, list[FusedEpisode]]] = {}
         ranked = cross_validated(self.pools, self.depth, ks, progress, deep=deep)
         start = 0
         for result in results:
-            asked = result["asked"]
+            asked = result.asked
             lists = {k: [ranked[start + i][k] for i in range(len(asked))] for k in ks}
             latency = [self.pools[start + i].latency_ms for i in range(len(asked))]
             packed = Packed(Learned.packer)
@@ -322,5 +314,5 @@ class LearnedEval:
             self.packed.entries += packed.entries
             start += len(asked)
             run = Run(None, lists, latency, packed)
-            row = summary(run, asked, ks, result["categories"])
-            result["results"].append({"dataset": result["dataset"], **row})
+            row = summary(run, asked, ks, result.categories)
+            result.figures["results"].append({"dataset": result.figures["dataset"], **row})

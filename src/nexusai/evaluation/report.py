@@ -7,8 +7,7 @@ import importlib.util
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
-from pathlib import Path
+from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console
@@ -20,12 +19,13 @@ from nexusai.embedders import Embedder
 from nexusai.evaluation.budgets import BUDGETS, SOURCES
 from nexusai.evaluation.calibration import standing_floor
 from nexusai.evaluation.datasets import EvalSet
-from nexusai.evaluation.harness import Also, budget_rows, evaluate, plot
+from nexusai.evaluation.harness import Also, SetResult, budget_rows, evaluate, plot
 from nexusai.evaluation.learned import LearnedEval
+from nexusai.evaluation.options import EvalOptions
 from nexusai.evaluation.vectors import eval_embedder
 from nexusai.orchestration.modes import RRF, Learned
 from nexusai.orchestration.packing import PlacedWorth
-from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings, read_settings_file
+from nexusai.orchestration.settings import read_settings_file
 
 RECOMMENDED = (1.0, 1.0)  # the one weight pair that holds on both kinds of chat
 # What the README recommends: the learned ranker (weights kept at the best pair, for RRF).
@@ -63,7 +63,7 @@ def _learned(
 
 
 def _cross_validate(
-    console: Console, learned: LearnedEval, results: list[dict[str, Any]], ks: Sequence[int]
+    console: Console, learned: LearnedEval, results: list[SetResult], ks: Sequence[int]
 ) -> None:
     conversations = len({p.fold for p in learned.pools})
     with Progress(console=console, transient=True) as bar:
@@ -71,23 +71,6 @@ def _cross_validate(
             "fusion learned: one ranker per held-out conversation", total=conversations
         )
         learned.rows(results, ks, lambda _: bar.advance(task))
-
-
-@dataclass(frozen=True)
-class EvalOptions:
-    ks: Sequence[int] = (5, 10, 20)
-    depth: int | None = None
-    turns_per_episode: int = 1
-    json_out: Path | None = None
-    plot_out: Path | None = None
-    learned: bool = True
-    keyword_budget: int = 0
-    time_aware: str = "off"
-    kept_vectors: bool = True  # each text's vector read back from earlier runs
-
-    def base(self) -> RuntimeSettings:
-        """The settings every turn starts from."""
-        return replace(DEFAULTS, keyword_budget=self.keyword_budget, time_aware=self.time_aware)
 
 
 def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
@@ -112,8 +95,7 @@ def run_eval(sets: Sequence[EvalSet], options: EvalOptions) -> dict[str, Any]:
     placed = budget_rows(results)
     per_set = []
     for result in results:
-        del result["asked"], result["categories"], result["packed"]  # what rows were scored on
-        per_set.append({**result, **marks})
+        per_set.append({**result.figures, **marks})
         _print_set(console, per_set[-1], options.ks)
     combined = {
         "embedder": embedder.name,
@@ -182,22 +164,12 @@ def _with_progress(
     options: EvalOptions,
     extra: Sequence[tuple[float, float]],
     also: Also | None,
-) -> dict[str, Any]:
+) -> SetResult:
     with Progress(console=console, transient=True) as bar:
         task = bar.add_task(
             f"{evalset.name}: importing and asking", total=len(evalset.conversations)
         )
-        return evaluate(
-            evalset,
-            embedder,
-            options.ks,
-            extra,
-            lambda _: bar.advance(task),
-            options.depth,
-            options.turns_per_episode,
-            also,
-            options.base(),
-        )
+        return evaluate(evalset, embedder, options, extra, lambda _: bar.advance(task), also)
 
 
 def worst_case(per_set: Sequence[dict[str, Any]], ks: Sequence[int]) -> list[dict[str, Any]]:

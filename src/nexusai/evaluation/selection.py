@@ -19,7 +19,6 @@ from rich.table import Table
 from nexusai.config import Config
 from nexusai.evaluation.budgets import Packed, within_budget
 from nexusai.evaluation.datasets import EvalSet
-from nexusai.evaluation.harness import budgeted
 from nexusai.evaluation.learned import (
     DEPTH,
     LEARNED,
@@ -29,6 +28,7 @@ from nexusai.evaluation.learned import (
     Recipe,
     held_out_rankers,
 )
+from nexusai.evaluation.replay import budgeted
 from nexusai.evaluation.training import collect
 from nexusai.evaluation.vectors import eval_embedder
 from nexusai.orchestration.modes import Learned

@@ -16,7 +16,7 @@ from rich.table import Table
 from nexusai.config import Config
 from nexusai.embedders import Embedder
 from nexusai.evaluation.datasets import EvalSet
-from nexusai.evaluation.harness import SWEEP, imported, replayed
+from nexusai.evaluation.harness import SWEEP
 from nexusai.evaluation.learned import (
     DEPTH,
     SHIPPED_RECIPE,
@@ -27,6 +27,7 @@ from nexusai.evaluation.learned import (
     rank_ids,
 )
 from nexusai.evaluation.metrics import recall_at
+from nexusai.evaluation.replay import imported, replayed
 from nexusai.evaluation.vectors import eval_embedder
 from nexusai.orchestration.settings import DEFAULTS
 from nexusai.ranking.model import Ranker, save

@@ -97,6 +97,7 @@ class Forgetting:
 
     def __init__(self) -> None:
         self._running = 0
+        self._waiting = 0
         self._changed = threading.Condition()
 
     @contextlib.contextmanager
@@ -114,8 +115,18 @@ class Forgetting:
     def wait_out(self, stopping: threading.Event) -> None:
         """Returns once no forget runs, or the memory is stopping."""
         with self._changed:
-            while self._running and not stopping.is_set():
-                self._changed.wait(0.5)
+            self._waiting += 1
+            try:
+                while self._running and not stopping.is_set():
+                    self._changed.wait(0.5)
+            finally:
+                self._waiting -= 1
+
+    def waiting(self) -> int:
+        """How many threads wait in `wait_out` for the forgets to end (the background's
+        indexing, held back)."""
+        with self._changed:
+            return self._waiting
 
 
 BEHIND_BATCH = 32  # episodes a batch behind the requests: a turn's query waits for less

@@ -131,6 +131,12 @@ MODES: dict[str, Callable[[Ranker | None], FusionMode]] = {
     RRF.name: lambda ranker: RRF(),
     Learned.name: lambda ranker: Learned(ranker or shipped()),
 }
+"""Every fusion mode by name. A new entry needs: a `FusionMode` with `asks`, `fuse` and a
+`packer` named in `packing.PACKERS` (or a new packer there); `make docs`, since the
+`fusion` setting's choices (docs/retrieval.md, docs/api.md) come from here; its runs in
+`nexus eval` (`evaluation/harness.py` scores RRF's weight pairs and the learned mode by
+name); and, for the inspector's sliders, its turn asked of the server (the page re-fuses
+RRF only, `inspector/ui/fusion.js`)."""
 
 
 def fusion_mode(name: str, ranker: Ranker | None = None) -> FusionMode:

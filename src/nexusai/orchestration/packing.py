@@ -353,6 +353,10 @@ def _word_end(text: str, at: int) -> int:
 
 
 PACKERS: dict[str, Packer] = {packer.name: packer for packer in (Dense(), Placed())}
+"""Every packer by name: a mode names its own (`FusionMode.packer`). A new entry needs:
+its `worth` (and, if fitted, its fit in `evaluation.calibration`, printed by `nexus eval`
+and kept here as `PLACED_WORTH` is); a mode that names it; `nexus eval` then scores it
+within every budget under that name (`budgets.Packed`, `within_budget`)."""
 
 
 def pack_turn(

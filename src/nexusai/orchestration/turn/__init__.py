@@ -4,8 +4,9 @@
     request --plan(settings, mode)--> TurnPlan --gather(memory, embedder)--> Gathered
     (TurnPlan, Gathered) --assemble--> Context
 
-A new candidate source is one class in `sources.py` (or a module beside it) and one line
-in `SOURCES`; a new fusion mode is one class in `modes.py` and one line in `MODES`.
+A new candidate source is one `Source` value in `sources.py`'s `SOURCES` (its `find` there
+or in a module beside it); a new fusion mode is one class in `modes.py` and one line in
+`MODES`. Each table's docstring says what a new entry must also touch.
 """
 
 from nexusai.orchestration.turn.assemble import assemble

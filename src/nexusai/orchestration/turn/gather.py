@@ -29,7 +29,8 @@ POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="nexus-turn")
 
 def gather(turn: TurnPlan, memory: MemoryClient, embedder: Embedder) -> Gathered:
     """Everything the plan asks to be read, each source's rows without the recent turns
-    the prompt holds (the one place they are dropped)."""
+    the prompt holds (the semantic leg leaves them out inside its query too, to fill its
+    depth; here they leave every source's rows)."""
     timings: dict[str, float] = {}
     request, settings = turn.request, turn.settings
     scope_call = (

@@ -134,4 +134,12 @@ SOURCES: tuple[Source, ...] = (
         find=standing_episodes,
     ),
 )
+"""Every source a turn may ask, in the order fusion sums them. A new entry needs: its
+`find` (here or in a module beside it, taking a `legs.LegQuery`); a `weight` under the
+settings, or a feature that reads it by name (`learned.READS`, `ranking.features`, and a
+ranker trained on it), or it is fetched for nothing; `rows` if it asks past `depth`. Its
+`step` joins `api.TIMED_STEPS` and `Server-Timing` by itself (then `make docs`, since
+docs/api.md lists them). By its name it reaches fusion, `FusedEpisode.ranks`, explain's
+`ranks`, `legs`' `lists` and the eval's split of the evidence (`budgets.found_by`);
+nothing else names it. `tests/test_third_source.py` is the pattern of its test."""
 BY_NAME: dict[str, Source] = {source.name: source for source in SOURCES}

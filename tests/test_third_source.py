@@ -30,9 +30,9 @@ SAID = [
 def pinboard(on_it: list[int]) -> Source:
     """A made-up source: the episodes pinned to a board, found whatever the message says."""
 
-    def find(asked: LegQuery) -> list[Episode]:
-        scope = set(asked.session_ids)
-        pinned = asked.memory.recent_episodes(asked.session_ids[0], 100)
+    def find(leg: LegQuery) -> list[Episode]:
+        scope = set(leg.session_ids)
+        pinned = leg.memory.recent_episodes(leg.session_ids[0], 100)
         return [e for i in on_it for e in pinned if e.id == i and e.session_id in scope]
 
     return Source(
@@ -53,8 +53,8 @@ def test_a_third_weighted_source_is_fused_explained_and_counted_by_its_name(
     stored = memory.add_episodes(session.id, [NewEpisode("user", text) for text in SAID])
     key, kayak = stored[3].id, stored[1].id  # no word of the question; the keyword leg's
     settings = replace(DEFAULTS, semantic_weight=0.0, keyword_weight=1.0, recent_limit=0)
-    asked = TurnRequest(session.id, "where did we rent the kayak?", explain=True)
-    turn = plan(settings, asked, RRF(), sources=(*SOURCES, pinboard([key, kayak])))
+    request = TurnRequest(session.id, "where did we rent the kayak?", explain=True)
+    turn = plan(settings, request, RRF(), sources=(*SOURCES, pinboard([key, kayak])))
     assert turn.names == ("keyword", "standing", "pinboard")
     assert turn.weights["pinboard"] == 1.0
 
@@ -74,7 +74,7 @@ def test_a_third_weighted_source_is_fused_explained_and_counted_by_its_name(
     assert (by_memory[key], by_memory[kayak]) == ("pinboard", "both")
     packed = Packed("placed")
     lists = {depth: context.memories for depth in depths(BUDGETS)}
-    packed.add(("chats", "c1"), asked.message, lists, (), [key, kayak])
+    packed.add(("chats", "c1"), request.message, lists, (), [key, kayak])
     row = within_budget("placed", packed.given(budgets=(500,)), [[key, kayak]], ["x"])["placed"]
     parts = row["foundBy"]["overall"]["500"]
     assert (parts["pinboard"], parts["both"], parts["keyword"]) == (0.5, 0.5, 0.0)

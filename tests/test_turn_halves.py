@@ -29,7 +29,7 @@ def gathered(**found: list[Episode]) -> Gathered:
         embedder="minilm",
         recent=[],
         found=dict(found),
-        standing=[],
+        standing_candidates=[],
         entities=[],
         warnings=[],
         timings={},
@@ -100,7 +100,7 @@ def test_assemble_carries_standing_ones_by_the_floor_only_with_a_vector() -> Non
     ranked = [FusedEpisode(near, 0.6), FusedEpisode(far, 0.1)]
     settings = replace(DEFAULTS, standing_limit=1)
     turn = plan(settings, ASKED, RRF())
-    with_vector = replace(gathered(semantic=[ep(1)]), standing=ranked)
+    with_vector = replace(gathered(semantic=[ep(1)]), standing_candidates=ranked)
     assert [f.episode.id for f in assemble(turn, with_vector).standing] == [7]
     unfloored = replace(settings, standing_floor=0.7)  # 0.6 is under it: none of the two
     assert assemble(replace(turn, settings=unfloored), with_vector).standing == []

@@ -39,7 +39,7 @@ from nexusai.orchestration import openai_api
 from nexusai.orchestration.http_memory import HttpMemoryClient
 from nexusai.orchestration.service import Orchestration
 from nexusai.orchestration.settings import SettingsStore
-from nexusai.orchestration.warm import WARM_CHARS, WARM_TURNS, Asked, warm_turns
+from nexusai.orchestration.warm import WARM_CHARS, WARM_TURNS, SessionMessage, warm_turns
 from nexusai.ranking.model import Ranker, configured
 from nexusai.schemas import CamelModel
 from nexusai.warmup import Warmup
@@ -221,7 +221,7 @@ def _settings_path(config: Config) -> Path:
     return config.data_dir / ORCHESTRATION_FILE if config.database_url else config.db_path
 
 
-def _newest_messages(memory: Memory) -> list[Asked]:
+def _newest_messages(memory: Memory) -> list[SessionMessage]:
     """The newest session's newest messages, each cut to a message's usual length: what
     the warm turns ask (none in an empty store)."""
     sessions = memory.store.sessions.count()

@@ -31,7 +31,7 @@ from nexusai.evaluation.metrics import hit_at, percentile, recall_at, reciprocal
 from nexusai.evaluation.options import EvalOptions
 from nexusai.evaluation.replay import (
     SLICES,
-    Asked,
+    EvalQuestion,
     Imported,
     Read,
     budgeted,
@@ -82,7 +82,7 @@ class SetResult:
     weight pair's fused lists (`budget_rows`, the learned rows)."""
 
     figures: dict[str, Any]
-    asked: list[Asked]
+    asked: list[EvalQuestion]
     categories: list[str]
     packed: dict[Weights, Packed]
 
@@ -107,7 +107,7 @@ def evaluate(
     runs = {pair: Run(pair, {limit: [] for limit in limits}, []) for pair in pairs}
     for pair in BUDGET_PAIRS:
         runs[pair].packed = Packed(RRF.packer)  # scored later, by `budget_rows`
-    questions: list[Asked] = []
+    questions: list[EvalQuestion] = []
     dropped = 0
     for item in evalset.conversations:
         asked, lost = _evaluate_conversation(
@@ -139,7 +139,7 @@ def evaluate(
 
 
 def leg_choice_bound(
-    semantic: Run, keyword: Run, questions: list[Asked], ks: Sequence[int]
+    semantic: Run, keyword: Run, questions: list[EvalQuestion], ks: Sequence[int]
 ) -> dict[str, float]:
     """Recall@k if each question were answered by whichever single leg did better on it:
     what no per-question choice of leg (or weights leaning all one way) can pass. Fusion
@@ -161,7 +161,7 @@ def _evaluate_conversation(
     turns_per_episode: int,
     also: Also | None,
     base: RuntimeSettings,
-) -> tuple[list[Asked], int]:
+) -> tuple[list[EvalQuestion], int]:
     fold = (dataset, item.conversation.key)
     with imported(item, embedder, turns_per_episode) as chat:
         deep = []
@@ -177,17 +177,17 @@ def _ask(
     chat: Imported,
     embedder: Embedder,
     fold: Fold,
-    question: Asked,
+    question: EvalQuestion,
     runs: dict[Weights, Run],
     base: RuntimeSettings,
-) -> tuple[Asked, Read]:
+) -> tuple[EvalQuestion, Read]:
     """The question read once per depth, each weight pair's turns assembled from those
     reads. Returns it with the standing candidates its turn carries at any floor, and its
     deepest read (a budgeted turn's, which the learned mode ranks)."""
     limits = sorted(next(iter(runs.values())).ranked)
     reads = {limit: read(chat, embedder, question.text, _at(base, limit)) for limit in limits}
     deep = read(chat, embedder, question.text, replace(base, context_budget=BUDGETS[-1]))
-    question = replace(question, standing=tuple(deep.gathered.standing))
+    question = replace(question, standing=tuple(deep.gathered.standing_candidates))
     for (semantic, keyword), run in runs.items():  # every run here is a weight pair
         weighed = replace(base, semantic_weight=semantic, keyword_weight=keyword)
         for limit, ranked in run.ranked.items():
@@ -210,7 +210,7 @@ def _at(settings: RuntimeSettings, limit: int) -> RuntimeSettings:
 
 
 def _scores(
-    run: Run, chosen: list[int], questions: list[Asked], ks: Sequence[int]
+    run: Run, chosen: list[int], questions: list[EvalQuestion], ks: Sequence[int]
 ) -> dict[str, Any]:
     """Scores over the questions at the indexes `chosen`; recall@k and hit@k from the turn
     at `semanticLimit` k (or the one deep turn), MRR from the deepest."""
@@ -237,7 +237,7 @@ def _ranked_at(run: Run, k: int) -> list[list[int]]:
 
 
 def summary(
-    run: Run, questions: list[Asked], ks: Sequence[int], categories: Sequence[str]
+    run: Run, questions: list[EvalQuestion], ks: Sequence[int], categories: Sequence[str]
 ) -> dict[str, Any]:
     """A row of the results: recall, hit and MRR overall, per category and per slice."""
     by_category = {
@@ -270,7 +270,9 @@ def summary(
 
 
 def scored_budgets(
-    packed: Packed, questions: Sequence[Asked], packer_for: Callable[[Fold], Packer] | None = None
+    packed: Packed,
+    questions: Sequence[EvalQuestion],
+    packer_for: Callable[[Fold], Packer] | None = None,
 ) -> dict[str, Any]:
     """Recall within each budget of what `packed`'s turns gave (`evaluation.budgets`)."""
     evidence = [q.evidence for q in questions]

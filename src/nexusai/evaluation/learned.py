@@ -22,7 +22,7 @@ from nexusai.embedders import Embedder
 from nexusai.errors import InvalidInput
 from nexusai.evaluation.budgets import BUDGETS, Fold, Packed
 from nexusai.evaluation.harness import Run, SetResult, summary
-from nexusai.evaluation.replay import Asked, Imported, Read, budgeted, read, replayed
+from nexusai.evaluation.replay import EvalQuestion, Imported, Read, budgeted, read, replayed
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.modes import Learned
 from nexusai.orchestration.packing import PACK_DEPTH
@@ -61,7 +61,7 @@ class Pool:
 
     dataset: str
     conversation: str
-    question: Asked
+    question: EvalQuestion
     read: Read  # the question as read (both legs, without what only the indexes read)
     ids: list[int]  # the matrix's rows
     matrix: Matrix
@@ -110,7 +110,7 @@ def pools_of(
     return found
 
 
-def pool(dataset: str, conversation: str, question: Asked, asked: Read, depth: int) -> Pool:
+def pool(dataset: str, conversation: str, question: EvalQuestion, asked: Read, depth: int) -> Pool:
     found = asked.gathered.found
     semantic, keyword = found.get("semantic", []), found.get("keyword", [])
     cands = candidates(question.text, semantic[:depth], keyword[:depth])

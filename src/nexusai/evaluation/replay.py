@@ -35,7 +35,7 @@ from nexusai.timewords import TimeWindow
 
 
 @dataclass(frozen=True)
-class Asked:
+class EvalQuestion:
     """A question as asked: its evidence resolved to episode ids of the store."""
 
     text: str
@@ -54,7 +54,7 @@ class Imported:
     """One labelled conversation in a store of its own, its questions resolved."""
 
     memory: Memory
-    questions: list[Asked]
+    questions: list[EvalQuestion]
     dropped: int  # evidence refs that named no message
     scope: list[int]  # all its sessions
     now: datetime | None = None  # when its questions are asked: its last message's time
@@ -188,7 +188,7 @@ def _bare(episode: Episode) -> Episode:
     return replace(episode, search_text="", context_text="", metadata={})
 
 
-def with_slices(memory: Memory, question: Asked, speakers: set[str]) -> Asked:
+def with_slices(memory: Memory, question: EvalQuestion, speakers: set[str]) -> EvalQuestion:
     said_by = {e.speaker.lower() for e in memory.store.episodes.get_many(question.evidence)}
     named = named_speakers(question.text, speakers)
     slices = []
@@ -199,7 +199,7 @@ def with_slices(memory: Memory, question: Asked, speakers: set[str]) -> Asked:
     return replace(question, slices=tuple(slices))
 
 
-def with_answer(memory: Memory, question: Asked) -> Asked:
+def with_answer(memory: Memory, question: EvalQuestion) -> EvalQuestion:
     """The question with its answer words: its reference's words its evidence states."""
     texts = [e.content for e in memory.store.episodes.get_many(question.evidence)]
     return replace(question, answer=answer_words(question.reference, question.text, texts))
@@ -234,7 +234,9 @@ def _line(episode: NewEpisode, with_speaker: bool) -> str:
     return said(episode.speaker, text) if with_speaker else text
 
 
-def resolve_questions(item: EvalConversation, ids: dict[str, int]) -> tuple[list[Asked], int]:
+def resolve_questions(
+    item: EvalConversation, ids: dict[str, int]
+) -> tuple[list[EvalQuestion], int]:
     """Questions with at least one resolvable evidence message; refs that resolve to none
     (typos in the data) are dropped and counted. Messages merged into one episode count
     once."""
@@ -248,6 +250,6 @@ def resolve_questions(item: EvalConversation, ids: dict[str, int]) -> tuple[list
                 found.append(ids[key])
         if found:
             questions.append(
-                Asked(question.text, found, question.category, reference=question.answer)
+                EvalQuestion(question.text, found, question.category, reference=question.answer)
             )
     return questions, dropped

@@ -97,7 +97,7 @@ def out_of_fold(
                 pool.fold,
                 question.text,
                 fused,
-                tuple(pool.read.gathered.standing),
+                tuple(pool.read.gathered.standing_candidates),
                 question.evidence,
                 question.answer,
             )

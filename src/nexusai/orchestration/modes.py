@@ -21,7 +21,7 @@ Found = Mapping[str, Sequence[Episode]]  # each fused source's candidates, by it
 
 
 @dataclass(frozen=True, kw_only=True)
-class Asks:
+class Needs:
     """What a mode needs of the sources for one turn."""
 
     depth: int  # rows each leg is asked for
@@ -38,7 +38,7 @@ class FusionMode(ABC):
     packer: str  # how a budgeted turn packs what it fuses (`packing.PACKERS`)
 
     @abstractmethod
-    def asks(self, pool: int, legs: bool, recent: int) -> Asks:
+    def needs(self, pool: int, legs: bool, recent: int) -> Needs:
         """For a turn whose packing chooses from `pool` memories and whose prompt holds
         `recent` turns; with `legs`, both legs are asked in full (a client re-fuses them)."""
 
@@ -65,8 +65,8 @@ class RRF(FusionMode):
     name = "rrf"
     packer = "placed"  # its scores say the order: worth is read from the place
 
-    def asks(self, pool: int, legs: bool, recent: int) -> Asks:
-        return Asks(depth=pool, both=legs, headroom=None, limit=pool)
+    def needs(self, pool: int, legs: bool, recent: int) -> Needs:
+        return Needs(depth=pool, both=legs, headroom=None, limit=pool)
 
     def fuse(
         self,
@@ -99,10 +99,10 @@ class Learned(FusionMode):
     def __init__(self, ranker: Ranker) -> None:
         self.ranker = ranker
 
-    def asks(self, pool: int, legs: bool, recent: int) -> Asks:
+    def needs(self, pool: int, legs: bool, recent: int) -> Needs:
         headroom = None if legs else recent
         depth = max(self.ranker.depth, pool)  # a large budget's pool is deeper than trained
-        return Asks(depth=depth, both=True, headroom=headroom, limit=pool)
+        return Needs(depth=depth, both=True, headroom=headroom, limit=pool)
 
     def fuse(
         self,

@@ -23,11 +23,11 @@ WARM_SETTINGS: tuple[Mapping[str, object], ...] = (
     {"fusion": "learned", "contextBudget": 1000, "memoryOrder": "auto"},
 )
 
-Asked = tuple[int, str]  # a session, and a message asked in it
+SessionMessage = tuple[int, str]  # a session, and a message asked in it
 
 
 def warm_turns(
-    orchestration: Orchestration, asked: Sequence[Asked], keep_on: Callable[[], bool]
+    orchestration: Orchestration, asked: Sequence[SessionMessage], keep_on: Callable[[], bool]
 ) -> None:
     """Each of `asked` as a turn at each of the warm settings, with and without `explain`,
     while `keep_on()`: what they return is thrown away."""

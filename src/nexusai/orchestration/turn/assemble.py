@@ -22,12 +22,12 @@ def assemble(turn: TurnPlan, gathered: Gathered) -> Context:
     settings, timings = turn.settings, dict(gathered.timings)
     # Without a vector nothing is near the message: the newest come, and no floor holds.
     floor = settings.standing_floor if gathered.vector is not None else 0.0
-    standing = carried(gathered.standing, settings.standing_limit, floor)
+    carried_ones = carried(gathered.standing_candidates, settings.standing_limit, floor)
     with stopwatch(timings, "fuse"):
         lists = {depth: _fused(turn, gathered, depth) for _, depth in turn.stages}
     fused = lists[turn.stages[-1].depth]
     with stopwatch(timings, "pack"):
-        kept, memories, left_out = pack(turn, lists, standing)
+        kept, memories, left_out = pack(turn, lists, carried_ones)
     return Context(
         session_id=turn.request.session_id,
         message=turn.message,
@@ -38,7 +38,7 @@ def assemble(turn: TurnPlan, gathered: Gathered) -> Context:
         warnings=[
             *turn.warnings(gathered.embedder),
             *gathered.warnings,
-            *standing_left_out(gathered.standing, standing),
+            *standing_left_out(gathered.standing_candidates, carried_ones),
             *left_out,
         ],
         lists=_lists(turn, gathered) if turn.request.legs else None,
@@ -61,12 +61,12 @@ def _fused(turn: TurnPlan, gathered: Gathered, depth: int) -> list[FusedEpisode]
     if depth == turn.pool:
         found = {name: gathered.found.get(name, []) for name in turn.fused()}
         return turn.mode.fuse(turn.message, found, turn.weights, turn.pool, turn.request.explain)
-    asks = turn.mode.asks(depth, turn.request.legs, turn.settings.recent_limit)
+    needs = turn.mode.needs(depth, turn.request.legs, turn.settings.recent_limit)
     found = {
-        name: gathered.first_rows(name, turn.source(name).rows(asks.depth, asks.headroom))
+        name: gathered.first_rows(name, turn.source(name).rows(needs.depth, needs.headroom))
         for name in turn.fused()
     }
-    return turn.mode.fuse(turn.message, found, turn.weights, asks.limit, turn.request.explain)
+    return turn.mode.fuse(turn.message, found, turn.weights, needs.limit, turn.request.explain)
 
 
 def _entities(turn: TurnPlan, gathered: Gathered) -> list[Entity]:
@@ -76,5 +76,5 @@ def _entities(turn: TurnPlan, gathered: Gathered) -> list[Entity]:
     if turn.rule is None or turn.rule.is_empty():
         return gathered.entities
     found = {e.id for rows in gathered.found.values() for e in rows}
-    found |= {f.episode.id for f in gathered.standing}
+    found |= {f.episode.id for f in gathered.standing_candidates}
     return [e for e in gathered.entities if found.intersection(e.latest_mention_ids)]

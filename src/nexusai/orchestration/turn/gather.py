@@ -61,9 +61,9 @@ def gather(turn: TurnPlan, memory: MemoryClient, embedder: Embedder) -> Gathered
             " only until it ends"
         )
     recent = recent_call.result() if recent_call else []
-    asked = leg_query(turn, memory, scope, vector, [episode.id for episode in recent])
-    late = {s.name: POOL.submit(_clocked, s, asked, timings) for s in sources if not s.early}
-    entities = _entities(turn, asked, timings)
+    leg = leg_query(turn, memory, scope, vector, [episode.id for episode in recent])
+    late = {s.name: POOL.submit(_clocked, s, leg, timings) for s in sources if not s.early}
+    entities = _entities(turn, leg, timings)
     calls = {**early, **late}
     found, dropped = _without_recent({s.name: calls[s.name].result() for s in sources}, recent)
     with stopwatch(timings, "standing"):
@@ -73,7 +73,7 @@ def gather(turn: TurnPlan, memory: MemoryClient, embedder: Embedder) -> Gathered
         embedder=embedder.name,
         recent=recent,
         found=found,
-        standing=standing,
+        standing_candidates=standing,
         entities=entities.result() if entities else [],
         warnings=warnings,
         timings=timings,
@@ -105,7 +105,7 @@ def leg_query(
 
 
 def _entities(
-    turn: TurnPlan, asked: LegQuery, timings: dict[str, float]
+    turn: TurnPlan, leg: LegQuery, timings: dict[str, float]
 ) -> Future[list[Entity]] | None:
     """The entity search, beside the late sources: it needs only the vector and scope."""
     limit = turn.settings.entity_limit
@@ -114,7 +114,7 @@ def _entities(
 
     def search() -> list[Entity]:
         with stopwatch(timings, "entities"):
-            return asked.memory.search_entities(asked.query_vector, asked.session_ids, limit)
+            return leg.memory.search_entities(leg.query_vector, leg.session_ids, limit)
 
     return POOL.submit(search)
 
@@ -137,9 +137,9 @@ def _started(
     return POOL.submit(lambda: _clocked(source, query(), timings))
 
 
-def _clocked(source: Source, asked: LegQuery, timings: dict[str, float]) -> list[Episode]:
+def _clocked(source: Source, leg: LegQuery, timings: dict[str, float]) -> list[Episode]:
     with stopwatch(timings, source.step):
-        return source.find(asked)
+        return source.find(leg)
 
 
 def _without_recent(

@@ -20,7 +20,9 @@ class Gathered:
     embedder: str  # the name of the embedder the turn's vector is (or would be) made by
     recent: list[Episode]
     found: dict[str, list[Episode]]
-    standing: list[FusedEpisode]  # pinned, then the recognised ones nearest the message
+    # The standing candidates: pinned, then the recognised ones nearest the message (the
+    # settings carry some of them: `Context.standing`).
+    standing_candidates: list[FusedEpisode]
     entities: list[Entity]
     warnings: list[str]
     timings: dict[str, float]

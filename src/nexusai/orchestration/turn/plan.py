@@ -85,8 +85,8 @@ def plan(
     or a table with another beside them), packed by `packer` (the mode's when None)."""
     rule, window = within_named_time(settings, request.message, request.now, request.rule)
     packing = budget_packing(settings, request.message)
-    asks = mode.asks(packing.stages[-1].depth, request.legs, settings.recent_limit)
-    both = request.legs or asks.both
+    needs = mode.needs(packing.stages[-1].depth, request.legs, settings.recent_limit)
+    both = request.legs or needs.both
     asked = tuple(s for s in sources if s.wanted(settings, both))
     reads = any(s.reads_vector(settings) for s in asked) or settings.entity_limit > 0
     weights = {s.name: w for s in sources if (w := s.weight(settings)) is not None}
@@ -96,12 +96,12 @@ def plan(
         mode=mode,
         rule=rule,
         window=window,
-        depth=asks.depth,
-        headroom=asks.headroom,
+        depth=needs.depth,
+        headroom=needs.headroom,
         sources=asked,
         weights=weights,
         embed=reads and request.vector is None,
-        pool=asks.limit,
+        pool=needs.limit,
         packing=packing,
         packer=packer or PACKERS[mode.packer],
         order=_order(settings.memory_order, request.message),

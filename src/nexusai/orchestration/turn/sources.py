@@ -45,37 +45,37 @@ class Source:
     rows: Callable[[int, int | None], int] = lambda depth, headroom: depth
 
 
-def standing_episodes(asked: LegQuery) -> list[Episode]:
+def standing_episodes(leg: LegQuery) -> list[Episode]:
     """The scope's pinned episodes and recognised rules and preferences, whatever the
     search finds (`orchestration/standing.py` ranks them by the message)."""
-    found = asked.memory.standing_episodes(asked.filter_ids(), STANDING_DEPTH, asked.rule)
-    return asked.within(found)
+    found = leg.memory.standing_episodes(leg.filter_ids(), STANDING_DEPTH, leg.rule)
+    return leg.within(found)
 
 
-def semantic_leg(asked: LegQuery) -> list[Episode]:
+def semantic_leg(leg: LegQuery) -> list[Episode]:
     """One vector query in the scope, recent ids excluded inside it; rows in rank order (an
     id whose row is gone is skipped)."""
-    if asked.query_vector is None or asked.limit <= 0:
+    if leg.query_vector is None or leg.limit <= 0:
         return []
     with timed(RETRIEVAL_SECONDS, leg="semantic"):
-        rows = asked.memory.vector_episodes(
-            asked.query_vector, asked.filter_ids(), asked.recent_ids, asked.limit, asked.rule
+        rows = leg.memory.vector_episodes(
+            leg.query_vector, leg.filter_ids(), leg.recent_ids, leg.limit, leg.rule
         )
-    return asked.within(rows)
+    return leg.within(rows)
 
 
-def keyword_leg(asked: LegQuery) -> list[Episode]:
+def keyword_leg(leg: LegQuery) -> list[Episode]:
     """Asks for more than `limit` (`keyword_rows`) so that dropping recent turns still
     leaves enough: `gather` drops them, since it starts this leg before it knows them."""
     with timed(RETRIEVAL_SECONDS, leg="keyword"):
-        rows = asked.memory.search_keyword(
-            asked.query,
-            asked.keyword_rows(),
-            asked.filter_ids(),
-            asked.keyword_budget,
-            asked.rule,
+        rows = leg.memory.search_keyword(
+            leg.query,
+            leg.keyword_rows(),
+            leg.filter_ids(),
+            leg.keyword_budget,
+            leg.rule,
         )
-    return asked.within(rows)
+    return leg.within(rows)
 
 
 def fused_leg(

@@ -107,11 +107,21 @@ ADDED = ("prompt",)
 
 
 def _without_added(turn: dict[str, Any]) -> dict[str, Any]:
-    """The answer as the golden file has it; the block (`prompt`) must give each memory."""
+    """The answer as the golden file has it. The block (`prompt`) must give each memory;
+    a memory's `ranks` (explain) must be its two ranks by name, and the legs' `lists` the
+    two lists by name."""
     prompt = turn["prompt"]
+    memories = []
     for memory in turn["memories"]:
         assert memory["content"] in prompt
-    return {k: v for k, v in turn.items() if k not in ADDED}
+        if "ranks" in memory:
+            by_name = {"semantic": memory.get("semanticRank"), "keyword": memory.get("keywordRank")}
+            assert memory["ranks"] == {k: v for k, v in by_name.items() if v is not None}
+        memories.append({k: v for k, v in memory.items() if k != "ranks"})
+    legs = turn.get("legs")
+    if legs is not None:
+        assert legs.pop("lists") == {"semantic": legs["semantic"], "keyword": legs["keyword"]}
+    return {k: v for k, v in {**turn, "memories": memories}.items() if k not in ADDED}
 
 
 def _without_clock(value: Any) -> Any:

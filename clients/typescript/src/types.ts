@@ -109,6 +109,8 @@ export interface MemoryOut extends EpisodeOut {
   score?: number | null;
   /** At fusion "learned", with `explain`: the ranker's chance (0 to 1) that it answers the message. */
   probability?: number | null;
+  /** With `explain`: its 1-based rank in each source that found it, by the source's name. */
+  ranks?: Record<string, number> | null;
   /** 1-based rank by meaning; null: not found by that leg. */
   semanticRank?: number | null;
   /** 1-based rank by keyword; null: not found by that leg. */
@@ -154,6 +156,8 @@ export interface EntityDetail extends EntityOut {
 export interface LegsOut {
   semantic: number[];
   keyword: number[];
+  /** Every fused source's episode ids, best first, by the source's name. */
+  lists?: Record<string, number[]>;
   terms: string[];
   rrfK: number;
   episodes: EpisodeOut[];

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from nexusai.embedders import Embedder
-from nexusai.evaluation.budgets import BUDGETS
+from nexusai.evaluation.budgets import BUDGETS, Packed
 from nexusai.evaluation.datasets import load_beam, load_locomo
 from nexusai.evaluation.harness import SWEEP
 from nexusai.evaluation.replay import (
     Imported,
+    Read,
     asked_as_a_turn,
     budgeted,
     imported,
@@ -26,6 +27,7 @@ from nexusai.evaluation.replay import (
 )
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
+from nexusai.orchestration.layout import memory_tokens
 from nexusai.orchestration.packing import packing_for
 from nexusai.orchestration.settings import DEFAULTS, RuntimeSettings
 from nexusai.ranking.model import shipped
@@ -108,10 +110,29 @@ def test_budgets_and_the_learned_mode_replay_the_deep_read(
                 _same(live, replayed(deep.at(depth), settings, ranker))
                 lists = budgeted(deep, _budgeted(fusion, *pair), ranker)
                 assert _shown(lists[depth]) == _shown(live.fused)
+                _same_given(live, lists, deep, budget, "dense" if fusion == "learned" else "placed")
         for limit in LIMITS:
             settings = replace(DEFAULTS, fusion="learned", semantic_limit=limit)
             live = asked_as_a_turn(chat, minilm, question.text, settings)
             _same(live, replayed(deep, settings, ranker))
+
+
+def _same_given(
+    live: Context,
+    lists: dict[int, list[FusedEpisode]],
+    deep: Read,
+    budget: int,
+    packer: str,
+) -> None:
+    """The eval's budget rows (`Packed.given`) from the replayed lists give what the live
+    turn gave: the same memories and standing ones, the same excerpts, the same tokens."""
+    packed = Packed(packer)
+    question = deep.request.message
+    packed.add(("set", "chat"), question, lists, deep.gathered.standing_candidates, [])
+    [given] = packed.given(budgets=(budget,))[budget]
+    assert given.ids == {f.episode.id for f in [*live.standing, *live.memories]}
+    assert given.cut == {f.episode.id for f in live.memories if f.excerpt is not None}
+    assert given.tokens == memory_tokens(live)
 
 
 def test_a_deep_read_cut_to_a_depth_is_the_read_at_that_depth(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nexusai.evaluation.answers import answer_recall
@@ -20,18 +20,15 @@ from nexusai.orchestration.layout import (
     render,
     standing_section,
 )
-from nexusai.orchestration.packing import (
-    PACK_DEPTH,
-    PACKERS,
-    Packer,
-    Packing,
-    pack_in_stages,
-    packing_for,
-)
-from nexusai.orchestration.settings import DEFAULTS, MAX_MEMORIES
+from nexusai.orchestration.modes import RRF
+from nexusai.orchestration.packing import PACK_DEPTH, PACKERS, Packer, Packing, packing_for
+from nexusai.orchestration.settings import DEFAULTS
 from nexusai.orchestration.standing import carried
+from nexusai.orchestration.turn import TurnPlan, TurnRequest, plan
+from nexusai.orchestration.turn.pack import carry_and_pack
 
 BUDGETS = (250, 500, 1000, 2000, 4000)
+_LIMIT = DEFAULTS.standing_limit  # the standing ones a turn carries, as `budget_turn`'s
 
 Fold = tuple[str, str]  # (dataset, conversation): what cross-validation holds out together
 
@@ -123,24 +120,17 @@ class Packed:
         budgets: Sequence[int] = BUDGETS,
     ) -> dict[int, list[Given]]:
         """{budget: what each question's turn gave}, each packed by `packer_for(its fold)`
-        (the shipped packer when None), its standing candidates carried as a turn at
-        `standingFloor` `floor` carries them (`orchestration.standing.carried`)."""
+        (the shipped packer when None) as a turn of that budget and `standingFloor` `floor`
+        packs what fusion gave it (`turn.pack.carry_and_pack`, the stage `assemble` runs
+        after fusion)."""
         out: dict[int, list[Given]] = {b: [] for b in budgets}
         for entry in self.entries:
             packer = packer_for(entry.fold) if packer_for else PACKERS[self.packer]
-            standing = carried(entry.standing, DEFAULTS.standing_limit, floor)
+            carried_ids = {f.episode.id for f in carried(entry.standing, _LIMIT, floor)}
             for budget, given in out.items():
-                pool = entry.pool(budget) | {f.episode.id for f in standing}
-                how = entry.packing(budget)
-                kept, memories = pack_in_stages(
-                    entry.fused,
-                    how.stages,
-                    standing,
-                    entry.message,
-                    MAX_MEMORIES,
-                    packer,
-                    how.excerpt_chars,
-                )
+                turn = budget_turn(entry.message, budget, floor, packer)
+                kept, memories, _ = carry_and_pack(turn, entry.fused, entry.standing, floor)
+                pool = entry.pool(budget) | carried_ids
                 packed = [*kept, *memories]
                 ids = frozenset(f.episode.id for f in packed)
                 cut = frozenset(f.episode.id for f in packed if f.excerpt is not None)
@@ -150,6 +140,13 @@ class Packed:
                 tokens = block_tokens(kept, memories)
                 given.append(Given(ids, cut, tokens, sources, pool, answer))
         return out
+
+
+def budget_turn(message: str, budget: int, floor: float, packer: Packer) -> TurnPlan:
+    """The plan of a turn of `message` at this budget and standing floor, packed by
+    `packer`: what its packing reads of it (stages, excerpts, limits, order)."""
+    settings = replace(DEFAULTS, context_budget=budget, standing_floor=floor)
+    return plan(settings, TurnRequest(0, message), RRF(), packer=packer)
 
 
 def prompt_of(standing: Sequence[FusedEpisode], memories: Sequence[FusedEpisode]) -> str:

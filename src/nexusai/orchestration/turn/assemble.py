@@ -10,9 +10,8 @@ from nexusai.models import Entity, Episode
 from nexusai.observability import stopwatch
 from nexusai.orchestration.context import Context
 from nexusai.orchestration.fusion import FusedEpisode
-from nexusai.orchestration.standing import carried, standing_left_out
 from nexusai.orchestration.turn.gathered import Gathered
-from nexusai.orchestration.turn.pack import pack
+from nexusai.orchestration.turn.pack import carry_and_pack
 from nexusai.orchestration.turn.plan import TurnPlan
 
 
@@ -22,12 +21,11 @@ def assemble(turn: TurnPlan, gathered: Gathered) -> Context:
     settings, timings = turn.settings, dict(gathered.timings)
     # Without a vector nothing is near the message: the newest come, and no floor holds.
     floor = settings.standing_floor if gathered.vector is not None else 0.0
-    carried_ones = carried(gathered.standing_candidates, settings.standing_limit, floor)
     with stopwatch(timings, "fuse"):
         lists = {depth: _fused(turn, gathered, depth) for _, depth in turn.stages}
     fused = lists[turn.stages[-1].depth]
     with stopwatch(timings, "pack"):
-        kept, memories, left_out = pack(turn, lists, carried_ones)
+        kept, memories, left_out = carry_and_pack(turn, lists, gathered.standing_candidates, floor)
     return Context(
         session_id=turn.request.session_id,
         message=turn.message,
@@ -38,7 +36,6 @@ def assemble(turn: TurnPlan, gathered: Gathered) -> Context:
         warnings=[
             *turn.warnings(gathered.embedder),
             *gathered.warnings,
-            *standing_left_out(gathered.standing_candidates, carried_ones),
             *left_out,
         ],
         lists=_lists(turn, gathered) if turn.request.legs else None,

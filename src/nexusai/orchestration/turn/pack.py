@@ -10,13 +10,29 @@ from datetime import tzinfo
 from nexusai.orchestration.fusion import FusedEpisode
 from nexusai.orchestration.layout import block_tokens
 from nexusai.orchestration.packing import pack_in_stages
+from nexusai.orchestration.standing import carried, standing_left_out
 from nexusai.orchestration.turn.plan import TurnPlan
 
 Packed = tuple[list[FusedEpisode], list[FusedEpisode], list[str]]
 
 
+def carry_and_pack(
+    turn: TurnPlan,
+    lists: Mapping[int, Sequence[FusedEpisode]],
+    candidates: Sequence[FusedEpisode],
+    floor: float,
+) -> Packed:
+    """What a turn gives after fusion: the standing ones its settings carry of
+    `candidates` at `floor` (`standing.carried`), then `pack`, and what either left out,
+    said. `assemble` runs it, and the eval's budgets replay it per budget and floor
+    (`evaluation.budgets`)."""
+    carried_ones = carried(candidates, turn.settings.standing_limit, floor)
+    kept, memories, left_out = pack(turn, lists, carried_ones)
+    return kept, memories, [*standing_left_out(candidates, carried_ones), *left_out]
+
+
 def pack(
-    turn: TurnPlan, lists: Mapping[int, list[FusedEpisode]], standing: Sequence[FusedEpisode]
+    turn: TurnPlan, lists: Mapping[int, Sequence[FusedEpisode]], standing: Sequence[FusedEpisode]
 ) -> Packed:
     """(standing ones kept, memories, warnings): packing by the plan's packer into the
     budget in the plan's stages (`lists`: fusion's list at each stage's depth; at most

@@ -16,7 +16,7 @@ from nexusai.embedders import Embedder
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.keys import KeyStore
 from nexusai.memory.postgres.store import PgStore
-from nexusai.memory.repositories import transfer
+from nexusai.memory.postgres import transfer
 from nexusai.memory.service import Memory
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import NewEpisode

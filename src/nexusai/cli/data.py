@@ -249,7 +249,7 @@ def migrate(url: str, no_vectors: bool, data_dir: Path | None) -> None:
 
     from nexusai.config import Config
     from nexusai.memory.postgres.store import PgStore
-    from nexusai.memory.repositories import transfer
+    from nexusai.memory.postgres import transfer
     from nexusai.memory.service import Memory
     from nexusai.memory.sqlite.store import SqliteStore
 

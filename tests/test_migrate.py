@@ -15,8 +15,8 @@ from nexusai.config import Config
 from nexusai.embedders import Embedder
 from nexusai.memory.extractors import SpacyExtractor
 from nexusai.memory.keys import KeyStore
-from nexusai.memory.postgres.store import PgStore
 from nexusai.memory.postgres import transfer
+from nexusai.memory.postgres.store import PgStore
 from nexusai.memory.service import Memory
 from nexusai.memory.sqlite.store import SqliteStore
 from nexusai.models import NewEpisode

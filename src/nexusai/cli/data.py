@@ -248,8 +248,8 @@ def migrate(url: str, no_vectors: bool, data_dir: Path | None) -> None:
     from rich.progress import Progress
 
     from nexusai.config import Config
-    from nexusai.memory.postgres.store import PgStore
     from nexusai.memory.postgres import transfer
+    from nexusai.memory.postgres.store import PgStore
     from nexusai.memory.service import Memory
     from nexusai.memory.sqlite.store import SqliteStore
 

@@ -314,9 +314,16 @@ function showWeights() {
       : "fusion rrf: the sliders re-fuse both legs' lists here as they move.";
 }
 
-// A slider moved: re-fused here, or, with a budget (the server's packing), asked again.
+// Whether the server fused lists beside the two legs (a source added by name).
+function otherLists(legs) {
+  return Object.keys(legs.lists || {}).some((name) => name !== "semantic" && name !== "keyword");
+}
+
+// A slider moved: re-fused here, or, with a budget (the server's packing) or lists beside
+// the legs, asked again.
 function weightsMoved() {
-  if (weights().contextBudget > 0 && weights().fusion !== "learned") {
+  const beside = state.asked && otherLists(state.asked.legs);
+  if ((weights().contextBudget > 0 || beside) && weights().fusion !== "learned") {
     showWeights();
     return limitChanged();
   }
@@ -366,7 +373,9 @@ function renderMemories() {
   const { legs, byId, baseline, asked, memories } = state.asked;
   const { semanticWeight, keywordWeight } = weights();
   const learned = asked.fusion === "learned";
-  const packed = asked.contextBudget > 0;  // packing is the server's: the page shows its choice
+  // Packing is the server's, and so is the fusion of a list beyond the two legs (whose
+  // weight the page does not hold): the page shows the server's choice.
+  const packed = asked.contextBudget > 0 || otherLists(legs);
   const fused = learned || packed
     ? memories
     : fuseLegs(legs.semantic, legs.keyword, semanticWeight, keywordWeight, asked.semanticLimit, legs.rrfK);
@@ -386,8 +395,10 @@ function renderMemories() {
   $("prompt-note").textContent = moved
     ? `stale: the block as asked at ${asked.semanticWeight.toFixed(2)} / ${asked.keywordWeight.toFixed(2)}; Ask again for it at these weights`
     : "the server's choice, grouped by conversation";
-  $("fusion-note").textContent = packed
+  $("fusion-note").textContent = asked.contextBudget > 0
     ? `the server's choice (fusion ${asked.fusion}), packed into ${asked.contextBudget} tokens: ${state.asked.tokens} used`
+    : packed
+      ? `the server's choice (fusion ${asked.fusion}): it fused ${Object.keys(legs.lists).join(", ")}`
     : learned || (semanticWeight === asked.semanticWeight && keywordWeight === asked.keywordWeight)
       ? `the server's order (fusion ${asked.fusion})`
       : `re-fused here at ${semanticWeight.toFixed(2)} / ${keywordWeight.toFixed(2)}`;
@@ -403,10 +414,15 @@ function standingItem(kept) {
 
 function memoryItem(fused, episode, terms, entered) {
   const rank = (name, value) => badge(`${name} ${value === null ? "–" : `#${value}`}`, "rank");
+  // Its rank in each list by name: the spec's two always (– where one missed it), then
+  // any other source that found it.
+  const ranks = fused.ranks || { semantic: fused.semanticRank, keyword: fused.keywordRank };
+  const others = Object.keys(ranks).filter((name) => name !== "semantic" && name !== "keyword");
   const badges = [
     " ",
-    rank("semantic", fused.semanticRank),
-    rank("keyword", fused.keywordRank),
+    rank("semantic", ranks.semantic ?? null),
+    rank("keyword", ranks.keyword ?? null),
+    ...others.map((name) => rank(name, ranks[name])),
     fused.probability == null
       ? badge(`score ${fused.score.toFixed(5)}`, "score")
       : withTitle(badge(`${Math.round(fused.probability * 100)}% likely`, "score"),

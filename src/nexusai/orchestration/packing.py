@@ -48,6 +48,11 @@ EXCERPT_OVER_CHARS = 540
 EXCERPT_TOKENS = 80
 EXCERPT_CHARS = 360
 CHARS_PER_TOKEN = EXCERPT_CHARS / EXCERPT_TOKENS
+# Where an excerpt opens: this share of its length before the first of the message's words
+# it holds, so that most of it follows them (a fact tends to come after the words that ask
+# for it: "my budget is ..."); centred on them gave a little less of the answers' words
+# (docs/evaluation.md, "Excerpts, worth per token ...").
+EXCERPT_LEAD = 0.25
 PACK_DEPTH = RETRIEVAL.POOL_DEPTH  # how deep fusion ranks for a budgeted turn, at least
 # How deep fusion ranks for a larger budget: (the largest budget ranked that deep, depth),
 # and past the last, `RETRIEVAL.POOL_DEPTH_MAX`. Short memories run out before a large
@@ -302,9 +307,9 @@ def stems_of(message: str) -> tuple[str, ...]:
 def excerpt_span(text: str, terms: tuple[str, ...], chars: int = EXCERPT_CHARS) -> tuple[int, int]:
     """The span of about `chars` characters of `text` (`EXCERPT_TOKENS` tokens by default)
     that holds the most of the message's words (a word's first five letters, as a crude
-    stem), centred on them; the opening when none is there (what the episode's vector was
-    made from). Found on the characters, so a long text is never tokenized whole on a
-    turn."""
+    stem), opening a quarter of its length before the first of them (`EXCERPT_LEAD`); the
+    opening when none is there (what the episode's vector was made from). Found on the
+    characters, so a long text is never tokenized whole on a turn."""
     if len(text) <= chars:
         return 0, len(text)
     hits = _hits(text, terms)
@@ -315,9 +320,7 @@ def excerpt_span(text: str, terms: tuple[str, ...], chars: int = EXCERPT_CHARS) 
         count = bisect.bisect_right(hits, hits[first] + chars) - first
         if count > most:
             best, most = first, count
-    inside = hits[best : best + most]
-    middle = (inside[0] + inside[-1]) // 2
-    start = min(max(0, middle - chars // 2), len(text) - chars)
+    start = min(max(0, hits[best] - int(chars * EXCERPT_LEAD)), len(text) - chars)
     start = _word_start(text, start)
     return start, _word_end(text, start + chars)
 

@@ -105,8 +105,9 @@ def evaluate(
     limits = [depth] if depth else sorted(set(ks))
     pairs = weight_pairs(extra)
     runs = {pair: Run(pair, {limit: [] for limit in limits}, []) for pair in pairs}
+    packed = {pair: Packed(RRF.packer) for pair in BUDGET_PAIRS}  # scored by `budget_rows`
     for pair in BUDGET_PAIRS:
-        runs[pair].packed = Packed(RRF.packer)  # scored later, by `budget_rows`
+        runs[pair].packed = packed[pair]
     questions: list[EvalQuestion] = []
     dropped = 0
     for item in evalset.conversations:
@@ -134,8 +135,7 @@ def evaluate(
         "legChoiceBound": leg_choice_bound(runs[(1.0, 0.0)], runs[(0.0, 1.0)], questions, ks),
         "standing": standing_figures(evalset),
     }
-    packed = {pair: runs[pair].packed for pair in BUDGET_PAIRS}
-    return SetResult(figures, questions, categories, {p: k for p, k in packed.items() if k})
+    return SetResult(figures, questions, categories, packed)
 
 
 def leg_choice_bound(

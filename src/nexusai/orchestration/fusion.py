@@ -89,11 +89,11 @@ def fuse_weighted(
         return (-scores[episode_id], best, episode_id)
 
     return [
-        FusedEpisode(episodes[i], scores[i], ranks_of(ranks, i))
+        FusedEpisode(episodes[i], scores[i], _ranks_of(ranks, i))
         for i in sorted(scores, key=order)[: max(limit, 0)]
     ]
 
 
-def ranks_of(ranks: Mapping[str, Mapping[int, int]], episode_id: int) -> dict[str, int]:
+def _ranks_of(ranks: Mapping[str, Mapping[int, int]], episode_id: int) -> dict[str, int]:
     """An episode's rank in each list that holds it, by the list's name."""
     return {name: found[episode_id] for name, found in ranks.items() if episode_id in found}

@@ -40,10 +40,6 @@ class Dialect:
         """The parameter `ids` reads: the ids as one JSON list, whatever their number."""
         return json.dumps([int(i) for i in ids])
 
-    def marks(self, count: int) -> str:
-        """`count` placeholders, for a list of a few values."""
-        return ", ".join([self.mark] * count)
-
 
 @functools.lru_cache(maxsize=1024)
 def _rendered(dialect: Dialect, template: str) -> str:

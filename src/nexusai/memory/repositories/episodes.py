@@ -28,7 +28,7 @@ from nexusai.memory.repositories.validation import (
     UNSET,
     Limits,
     Row,
-    _Unset,
+    Unset,
     deadline,
     edited,
     row_of,
@@ -112,11 +112,11 @@ class Episodes(Repository):
         *,
         content: str | None = None,
         speaker: str | None = None,
-        metadata: dict[str, Any] | _Unset | None = UNSET,
-        image_caption: str | _Unset | None = UNSET,
+        metadata: dict[str, Any] | Unset | None = UNSET,
+        image_caption: str | Unset | None = UNSET,
         occurred_at: datetime | None = None,
         pinned: bool | None = None,
-        expires_at: datetime | _Unset | None = UNSET,
+        expires_at: datetime | Unset | None = UNSET,
     ) -> Episode:
         """Changes what is given. `metadata` is a JSON merge patch (RFC 7396) over the
         stored metadata (None clears it); `image_caption` None removes the caption. A new
@@ -128,7 +128,7 @@ class Episodes(Repository):
             if pinned is not None:
                 sql = self.sql("UPDATE episodes SET pinned = ? WHERE id = ?")
                 conn.execute(sql, (pinned, episode_id))
-            if not isinstance(expires_at, _Unset):
+            if not isinstance(expires_at, Unset):
                 when = None if expires_at is None else to_utc_text(expires_at)
                 sql = self.sql("UPDATE episodes SET expiry_asked = ? WHERE id = ?")
                 conn.execute(sql, (when, episode_id))
@@ -137,7 +137,7 @@ class Episodes(Repository):
             if any(v is not None for v in texts) or any(v is not UNSET for v in marks):
                 changed = edited(current, content, speaker, metadata, image_caption, occurred_at)
                 self._edit(conn, current, changed, occurred_at is None)
-            if not isinstance(expires_at, _Unset) or occurred_at is not None:
+            if not isinstance(expires_at, Unset) or occurred_at is not None:
                 renew_deadlines(conn, self.dialect, "e.id = ?", [episode_id])
         [stored] = self.get_many([episode_id], expired=True)  # set to expire, it is
         return stored

@@ -10,7 +10,7 @@ from nexusai.memory.dbapi import inserted_id
 from nexusai.memory.repositories.base import Database, Repository, ids_of
 from nexusai.memory.repositories.columns import SESSION_COLUMNS
 from nexusai.memory.repositories.projects import Projects
-from nexusai.memory.repositories.validation import UNSET, _Unset, optional_text, required_text
+from nexusai.memory.repositories.validation import UNSET, Unset, optional_text, required_text
 from nexusai.models import Scope, Session, now_text
 
 
@@ -66,18 +66,18 @@ class Sessions(Repository):
         self,
         session_id: int,
         *,
-        title: str | _Unset | None = UNSET,
-        project_id: int | _Unset | None = UNSET,
+        title: str | Unset | None = UNSET,
+        project_id: int | Unset | None = UNSET,
     ) -> Session:
         """Renames a session or moves it into (or, with project_id=None, out of) a project."""
         with self.db.atomic() as conn:
             self.get(session_id)
-            if not isinstance(title, _Unset):
+            if not isinstance(title, Unset):
                 conn.execute(
                     self.sql("UPDATE sessions SET title = ? WHERE id = ?"),
                     (optional_text("title", title, 500), session_id),
                 )
-            if not isinstance(project_id, _Unset):
+            if not isinstance(project_id, Unset):
                 if project_id is not None:
                     self.projects.get(project_id)
                 conn.execute(

@@ -25,11 +25,11 @@ class Limits:
     metadata_bytes: int
 
 
-class _Unset:
+class Unset:
     """Marks an argument that was not given, where None is a meaningful value."""
 
 
-UNSET: Final = _Unset()
+UNSET: Final = Unset()
 
 MAX_RETENTION_DAYS = 36_500
 
@@ -104,8 +104,8 @@ def edited(
     current: Episode,
     content: str | None,
     speaker: str | None,
-    metadata: dict[str, Any] | _Unset | None,
-    image_caption: str | _Unset | None,
+    metadata: dict[str, Any] | Unset | None,
+    image_caption: str | Unset | None,
     occurred_at: datetime | None,
 ) -> NewEpisode:
     return NewEpisode(
@@ -114,12 +114,12 @@ def edited(
         occurred_at=occurred_at,
         metadata=(
             current.metadata
-            if isinstance(metadata, _Unset)
+            if isinstance(metadata, Unset)
             else merge_patch(current.metadata, metadata or {})
             if metadata is not None
             else {}
         ),
-        image_caption=current.image_caption if isinstance(image_caption, _Unset) else image_caption,
+        image_caption=current.image_caption if isinstance(image_caption, Unset) else image_caption,
     )
 
 
